@@ -1,0 +1,103 @@
+"""temporal-recall: durable pydantic-ai agents on Temporal that remember every message, once.
+
+The public API is listed in `__all__`. Names are resolved lazily so that importing
+`temporal_recall` (which Temporal's workflow sandbox does for every workflow module in this
+package) never imports the store backends or their database drivers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._capability import ConversationRecall
+    from ._recall import search_history
+    from ._store_provider import StoreProvider
+    from .activities import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY, RecallActivities
+    from .errors import RecallError
+    from .models import (
+        ConversationInput,
+        ConversationSummary,
+        RecallDeps,
+        RunPromptInput,
+        RunPromptOutput,
+        SearchRequest,
+        SearchResult,
+        TurnInput,
+        TurnOutput,
+    )
+    from .search import SearchHit
+    from .settings import Settings
+    from .store import SqliteConversationStore, open_store
+    from .worker import build_worker
+    from .workflows import ConversationWorkflow, RunPromptWorkflow, load_history, recall
+
+__all__ = (
+    'LOAD_HISTORY_ACTIVITY',
+    'SEARCH_ACTIVITY',
+    'ConversationInput',
+    'ConversationRecall',
+    'ConversationSummary',
+    'ConversationWorkflow',
+    'RecallActivities',
+    'RecallDeps',
+    'RecallError',
+    'RunPromptInput',
+    'RunPromptOutput',
+    'RunPromptWorkflow',
+    'SearchHit',
+    'SearchRequest',
+    'SearchResult',
+    'Settings',
+    'SqliteConversationStore',
+    'StoreProvider',
+    'TurnInput',
+    'TurnOutput',
+    'build_worker',
+    'load_history',
+    'open_store',
+    'recall',
+    'search_history',
+)
+
+_LOCATIONS = {
+    'ConversationRecall': '._capability',
+    'search_history': '._recall',
+    'StoreProvider': '._store_provider',
+    'LOAD_HISTORY_ACTIVITY': '.activities',
+    'SEARCH_ACTIVITY': '.activities',
+    'RecallActivities': '.activities',
+    'RecallError': '.errors',
+    'ConversationInput': '.models',
+    'ConversationSummary': '.models',
+    'RecallDeps': '.models',
+    'RunPromptInput': '.models',
+    'RunPromptOutput': '.models',
+    'SearchRequest': '.models',
+    'SearchResult': '.models',
+    'TurnInput': '.models',
+    'TurnOutput': '.models',
+    'SearchHit': '.search',
+    'Settings': '.settings',
+    'SqliteConversationStore': '.store',
+    'open_store': '.store',
+    'build_worker': '.worker',
+    'ConversationWorkflow': '.workflows',
+    'RunPromptWorkflow': '.workflows',
+    'load_history': '.workflows',
+    'recall': '.workflows',
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LOCATIONS.get(name)
+    if module is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,85 @@
+"""Activities over the store: thin adapters that turn store errors into Temporal's vocabulary.
+
+Deterministic failures (a bad query, an unknown conversation, a history too large for a payload)
+become non-retryable `ApplicationError`s whose `type` is our exception's class name, so workflow
+code can tell them apart; an unreachable store is raised as is, and Temporal retries it with
+backoff, recording each failure on the activity so it is visible, never a silent hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from .._recall import search_history
+from .._store_provider import StoreProvider
+from ..errors import PayloadTooLarge, RecallError, StoreUnavailable, UnknownConversation
+from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
+from ._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
+
+__all__ = ('MAX_HISTORY_PAYLOAD_BYTES', 'RecallActivities')
+
+MAX_HISTORY_PAYLOAD_BYTES = 1_500_000
+"""Temporal refuses payloads over 2 MB by default; stay clear of it with headroom for metadata."""
+
+
+def _non_retryable(error: RecallError) -> ApplicationError:
+    return ApplicationError(str(error), type=type(error).__name__, non_retryable=True)
+
+
+class RecallActivities:
+    """The store-backed activities, bound to one store provider."""
+
+    def __init__(self, store: str | StoreProvider | Any) -> None:
+        self.store = StoreProvider.coerce(store)
+
+    def all(self) -> Sequence[Callable[..., Any]]:
+        return [self.search, self.load_history]
+
+    @activity.defn(name=SEARCH_ACTIVITY)
+    async def search(self, request: SearchRequest) -> SearchResult:
+        store = await self.store.get()
+        try:
+            return await search_history(store, request)
+        except UnknownConversation:
+            # Fail closed, and say the same thing for "absent" and "someone else's".
+            return SearchResult(
+                query=request.query[:200],
+                message=f'No conversation {request.conversation_id!r} is stored in this scope; nothing was searched.',
+            )
+        except StoreUnavailable:
+            raise
+        except RecallError as error:
+            raise _non_retryable(error) from error
+
+    @activity.defn(name=LOAD_HISTORY_ACTIVITY)
+    async def load_history(self, request: HistoryRequest) -> LoadedHistory:
+        store = await self.store.get()
+        record = await store.read_record(request.conversation_id)
+        if record is None or record.scope != request.scope:
+            return LoadedHistory(conversation_id=request.conversation_id, exists=False)
+        try:
+            entries = await store.read_history(record.head_id, limit=request.limit)
+        except StoreUnavailable:
+            raise
+        messages = [entry.message for entry in entries]
+        size = len(ModelMessagesTypeAdapter.dump_json(messages))
+        if size > MAX_HISTORY_PAYLOAD_BYTES:
+            raise _non_retryable(
+                PayloadTooLarge(
+                    f'Conversation {request.conversation_id!r} is {size:,} bytes serialized, more than the '
+                    f'{MAX_HISTORY_PAYLOAD_BYTES:,} that fit in one Temporal payload. Load it with a `limit`, or '
+                    'compact it; the full history stays in the store and searchable.'
+                )
+            )
+        return LoadedHistory(
+            conversation_id=request.conversation_id,
+            exists=True,
+            messages=messages,
+            head_id=record.head_id,
+            length=len(messages),
+        )

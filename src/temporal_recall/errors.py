@@ -1,0 +1,120 @@
+"""Every exception temporal-recall raises on purpose.
+
+Catch `RecallError` to handle anything the product refuses; catch a leaf to handle one case::
+
+    RecallError
+    ├── StoreError                      the store cannot do what was asked
+    │   ├── StoreUnavailable            the database cannot be opened or reached (retryable)
+    │   ├── NotADatabase                the path or URL does not name a store
+    │   ├── SchemaTooNew                written by a newer temporal-recall; nothing was touched
+    │   ├── StoreReadOnly               the database refuses writes
+    │   ├── UnknownConversation         no such conversation in the caller's scope
+    │   ├── UnknownEntry                no such entry in the store
+    │   ├── MessageNotSerializable      a message cannot be stored as JSON
+    │   └── HistoryMismatch             a delta does not attach to what the store holds
+    ├── SearchError                     a search request is unusable
+    │   ├── InvalidQuery                empty, or too large to search
+    │   └── InvalidSearchParameters     k1, b, limits or scope out of range
+    ├── ConfigurationError              settings that cannot work (names the setting)
+    └── PayloadTooLarge                 a value would not fit in one Temporal payload
+
+`pydantic_ai.conversation_store.ConversationConflict` is raised unchanged for revision conflicts, so
+code written against pydantic-ai's `ConversationStore` keeps working. Scope violations are reported
+as `UnknownConversation`, exactly like a conversation that does not exist.
+"""
+
+from __future__ import annotations
+
+__all__ = (
+    'ConfigurationError',
+    'HistoryMismatch',
+    'InvalidQuery',
+    'InvalidSearchParameters',
+    'MessageNotSerializable',
+    'NotADatabase',
+    'PayloadTooLarge',
+    'RecallError',
+    'SchemaTooNew',
+    'SearchError',
+    'StoreError',
+    'StoreReadOnly',
+    'StoreUnavailable',
+    'UnknownConversation',
+    'UnknownEntry',
+)
+
+
+class RecallError(Exception):
+    """Base class of every error temporal-recall raises on purpose."""
+
+
+class StoreError(RecallError):
+    """The store cannot do what was asked."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be opened or reached right now; retrying later may succeed."""
+
+
+class NotADatabase(StoreError):
+    """The path or URL does not name a temporal-recall store."""
+
+
+class SchemaTooNew(StoreError):
+    """The database was written by a newer temporal-recall; it was left untouched."""
+
+
+class StoreReadOnly(StoreError):
+    """The database refuses writes (file permissions or a read-only mount)."""
+
+
+class UnknownConversation(StoreError):
+    """No conversation with this id exists in the caller's scope.
+
+    Deliberately the same for "does not exist" and "belongs to another scope", so a caller cannot
+    probe for other tenants' conversation ids.
+    """
+
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        super().__init__(f'Conversation {conversation_id!r} is not in the store.')
+
+
+class UnknownEntry(StoreError):
+    """No entry with this id exists in the store."""
+
+    def __init__(self, entry_id: str) -> None:
+        self.entry_id = entry_id
+        super().__init__(f'Entry {entry_id!r} is not in the store.')
+
+
+class MessageNotSerializable(StoreError):
+    """A message could not be serialized with pydantic-ai's message type adapter."""
+
+
+class HistoryMismatch(StoreError):
+    """A delta names a point in the conversation that the store does not hold.
+
+    The writer should resend the whole history (`base_length=0`), letting the store work out
+    what it lacks.
+    """
+
+
+class SearchError(RecallError):
+    """A search request is unusable as given."""
+
+
+class InvalidQuery(SearchError):
+    """The query is empty, whitespace only, or larger than the documented bound."""
+
+
+class InvalidSearchParameters(SearchError):
+    """A ranking or paging parameter is out of range."""
+
+
+class ConfigurationError(RecallError):
+    """A setting has a value that cannot work; the message names the setting."""
+
+
+class PayloadTooLarge(RecallError):
+    """A value would exceed Temporal's payload size limit, so retrying cannot help."""

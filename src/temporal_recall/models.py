@@ -1,0 +1,175 @@
+"""Everything that crosses a Temporal boundary, as versionable pydantic models.
+
+These models are recorded in workflow histories, so they are compatibility data: fields are only
+ever added, always with a default, and never renamed or removed. A history written by an older
+release must still decode.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.usage import RunUsage
+
+from .search._results import SearchResult
+
+__all__ = (
+    'ConversationInput',
+    'ConversationSummary',
+    'HistoryRequest',
+    'LoadedHistory',
+    'RecallDeps',
+    'RunPromptInput',
+    'RunPromptOutput',
+    'SearchRequest',
+    'SearchResult',
+    'StepDelta',
+    'StepWritten',
+    'TurnInput',
+    'TurnOutput',
+)
+
+_FROZEN = ConfigDict(frozen=True)
+
+
+class StepDelta(BaseModel):
+    """One step boundary's write: the messages the store lacks and where they attach."""
+
+    model_config = _FROZEN
+
+    conversation_id: str
+    scope: str | None = None
+    idempotency_key: str
+    base_length: int = Field(default=0, ge=0)
+    base_hash: str | None = None
+    messages: list[ModelMessage] = Field(default_factory=list[ModelMessage])
+    run_id: str | None = None
+    usage: RunUsage | None = None
+
+
+class StepWritten(BaseModel):
+    """What a step write did. `attached=False` asks the writer to resend the whole history."""
+
+    model_config = _FROZEN
+
+    attached: bool = True
+    head_id: str | None = None
+    length: int = 0
+    stored: int = 0
+    replayed: bool = False
+
+
+class SearchRequest(BaseModel):
+    """A recall query. The scope fields must come from trusted workflow state, never from a model."""
+
+    model_config = _FROZEN
+
+    query: str
+    conversation_id: str | None = None
+    """The conversation to search; `None` only together with `all_conversations=True`."""
+    scope: str | None = None
+    """The tenant scope the conversation must have been stored with (exact match, `None` included)."""
+    all_conversations: bool = False
+    """Search every conversation of `scope`: for stores isolated to one principal."""
+    run_id: str | None = None
+    limit: int = 10
+    context_lines: int = 0
+    k1: float = 1.5
+    b: float = 0.75
+
+
+class HistoryRequest(BaseModel):
+    model_config = _FROZEN
+
+    conversation_id: str
+    scope: str | None = None
+    limit: int | None = Field(default=None, ge=0)
+
+
+class LoadedHistory(BaseModel):
+    model_config = _FROZEN
+
+    conversation_id: str
+    exists: bool = False
+    messages: list[ModelMessage] = Field(default_factory=list[ModelMessage])
+    head_id: str | None = None
+    length: int = 0
+    """How many messages were loaded."""
+
+
+class RunPromptInput(BaseModel):
+    """Input of `RunPromptWorkflow`: one agent run in a named conversation."""
+
+    model_config = _FROZEN
+
+    prompt: str
+    conversation_id: str
+    scope: str | None = None
+    agent: str | None = None
+    """The registered agent's name; defaults to the worker's first agent."""
+    continue_history: bool = True
+    """Send the stored conversation to the model as `message_history`."""
+    create: bool = True
+    """Start the conversation if the store does not have it; `False` fails with `UnknownConversation`."""
+
+
+class RunPromptOutput(BaseModel):
+    model_config = _FROZEN
+
+    output: str
+    conversation_id: str
+    run_id: str
+    new_messages: int = 0
+
+
+class ConversationInput(BaseModel):
+    """Input of `ConversationWorkflow`; also what it carries across continue-as-new."""
+
+    model_config = _FROZEN
+
+    conversation_id: str
+    scope: str | None = None
+    agent: str | None = None
+    turns_per_run: int = Field(default=25, ge=1)
+    """Continue-as-new after this many turns (or earlier, when Temporal suggests it)."""
+    turns_completed: int = 0
+    """Turns answered by earlier runs of the chain; carried across continue-as-new."""
+    idle_timeout_seconds: float | None = None
+    """Finish after this long without a turn; `None` waits until `close` is called."""
+
+
+class TurnInput(BaseModel):
+    model_config = _FROZEN
+
+    prompt: str
+
+
+class TurnOutput(BaseModel):
+    model_config = _FROZEN
+
+    output: str
+    turn: int
+    """1-based number of this turn across the whole continue-as-new chain."""
+    run_id: str
+
+
+class RecallDeps(BaseModel):
+    """Run dependencies temporal-recall's workflows pass to an agent.
+
+    Carries the tenant scope from the workflow input (trusted) to the persistence capability and
+    the recall tool, which read it inside activities. Agents run by the shipped workflows use this
+    type (or a subclass) as their `deps_type`.
+    """
+
+    model_config = _FROZEN
+
+    scope: str | None = None
+
+
+class ConversationSummary(BaseModel):
+    """What `ConversationWorkflow` returns when it is closed."""
+
+    model_config = _FROZEN
+
+    conversation_id: str
+    turns: int

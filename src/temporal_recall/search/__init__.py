@@ -1,0 +1,60 @@
+"""Tokenizing, ranking and presenting recall results, as pure functions.
+
+Nothing here touches a database, the clock or randomness. That is what lets the same code run inside
+Temporal's deterministic workflow sandbox and in activities, and what makes the SQLite and
+PostgreSQL backends rank identically: a backend only fetches postings and rows
+(`temporal_recall.store._protocol.IndexReader`), and every decision about what matches, in what
+order and how it is shown is made here, once.
+"""
+
+from __future__ import annotations
+
+from temporal_recall.search._assemble import build_hits, render_for_model
+from temporal_recall.search._bm25 import DEFAULT_PARAMETERS, BM25Parameters, ScoredDocument, idf, rank
+from temporal_recall.search._documents import is_summary, message_role, searchable_text
+from temporal_recall.search._excerpt import excerpt
+from temporal_recall.search._query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, Query, parse_query
+from temporal_recall.search._results import (
+    CONTEXT_EXCERPT_WIDTH,
+    EXCERPT_WIDTH,
+    MAX_CONTEXT_LINES,
+    MAX_LIMIT,
+    MAX_QUERY_ECHO_CHARS,
+    ContextMessage,
+    SearchHit,
+    SearchOptions,
+    SearchResult,
+)
+from temporal_recall.search._tokens import MAX_TERM_LENGTH, normalize_term, term_frequencies, term_spans, tokenize
+
+__all__ = (
+    'CONTEXT_EXCERPT_WIDTH',
+    'DEFAULT_PARAMETERS',
+    'EXCERPT_WIDTH',
+    'MAX_CONTEXT_LINES',
+    'MAX_LIMIT',
+    'MAX_QUERY_CHARS',
+    'MAX_QUERY_ECHO_CHARS',
+    'MAX_QUERY_TERMS',
+    'MAX_TERM_LENGTH',
+    'BM25Parameters',
+    'ContextMessage',
+    'Query',
+    'ScoredDocument',
+    'SearchHit',
+    'SearchOptions',
+    'SearchResult',
+    'build_hits',
+    'excerpt',
+    'idf',
+    'is_summary',
+    'message_role',
+    'normalize_term',
+    'parse_query',
+    'rank',
+    'render_for_model',
+    'searchable_text',
+    'term_frequencies',
+    'term_spans',
+    'tokenize',
+)

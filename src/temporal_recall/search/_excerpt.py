@@ -1,0 +1,67 @@
+"""The piece of a long message a reader needs to see why it matched.
+
+Matching uses the tokenizer's own rule, so the excerpt is centred on a word the index actually
+matched (`cat` finds `Cat.`, not `concatenate`), and a match deep inside a long tool output is shown
+rather than the unrelated beginning. One forward scan that stops at the first match keeps the cost
+linear in the text, however long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from temporal_recall.search._tokens import normalize_term, term_spans
+
+__all__ = ('ELLIPSIS', 'MIN_EXCERPT_WIDTH', 'excerpt')
+
+ELLIPSIS = '…'
+MIN_EXCERPT_WIDTH = 8
+"""Narrower windows would be mostly ellipsis."""
+
+
+def _first_match(text: str, terms: Collection[str]) -> tuple[int, int] | None:
+    wanted = {normalize_term(term) for term in terms}
+    if not wanted:
+        return None
+    for term, start, end in term_spans(text):
+        if term in wanted:
+            return start, end
+    return None
+
+
+def excerpt(text: str, terms: Collection[str], *, width: int = 240) -> str:
+    """At most `width` characters of `text`, whitespace collapsed, around the first matching term.
+
+    The match is placed about a third of the way into the window so some lead-in stays visible;
+    `…` marks each end where text was cut. With no match, the beginning of the text is shown.
+    """
+    if width < MIN_EXCERPT_WIDTH:
+        raise ValueError(f'An excerpt width of {width} is too narrow; use at least {MIN_EXCERPT_WIDTH}.')
+    flat = ' '.join(text.split())
+    if len(flat) <= width:
+        return flat
+
+    match = _first_match(flat, terms)
+    if match is None:
+        start = 0
+    else:
+        match_start, match_end = match
+        # At least one character of lead, so the leading ellipsis never eats the match's first letter.
+        lead = max(1, (width - (match_end - match_start)) // 3)
+        start = min(max(0, match_start - lead), len(flat) - width)
+    end = start + width
+
+    # Make room for the ellipses inside the window, taking it from the side being cut.
+    prefix = suffix = ''
+    if start > 0:
+        prefix = ELLIPSIS
+        start += 1
+    if end < len(flat):
+        suffix = ELLIPSIS
+        end -= 1
+    body = flat[start:end]
+    if prefix:
+        body = body.lstrip(' ')
+    if suffix:
+        body = body.rstrip(' ')
+    return f'{prefix}{body}{suffix}'

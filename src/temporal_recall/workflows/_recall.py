@@ -1,0 +1,82 @@
+"""Recall from workflow code: await a search without involving the model.
+
+Runs the `temporal_recall.search` activity, so the store is only touched in activity code and the
+result is recorded in history (replay reads it back instead of searching again).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from ..activities._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
+    from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
+
+__all__ = ('DEFAULT_RETRY_POLICY', 'load_history', 'recall')
+
+DEFAULT_RETRY_POLICY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    non_retryable_error_types=['InvalidQuery', 'InvalidSearchParameters', 'PayloadTooLarge', 'UnknownConversation'],
+)
+"""Store outages are retried with backoff until the timeout; refused requests are not retried."""
+
+
+async def recall(
+    query: str,
+    *,
+    conversation_id: str | None,
+    scope: str | None = None,
+    all_conversations: bool = False,
+    run_id: str | None = None,
+    limit: int = 10,
+    context_lines: int = 0,
+    start_to_close_timeout: timedelta = timedelta(seconds=30),
+    schedule_to_close_timeout: timedelta | None = timedelta(minutes=5),
+    retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+) -> SearchResult:
+    """Search a conversation's persisted history from workflow code.
+
+    `conversation_id` and `scope` must come from the workflow's own input or state. A conversation
+    that does not exist in `scope` yields an empty result with a `message`, exactly as one that
+    belongs to another scope does.
+    """
+    request = SearchRequest(
+        query=query,
+        conversation_id=conversation_id,
+        scope=scope,
+        all_conversations=all_conversations,
+        run_id=run_id,
+        limit=limit,
+        context_lines=context_lines,
+    )
+    return await workflow.execute_activity(
+        SEARCH_ACTIVITY,
+        request,
+        result_type=SearchResult,
+        start_to_close_timeout=start_to_close_timeout,
+        schedule_to_close_timeout=schedule_to_close_timeout,
+        retry_policy=retry_policy,
+    )
+
+
+async def load_history(
+    conversation_id: str,
+    *,
+    scope: str | None = None,
+    limit: int | None = None,
+    start_to_close_timeout: timedelta = timedelta(seconds=30),
+    retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+) -> LoadedHistory:
+    """The current branch of a stored conversation, for a workflow to continue it."""
+    return await workflow.execute_activity(
+        LOAD_HISTORY_ACTIVITY,
+        HistoryRequest(conversation_id=conversation_id, scope=scope, limit=limit),
+        result_type=LoadedHistory,
+        start_to_close_timeout=start_to_close_timeout,
+        retry_policy=retry_policy,
+    )

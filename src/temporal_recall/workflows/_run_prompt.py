@@ -1,0 +1,55 @@
+"""One agent run for one prompt, in a named conversation."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from ..models import RecallDeps, RunPromptInput, RunPromptOutput
+    from ._agents import agent_named
+    from ._recall import load_history
+
+__all__ = ('RunPromptWorkflow',)
+
+
+def require_prompt(prompt: str) -> None:
+    if not prompt.strip():
+        raise ApplicationError(
+            'The prompt is empty. Send the text the user typed; whitespace alone is not a turn.',
+            type='EmptyPrompt',
+            non_retryable=True,
+        )
+
+
+@workflow.defn(name='temporal_recall.RunPrompt')
+class RunPromptWorkflow:
+    """Load the conversation from the store, run the agent once, and let the capability persist it."""
+
+    @workflow.run
+    async def run(self, input: RunPromptInput) -> RunPromptOutput:
+        require_prompt(input.prompt)
+        agent = agent_named(input.agent)
+        history = []
+        if input.continue_history or not input.create:
+            loaded = await load_history(input.conversation_id, scope=input.scope)
+            if not loaded.exists and not input.create:
+                raise ApplicationError(
+                    f'Conversation {input.conversation_id!r} is not in the store; pass `create=True` to start it.',
+                    type='UnknownConversation',
+                    non_retryable=True,
+                )
+            if input.continue_history:
+                history = loaded.messages
+        result = await agent.run(
+            input.prompt,
+            message_history=history or None,
+            conversation_id=input.conversation_id,
+            deps=RecallDeps(scope=input.scope),
+        )
+        return RunPromptOutput(
+            output=str(result.output),
+            conversation_id=input.conversation_id,
+            run_id=result.run_id,
+            new_messages=len(result.new_messages()),
+        )

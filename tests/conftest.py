@@ -1,0 +1,3 @@
+from __future__ import annotations
+
+pytest_plugins = ['temporal_recall.pytest_plugin']

@@ -1,0 +1,136 @@
+"""What of each pydantic-ai message type is searchable, and who is said to have spoken it."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic_ai import messages as m
+from pydantic_ai._warnings import PydanticAIDeprecationWarning
+
+from temporal_recall.search import is_summary, message_role, searchable_text
+
+PNG = m.BinaryContent(data=b'\x89PNG\r\n\x1a\nsecretpixels', media_type='image/png')
+
+
+def request(*parts: m.ModelRequestPart) -> m.ModelRequest:
+    return m.ModelRequest(parts=list(parts))
+
+
+def response(*parts: m.ModelResponsePart) -> m.ModelResponse:
+    return m.ModelResponse(parts=list(parts))
+
+
+def test_user_prompt_with_text() -> None:
+    message = request(m.UserPromptPart('Where is the invoice?'))
+    assert searchable_text(message) == 'Where is the invoice?'
+    assert message_role(message) == 'user'
+    assert not is_summary(message)
+
+
+def test_user_prompt_with_a_list_leaves_binary_content_out() -> None:
+    message = request(m.UserPromptPart(['Look at this chart', PNG, m.TextContent('and this caption')]))
+    text = searchable_text(message)
+    assert text == 'Look at this chart\nand this caption'
+    assert 'secretpixels' not in text
+    assert 'PNG' not in text
+    assert message_role(message) == 'user'
+
+
+def test_system_prompt() -> None:
+    message = request(m.SystemPromptPart('You are a billing assistant.'))
+    assert searchable_text(message) == 'You are a billing assistant.'
+    assert message_role(message) == 'system'
+
+
+def test_user_prompt_wins_the_role_over_a_system_prompt() -> None:
+    message = request(m.SystemPromptPart('Be brief.'), m.UserPromptPart('Hi'))
+    assert message_role(message) == 'user'
+    assert searchable_text(message) == 'Be brief.\nHi'
+
+
+def test_text_part_is_searchable_and_thinking_is_not() -> None:
+    message = response(m.ThinkingPart('private chain of thought'), m.TextPart('The total is 42 EUR.'))
+    assert searchable_text(message) == 'The total is 42 EUR.'
+    assert message_role(message) == 'assistant'
+
+
+def test_thinking_only_response_has_no_text() -> None:
+    assert searchable_text(response(m.ThinkingPart('hmm'))) == ''
+
+
+def test_tool_call_with_dict_args() -> None:
+    message = response(m.ToolCallPart(tool_name='lookup_invoice', args={'number': 4521, 'city': 'Zürich'}))
+    text = searchable_text(message)
+    assert 'lookup_invoice' in text
+    assert '"number": 4521' in text
+    assert 'Zürich' in text
+    assert message_role(message) == 'assistant'
+
+
+def test_tool_call_with_str_args() -> None:
+    message = response(m.ToolCallPart(tool_name='lookup_invoice', args='{"number": 4521}'))
+    assert searchable_text(message) == 'lookup_invoice\n{"number": 4521}'
+
+
+def test_tool_return() -> None:
+    message = request(m.ToolReturnPart(tool_name='lookup_invoice', content={'status': 'paid', 'amount': 99}))
+    text = searchable_text(message)
+    assert text.startswith('lookup_invoice\n')
+    assert '"status": "paid"' in text
+    assert message_role(message) == 'tool'
+
+
+def test_tool_return_leaves_binary_content_out() -> None:
+    message = request(m.ToolReturnPart(tool_name='render', content=['rendered chart', PNG]))
+    text = searchable_text(message)
+    assert 'rendered chart' in text
+    assert 'secretpixels' not in text
+
+
+def test_tool_return_that_is_only_binary() -> None:
+    assert searchable_text(request(m.ToolReturnPart(tool_name='render', content=PNG))) == 'render'
+
+
+def test_retry_prompt_part() -> None:
+    with pytest.warns(PydanticAIDeprecationWarning):
+        part = m.RetryPromptPart(  # pyright: ignore[reportDeprecated] - older histories still hold it
+            content='Invoice number must be numeric.', tool_name='lookup_invoice'
+        )
+    message = request(part)
+    assert 'Invoice number must be numeric.' in searchable_text(message)
+    assert message_role(message) == 'tool'
+
+
+def test_retry_feedback_part() -> None:
+    message = request(m.RetryFeedbackPart(content='Please answer in JSON.', retry=m.RetryInfo(cause='model_retry')))
+    assert searchable_text(message) == 'Please answer in JSON.'
+    assert message_role(message) == 'tool'
+
+
+def test_stored_retry_prompts_load_as_searchable_parts() -> None:
+    stored = (
+        b'[{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "bad number",'
+        b' "tool_name": "lookup_invoice", "tool_call_id": "call-1"}]},'
+        b' {"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "answer please"}]}]'
+    )
+    with_tool, without_tool = m.ModelMessagesTypeAdapter.validate_json(stored)
+    assert 'bad number' in searchable_text(with_tool)
+    assert searchable_text(without_tool) == 'answer please'
+    assert message_role(with_tool) == message_role(without_tool) == 'tool'
+
+
+def test_compaction_summary_is_recognised_and_not_searchable() -> None:
+    message = response(m.CompactionPart(content='Summary: the user asked about invoice 4521.'))
+    assert is_summary(message)
+    assert searchable_text(message) == ''
+
+
+@pytest.mark.parametrize(
+    'message',
+    [
+        request(m.UserPromptPart('hi')),
+        response(m.TextPart('hello')),
+        response(m.ToolCallPart(tool_name='t', args={})),
+    ],
+)
+def test_ordinary_messages_are_not_summaries(message: m.ModelMessage) -> None:
+    assert not is_summary(message)
