@@ -94,8 +94,9 @@ def rank(
     - no documents (`document_count == 0`): no results;
     - a term found in more documents than `document_count` says exist: the count is raised to that
       document frequency for that term, so its idf stays positive instead of rewarding absence;
-    - an average document length of 0: the length ratio `dl / avgdl` is taken as 0, i.e. every
-      document is treated as exactly average instead of dividing by zero;
+    - an average document length of 0: the length ratio `dl / avgdl` is taken as 0 instead of
+      dividing by zero, so length normalisation drops out and every matching document scores as
+      the shortest possible one;
     - postings with a term frequency of 0 or less add nothing.
 
     Cost is one pass over the postings plus a bounded heap selection, `O(P + n log limit)`.
