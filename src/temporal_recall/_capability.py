@@ -30,7 +30,14 @@ from temporalio.exceptions import ApplicationError
 
 from ._delta import Delta, DeltaTracker
 from ._store_provider import StoreProvider
-from .errors import HistoryMismatch, InvalidQuery, InvalidSearchParameters, RecallError, StoreUnavailable, UnknownConversation
+from .errors import (
+    HistoryMismatch,
+    InvalidQuery,
+    InvalidSearchParameters,
+    RecallError,
+    StoreUnavailable,
+    UnknownConversation,
+)
 from .models import RecallDeps, SearchRequest, StepDelta, StepWritten
 
 __all__ = ('ConversationRecall', 'ScopeResolver')

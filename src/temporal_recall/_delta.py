@@ -52,7 +52,7 @@ class DeltaTracker:
 
     def _shared_prefix(self, history: Sequence[ModelMessage]) -> int:
         shared = 0
-        for stored, current in zip(self._stored, history):
+        for stored, current in zip(self._stored, history, strict=False):
             if stored is not current and self.hash_of(stored) != self.hash_of(current):
                 break
             shared += 1

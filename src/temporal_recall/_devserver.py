@@ -55,11 +55,11 @@ class DevServer:
     ui_port: int | None = None
 
 
-async def _wait_until_serving(address: str, process: subprocess.Popen[bytes], timeout: float) -> None:
+async def _wait_until_serving(address: str, process: subprocess.Popen[bytes], within: float) -> None:
     from temporalio.client import Client
 
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + within
     last_error: Exception | None = None
     while loop.time() < deadline:
         if process.poll() is not None:
@@ -68,10 +68,17 @@ async def _wait_until_serving(address: str, process: subprocess.Popen[bytes], ti
             # Connecting performs a GetSystemInfo call, so success means the frontend is serving.
             await Client.connect(address)
             return
-        except Exception as error:  # noqa: BLE001 - any failure means "not yet"
+        except Exception as error:
             last_error = error
             await asyncio.sleep(0.2)
-    raise TimeoutError(f'The Temporal dev server at {address} did not start within {timeout:.0f}s: {last_error}')
+    raise TimeoutError(f'The Temporal dev server at {address} did not start within {within:.0f}s: {last_error}')
+
+
+def _spawn(args: list[str], log_file: str | os.PathLike[str] | None) -> subprocess.Popen[bytes]:
+    if log_file is None:
+        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    with open(log_file, 'ab') as log:
+        return subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -121,12 +128,7 @@ async def start_dev_server(
         args += ['--namespace', namespace]
     if db_filename is not None:
         args += ['--db-filename', str(db_filename)]
-    log = open(log_file, 'ab') if log_file is not None else subprocess.DEVNULL  # noqa: SIM115
-    try:
-        process = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-    finally:
-        if log_file is not None:
-            log.close()  # type: ignore[union-attr]
+    process = _spawn(args, log_file)
     address = f'127.0.0.1:{port}'
     try:
         await _wait_until_serving(address, process, startup_timeout)

@@ -25,7 +25,7 @@ def target_of(request: SearchRequest) -> SearchTarget:
         return SearchTarget(scope=request.scope, conversation_id=None, run_id=request.run_id)
     if not request.conversation_id:
         raise InvalidSearchParameters(
-            'No conversation id to search: pass the calling conversation\'s id, or `all_conversations=True` '
+            "No conversation id to search: pass the calling conversation's id, or `all_conversations=True` "
             'for a store isolated to one principal. Nothing was searched.'
         )
     return SearchTarget(scope=request.scope, conversation_id=request.conversation_id, run_id=request.run_id)

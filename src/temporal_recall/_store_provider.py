@@ -28,7 +28,7 @@ class StoreProvider:
             raise ConfigurationError('StoreProvider takes `url` (e.g. "sqlite:///recall.db") or `store`, not both.')
         self._url = url
         self._fixed = store
-        self._opened: dict[int, RecallStore] = {}
+        self._opened: dict[tuple[str, int], RecallStore] = {}
         self._lock: asyncio.Lock | None = None
 
     @classmethod
@@ -64,7 +64,7 @@ class StoreProvider:
     async def get(self) -> RecallStore:
         if self._fixed is not None:
             return self._fixed
-        loop_key = id(asyncio.get_running_loop())
+        loop_key = (self._url or '', id(asyncio.get_running_loop()))
         store = self._opened.get(loop_key)
         if store is not None:
             return store

@@ -30,6 +30,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, Worker, WorkflowReplayResults
 
 from ._devserver import DevServer, start_dev_server
+from ._store_provider import StoreProvider
 from .worker import SHIPPED_WORKFLOWS, build_worker
 from .workflows._agents import register_agents
 
@@ -121,10 +122,19 @@ async def running_worker(
     """
     queue = task_queue or f'test-{uuid.uuid4()}'
     worker = build_worker(
-        client, task_queue=queue, agents=agents, store=store, workflows=workflows, activities=activities, **worker_options
+        client,
+        task_queue=queue,
+        agents=agents,
+        store=store,
+        workflows=workflows,
+        activities=activities,
+        **worker_options,
     )
-    async with worker:
-        yield RunningWorker(worker=worker, task_queue=queue)
+    try:
+        async with worker:
+            yield RunningWorker(worker=worker, task_queue=queue)
+    finally:
+        await StoreProvider.default().aclose()
 
 
 async def export_history(client: Client, workflow_id: str, *, run_id: str | None = None) -> str:

@@ -36,24 +36,25 @@ __all__ = ('ConversationWorkflow',)
 
 @workflow.defn(name='temporal_recall.Conversation')
 class ConversationWorkflow:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, input: ConversationInput) -> None:
+        # Set here rather than in `run`: an Update delivered with the first task of a run (common
+        # right after continue-as-new) is handled before `run` starts.
+        self._input = input
         self._history: list[ModelMessage] | None = None
         self._turn_lock = asyncio.Lock()
-        self._turns_total = 0
+        self._turns_total = input.turns_completed
         self._turns_this_run = 0
         self._closing = False
-        self._input: ConversationInput | None = None
 
     @workflow.run
     async def run(self, input: ConversationInput) -> ConversationSummary:
-        self._input = input
-        self._turns_total = input.turns_completed
         timeout = timedelta(seconds=input.idle_timeout_seconds) if input.idle_timeout_seconds else None
         while True:
             seen = self._turns_total
             try:
                 await workflow.wait_condition(
-                    lambda: self._closing or self._rotate_due() or self._turns_total != seen,
+                    lambda seen=seen: self._closing or self._rotate_due() or self._turns_total != seen,
                     timeout=timeout,
                 )
             except TimeoutError:
@@ -67,13 +68,11 @@ class ConversationWorkflow:
         workflow.continue_as_new(input.model_copy(update={'turns_completed': self._turns_total}))
 
     def _rotate_due(self) -> bool:
-        assert self._input is not None
         return self._turns_this_run >= self._input.turns_per_run or workflow.info().is_continue_as_new_suggested()
 
     @workflow.update(name='send')
     async def send(self, turn: TurnInput) -> TurnOutput:
         """Answer one user turn with an agent run; the capability persists it as it goes."""
-        assert self._input is not None
         async with self._turn_lock:
             if self._history is None:
                 loaded = await load_history(self._input.conversation_id, scope=self._input.scope)
@@ -99,7 +98,6 @@ class ConversationWorkflow:
     @workflow.update(name='search')
     async def search(self, request: SearchRequest) -> SearchResult:
         """Recall without the model: the conversation and scope are this workflow's, whatever the caller sent."""
-        assert self._input is not None
         return await recall(
             request.query,
             conversation_id=self._input.conversation_id,

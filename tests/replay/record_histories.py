@@ -1,0 +1,122 @@
+"""Re-record the histories under tests/replay/histories/ from real runs on a local dev server.
+
+    .venv/bin/python -m tests.replay.record_histories
+
+Run it after a deliberate, versioned change to workflow code, and commit the new files together
+with the change. Each scenario is one JSON file (a continue-as-new chain gives one file per run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from temporal_recall import ConversationInput, ConversationWorkflow, RunPromptInput, RunPromptWorkflow, TurnInput
+from temporal_recall.testing import connect, dev_server, export_history, running_worker
+
+from ..workflows.agents import recall_agent, slow_tool_agent, weather_agent
+from .workflows import RecallDirectlyWorkflow
+
+HISTORIES = Path(__file__).parent / 'histories'
+AGENTS = [weather_agent, recall_agent, slow_tool_agent]
+
+
+def _save(name: str, history_json: str) -> None:
+    HISTORIES.mkdir(exist_ok=True)
+    # Pretty-printed so diffs of re-recorded histories are readable.
+    (HISTORIES / f'{name}.json').write_text(json.dumps(json.loads(history_json), indent=1) + '\n')
+    print(f'recorded {name}')
+
+
+async def record(client, store_url: str) -> None:
+    async with running_worker(client, agents=AGENTS, store=store_url, workflows=[RecallDirectlyWorkflow]) as worker:
+        queue = worker.task_queue
+        await client.execute_workflow(
+            RunPromptWorkflow.run,
+            RunPromptInput(prompt='Weather in Paris?', conversation_id='replay-conv', agent='weather'),
+            id='replay-one-prompt-tool',
+            task_queue=queue,
+        )
+        _save('one_prompt_with_tool', await export_history(client, 'replay-one-prompt-tool'))
+
+        await client.execute_workflow(
+            RunPromptWorkflow.run,
+            RunPromptInput(prompt='recall Paris', conversation_id='replay-conv', agent='recaller'),
+            id='replay-model-recall',
+            task_queue=queue,
+        )
+        _save('model_calls_recall_tool', await export_history(client, 'replay-model-recall'))
+
+        await client.execute_workflow(
+            RecallDirectlyWorkflow.run, 'replay-conv', id='replay-workflow-recall', task_queue=queue
+        )
+        _save('workflow_calls_recall', await export_history(client, 'replay-workflow-recall'))
+
+        handle = await client.start_workflow(
+            ConversationWorkflow.run,
+            ConversationInput(conversation_id='replay-chat', agent='weather', turns_per_run=2),
+            id='replay-conversation',
+            task_queue=queue,
+        )
+        for turn in range(5):
+            await client.get_workflow_handle('replay-conversation').execute_update(
+                ConversationWorkflow.send, TurnInput(prompt=f'turn {turn}')
+            )
+        await client.get_workflow_handle('replay-conversation').signal(ConversationWorkflow.close)
+        await client.get_workflow_handle('replay-conversation').result()
+        runs = [run async for run in client.list_workflows("WorkflowId = 'replay-conversation'")]
+        for index, run in enumerate(sorted(runs, key=lambda r: r.start_time)):
+            _save(f'conversation_run_{index + 1}', await export_history(client, 'replay-conversation', run_id=run.run_id))
+        del handle
+
+
+async def record_killed_worker(server_address: str, client, store_url: str) -> None:
+    """A run whose worker is SIGKILLed during a tool activity and recovered by a fresh worker."""
+    queue = f'replay-killed-{uuid.uuid4()}'
+    env = {**os.environ, 'RECALL_TEST_ADDRESS': server_address, 'RECALL_TEST_QUEUE': queue, 'RECALL_TEST_STORE': store_url}
+    command = [sys.executable, '-m', 'tests.workflows.worker_process']
+    first = subprocess.Popen(command, env=env)
+    try:
+        handle = await client.start_workflow(
+            RunPromptWorkflow.run,
+            RunPromptInput(prompt='slow please', conversation_id='replay-killed', agent='slow_tool'),
+            id='replay-killed-worker',
+            task_queue=queue,
+        )
+        marker = Path(tempfile.gettempdir()) / 'slow-tool-started'
+        for _ in range(300):
+            if marker.exists():
+                break
+            await asyncio.sleep(0.1)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    finally:
+        if first.poll() is None:
+            first.kill()
+    second = subprocess.Popen(command, env=env)
+    try:
+        await handle.result()
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=30)
+    _save('worker_killed_mid_run', await export_history(client, 'replay-killed-worker'))
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        store_url = f'sqlite:///{tmp}/record.db'
+        async with dev_server() as server:
+            client = await connect(server)
+            await record(client, store_url)
+            await record_killed_worker(server.address, client, store_url)
+
+
+if __name__ == '__main__':
+    asyncio.run(main())

@@ -1,0 +1,105 @@
+"""Agents the Temporal tests run, defined outside any workflow module (see FINDINGS: the sandbox
+re-imports a workflow module per task, so an agent defined there would be rebuilt every time)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic_ai import Agent
+from pydantic_ai.durable_exec.temporal import TemporalDurability
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from temporal_recall import ConversationRecall, RecallDeps
+from temporal_recall.testing import scripted_model, text, tool_call
+
+
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f'It is sunny in {city}, 21 degrees.'
+
+
+def big_report(size: int) -> str:
+    """A report of `size` characters."""
+    return 'x' * size
+
+
+def _tool_loop(calls: int):
+    """A model that calls `get_weather` `calls` times, one call per response, then answers."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        done = sum(1 for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart))
+        if done < calls:
+            return ModelResponse(parts=[ToolCallPart('get_weather', {'city': f'city-{done}'}, tool_call_id=f'c{done}')])
+        return ModelResponse(parts=[TextPart(f'Checked {calls} cities.')])
+
+    return FunctionModel(respond, model_name='tool-loop')
+
+
+def _recall_then_answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    last = messages[-1]
+    if isinstance(last, ModelRequest):
+        returns = [p for p in last.parts if isinstance(p, ToolReturnPart)]
+        if returns:
+            return ModelResponse(parts=[TextPart(f'I found: {returns[0].model_response_str()}')])
+        prompt = str(last.parts[-1].content) if last.parts else ''  # type: ignore[union-attr]
+        if prompt.startswith('recall '):
+            return ModelResponse(
+                parts=[
+                    ToolCallPart(
+                        'search_conversation_history', {'query': prompt.removeprefix('recall ')}, tool_call_id='r1'
+                    )
+                ]
+            )
+    return ModelResponse(parts=[TextPart('ok')])
+
+
+def _durable(name: str, model, *, recall: bool = True, tools=(get_weather,)) -> Agent[RecallDeps, str]:
+    capabilities = [ConversationRecall()] if recall else []
+    return Agent(
+        model,
+        name=name,
+        deps_type=RecallDeps,
+        tools=list(tools),
+        capabilities=[*capabilities, TemporalDurability()],
+    )
+
+
+weather_agent = _durable(
+    'weather', scripted_model(tool_call('get_weather', {'city': 'Paris'}), text('Sunny in Paris.'))
+)
+weather_agent_no_persistence = _durable(
+    'weather_bare', scripted_model(tool_call('get_weather', {'city': 'Paris'}), text('Sunny in Paris.')), recall=False
+)
+many_tools_agent = _durable('many_tools', _tool_loop(45))
+many_tools_agent_no_persistence = _durable('many_tools_bare', _tool_loop(45), recall=False)
+recall_agent = _durable('recaller', FunctionModel(_recall_then_answer, model_name='recaller'))
+big_tool_agent = _durable(
+    'big_tool', scripted_model(tool_call('big_report', {'size': 3_000_000}), text('done')), tools=(big_report,)
+)
+
+
+def slow_tool(seconds: float) -> str:
+    """Wait, then report; tells the test it started through a marker file so it can kill the worker."""
+    import os
+    import time
+    from pathlib import Path
+
+    marker = os.environ.get('RECALL_TEST_TOOL_MARKER')
+    if marker:
+        Path(marker).write_text('started')
+    time.sleep(seconds)
+    return f'waited {seconds}s'
+
+
+slow_tool_agent = Agent(
+    scripted_model(tool_call('slow_tool', {'seconds': 2.0}), text('Done waiting.')),
+    name='slow_tool',
+    deps_type=RecallDeps,
+    tools=[slow_tool],
+    capabilities=[
+        ConversationRecall(),
+        # Short timeouts so a killed worker's activity is retried within seconds, not minutes.
+        TemporalDurability(activity_config={'start_to_close_timeout': timedelta(seconds=6)}),
+    ],
+)

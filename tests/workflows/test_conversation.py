@@ -1,0 +1,65 @@
+"""The long-lived conversation workflow: 50 turns, continue-as-new, persistence and recall across the chain."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from temporalio.client import Client, WorkflowUpdateFailedError
+
+from temporal_recall import ConversationInput, ConversationWorkflow, SearchRequest, TurnInput
+from temporal_recall.testing import running_worker
+
+from .agents import weather_agent
+
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
+
+
+async def test_fifty_turns_continue_as_new_and_persist_the_whole_chain(
+    temporal_client: Client, store_url: str, read_store
+):
+    workflow_id = f'conversation-{uuid.uuid4()}'
+    async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
+        handle = await temporal_client.start_workflow(
+            ConversationWorkflow.run,
+            ConversationInput(conversation_id='conv-50', agent='weather', turns_per_run=20),
+            id=workflow_id,
+            task_queue=worker.task_queue,
+        )
+        outputs = []
+        for turn in range(50):
+            out = await handle.execute_update(
+                ConversationWorkflow.send, TurnInput(prompt=f'Turn {turn}: ticket T-{turn:04d}')
+            )
+            outputs.append(out)
+            handle = temporal_client.get_workflow_handle_for(ConversationWorkflow.run, workflow_id)
+        assert [o.turn for o in outputs] == list(range(1, 51))
+        found = await handle.execute_update(ConversationWorkflow.search, SearchRequest(query='T-0003'))
+        await handle.signal(ConversationWorkflow.close)
+        summary = await handle.result()
+    assert summary.turns == 50
+    runs = [run async for run in temporal_client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+    assert len(runs) >= 3, 'continue-as-new happened at least twice'
+    for run in runs:
+        history = await temporal_client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()
+        assert len(history.events) < 2_000, 'no single run grows without bound'
+    entries = await read_store.load_entries('conv-50')
+    assert len(entries) == 50 * 4
+    prompts = [p.content for e in entries for p in e.message.parts if type(p).__name__ == 'UserPromptPart']
+    assert prompts == [f'Turn {t}: ticket T-{t:04d}' for t in range(50)]
+    assert found.hits and 'T-0003' in found.hits[0].excerpt
+
+
+async def test_send_rejects_an_empty_prompt(temporal_client: Client, store_url: str):
+    async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
+        handle = await temporal_client.start_workflow(
+            ConversationWorkflow.run,
+            ConversationInput(conversation_id='conv-empty-turn', agent='weather'),
+            id=f'conversation-{uuid.uuid4()}',
+            task_queue=worker.task_queue,
+        )
+        with pytest.raises(WorkflowUpdateFailedError) as failure:
+            await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt=''))
+        assert 'prompt is empty' in str(failure.value.cause)
+        await handle.signal(ConversationWorkflow.close)
+        assert (await handle.result()).turns == 0

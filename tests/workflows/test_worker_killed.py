@@ -1,0 +1,112 @@
+"""A worker killed with SIGKILL mid-run: the workflow completes on a fresh worker, nothing is lost or doubled."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from temporal_recall import RunPromptInput, RunPromptWorkflow
+from temporal_recall.content import content_hash
+from temporal_recall.testing import DevServer
+
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _worker(server: DevServer, queue: str, store_url: str, **extra: str) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        'RECALL_TEST_ADDRESS': server.address,
+        'RECALL_TEST_QUEUE': queue,
+        'RECALL_TEST_STORE': store_url,
+        **extra,
+    }
+    return subprocess.Popen([sys.executable, '-m', 'tests.workflows.worker_process'], env=env, cwd=ROOT)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+async def _wait_for(path: Path, seconds: float = 60) -> None:
+    for _ in range(int(seconds * 10)):
+        if path.exists():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f'{path} never appeared')
+
+
+async def _assert_stored_once(read_store, conversation_id: str, expected: int) -> None:
+    entries = await read_store.load_entries(conversation_id)
+    hashes = [content_hash(e.message) for e in entries]
+    assert len(entries) == expected
+    assert len(set(hashes)) == expected
+
+
+async def test_worker_killed_during_a_tool_activity(
+    temporal_dev_server: DevServer, temporal_client: Client, store_url: str, read_store, tmp_path: Path
+):
+    queue = f'killed-tool-{uuid.uuid4()}'
+    marker = tmp_path / 'tool-started'
+    first = _worker(temporal_dev_server, queue, store_url, RECALL_TEST_TOOL_MARKER=str(marker))
+    try:
+        handle = await temporal_client.start_workflow(
+            RunPromptWorkflow.run,
+            RunPromptInput(prompt='slow please', conversation_id='conv-killed-tool', agent='slow_tool'),
+            id=f'killed-tool-{uuid.uuid4()}',
+            task_queue=queue,
+        )
+        await _wait_for(marker)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    finally:
+        _stop(first)
+    second = _worker(temporal_dev_server, queue, store_url)
+    try:
+        result = await asyncio.wait_for(handle.result(), timeout=90)
+    finally:
+        _stop(second)
+    assert result.output == 'Done waiting.'
+    await _assert_stored_once(read_store, 'conv-killed-tool', 4)
+
+
+async def test_worker_killed_after_a_store_commit_before_the_activity_completed(
+    temporal_dev_server: DevServer, temporal_client: Client, store_url: str, read_store, tmp_path: Path
+):
+    queue = f'killed-commit-{uuid.uuid4()}'
+    marker = tmp_path / 'killed-after-commit'
+    first = _worker(temporal_dev_server, queue, store_url, RECALL_TEST_KILL_AFTER_COMMIT=str(marker))
+    try:
+        handle = await temporal_client.start_workflow(
+            RunPromptWorkflow.run,
+            RunPromptInput(prompt='slow please', conversation_id='conv-killed-commit', agent='slow_tool'),
+            id=f'killed-commit-{uuid.uuid4()}',
+            task_queue=queue,
+        )
+        await _wait_for(marker)
+        first.wait(timeout=30)
+        assert first.returncode == -signal.SIGKILL
+    finally:
+        _stop(first)
+    second = _worker(temporal_dev_server, queue, store_url)
+    try:
+        result = await asyncio.wait_for(handle.result(), timeout=90)
+    finally:
+        _stop(second)
+    assert result.output == 'Done waiting.'
+    await _assert_stored_once(read_store, 'conv-killed-commit', 4)

@@ -1,0 +1,55 @@
+"""A worker in its own process, so tests can SIGKILL it mid-run. Configured by environment:
+
+RECALL_TEST_ADDRESS, RECALL_TEST_QUEUE, RECALL_TEST_STORE, and optionally
+RECALL_TEST_KILL_AFTER_COMMIT=<marker path>: the first store write that commits messages kills
+this process with SIGKILL right after the commit, before the activity can report completion
+(once: the marker file records that it happened).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from temporal_recall.store import open_store
+from temporal_recall.testing import connect, running_worker
+
+from .agents import recall_agent, slow_tool_agent, weather_agent
+
+
+class KillAfterCommit:
+    """Delegates to the real store; dies right after the first committing append."""
+
+    def __init__(self, store: Any, marker: Path) -> None:
+        self._store = store
+        self._marker = marker
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def append(self, request: Any) -> Any:
+        result = await self._store.append(request)
+        if result.stored and not self._marker.exists():
+            self._marker.write_text('killed')
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+
+async def main() -> None:
+    store = await open_store(os.environ['RECALL_TEST_STORE'])
+    marker = os.environ.get('RECALL_TEST_KILL_AFTER_COMMIT')
+    served = KillAfterCommit(store, Path(marker)) if marker else store
+    client = await connect(os.environ['RECALL_TEST_ADDRESS'])
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    agents = [weather_agent, recall_agent, slow_tool_agent]
+    async with running_worker(client, agents=agents, store=served, task_queue=os.environ['RECALL_TEST_QUEUE']):
+        await stop.wait()
+    await store.close()
+
+
+if __name__ == '__main__':
+    asyncio.run(main())
