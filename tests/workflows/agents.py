@@ -54,10 +54,26 @@ def _recall_then_answer(messages: list[ModelMessage], info: AgentInfo) -> ModelR
     return ModelResponse(parts=[TextPart('ok')])
 
 
+MODEL_CALLS: list[str] = []
+"""Every model request any test agent answered, by model name; replay tests assert it stays unchanged."""
+
+
+def _counted(model: FunctionModel) -> FunctionModel:
+    inner = model.function
+    assert inner is not None
+
+    def counted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        MODEL_CALLS.append(model.model_name)
+        return inner(messages, info)  # type: ignore[return-value]
+
+    model.function = counted
+    return model
+
+
 def _durable(name: str, model, *, recall: bool = True, tools=(get_weather,)) -> Agent[RecallDeps, str]:
     capabilities = [ConversationRecall()] if recall else []
     return Agent(
-        model,
+        _counted(model),
         name=name,
         deps_type=RecallDeps,
         tools=list(tools),
@@ -93,7 +109,7 @@ def slow_tool(seconds: float) -> str:
 
 
 slow_tool_agent = Agent(
-    scripted_model(tool_call('slow_tool', {'seconds': 2.0}), text('Done waiting.')),
+    _counted(scripted_model(tool_call('slow_tool', {'seconds': 2.0}), text('Done waiting.'))),
     name='slow_tool',
     deps_type=RecallDeps,
     tools=[slow_tool],
