@@ -29,6 +29,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from ._delta import Delta, DeltaTracker
+from ._metrics import MESSAGES_STORED, SEARCH_SECONDS, STEP_WRITES
 from ._store_provider import StoreProvider
 from .errors import (
     HistoryMismatch,
@@ -184,6 +185,8 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         )
         try:
             result = await store.append(request)
+            STEP_WRITES.inc()
+            MESSAGES_STORED.inc(result.stored)
         except HistoryMismatch:
             return StepWritten(attached=False)
         except StoreUnavailable:
@@ -224,7 +227,8 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         )
         store = await self.store.get()
         try:
-            result = await search_history(store, request)
+            with SEARCH_SECONDS.time():
+                result = await search_history(store, request)
         except UnknownConversation:
             return 'No earlier messages are stored for this conversation yet.'
         except (InvalidQuery, InvalidSearchParameters) as error:

@@ -15,6 +15,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from .._metrics import SEARCH_SECONDS
 from .._recall import search_history
 from .._store_provider import StoreProvider
 from ..errors import PayloadTooLarge, RecallError, StoreUnavailable, UnknownConversation
@@ -44,7 +45,8 @@ class RecallActivities:
     async def search(self, request: SearchRequest) -> SearchResult:
         store = await self.store.get()
         try:
-            return await search_history(store, request)
+            with SEARCH_SECONDS.time():
+                return await search_history(store, request)
         except UnknownConversation:
             # Fail closed, and say the same thing for "absent" and "someone else's".
             return SearchResult(

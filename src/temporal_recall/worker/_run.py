@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 import time
+from datetime import timedelta
 from typing import Any
 
 from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
@@ -20,6 +21,8 @@ from ._build import build_worker, import_agents
 __all__ = ('JsonLogFormatter', 'configure_logging', 'main', 'run_worker')
 
 log = logging.getLogger('temporal_recall.worker')
+
+GRACEFUL_SHUTDOWN = timedelta(seconds=90)
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -53,8 +56,21 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     agents = import_agents(settings.agents)
-    client = await Client.connect(**settings.temporal, plugins=[PydanticAIPlugin()])
-    worker = build_worker(client, task_queue=settings.task_queue, agents=agents, store=settings.store_url)
+    runtime = None
+    if settings.health_port is not None:
+        from .._metrics import sdk_metrics_port, temporal_runtime
+
+        runtime = temporal_runtime(sdk_metrics_port(settings.health_port))
+    client = await Client.connect(**settings.temporal, plugins=[PydanticAIPlugin()], runtime=runtime)
+    worker = build_worker(
+        client,
+        task_queue=settings.task_queue,
+        agents=agents,
+        store=settings.store_url,
+        # Longer than the 60 s activity timeout, shorter than the deployments' 120 s grace period:
+        # SIGTERM lets running activities finish before the process exits.
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+    )
     health = None
     if settings.health_port is not None:
         from ._health import HealthServer
@@ -77,6 +93,8 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
     done, _ = await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
     if stopped in done:
         log.info('shutting down: finishing in-flight activities', extra={'fields': {}})
+        if health is not None:
+            health.mark_stopping()
         await worker.shutdown()
     else:
         stopped.cancel()
