@@ -233,7 +233,7 @@ async def _reindex(args: argparse.Namespace) -> int:
     finally:
         await store.close()
     sys.stderr.write('\n')
-    print(f'reindexed {count} entries')
+    print(f'reindexed {count} documents')
     return 0
 
 

@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 import pydantic
+from pydantic_core import PydanticSerializationError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from .errors import MessageNotSerializable
@@ -46,7 +47,7 @@ def dump_message(message: ModelMessage) -> str:
     """Serialize one message with pydantic-ai's own adapter, as the store keeps it."""
     try:
         return ModelMessagesTypeAdapter.dump_json([message]).decode()[1:-1]
-    except (pydantic.PydanticSerializationError, ValueError, TypeError) as error:
+    except (PydanticSerializationError, ValueError, TypeError) as error:
         raise MessageNotSerializable(
             f'A {type(message).__name__} could not be serialized for storage ({error}). '
             'Tool returns and prompts must be JSON-serializable; convert custom objects to dicts or '
@@ -63,7 +64,7 @@ def canonical_json(message: ModelMessage) -> str:
     """The message's serialization with after-the-fact stamps removed, keys sorted."""
     try:
         data: dict[str, Any] = ModelMessagesTypeAdapter.dump_python([message], mode='json')[0]
-    except (pydantic.PydanticSerializationError, ValueError, TypeError) as error:
+    except (PydanticSerializationError, ValueError, TypeError) as error:
         raise MessageNotSerializable(
             f'A {type(message).__name__} could not be serialized for hashing ({error}).'
         ) from error

@@ -80,8 +80,12 @@ class UnknownConversation(StoreError):
         super().__init__(f'Conversation {conversation_id!r} is not in the store.')
 
 
-class UnknownEntry(StoreError):
-    """No entry with this id exists in the store."""
+class UnknownEntry(StoreError, LookupError):
+    """No entry with this id exists in the store.
+
+    Also a `LookupError`, which is what pydantic-ai's `ConversationStore` catches when a concurrent
+    delete released an entry it was reading.
+    """
 
     def __init__(self, entry_id: str) -> None:
         self.entry_id = entry_id

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
@@ -99,8 +99,13 @@ class IndexStats:
     total_length: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class Posting:
+class Posting(NamedTuple):
+    """One document's entry in a term's posting list.
+
+    A tuple rather than a dataclass: a search over a large scope builds tens of thousands of these,
+    and a NamedTuple is built from a database row at C speed (`Posting._make(row)`).
+    """
+
     doc_id: int
     """Also the tie-break order: documents indexed earlier have smaller ids."""
     term_frequency: int

@@ -1,0 +1,53 @@
+"""Conversation stores: pydantic-ai's `ConversationStore` plus the delta writer and index reader seams.
+
+The backends are imported lazily, on first use of their names. `temporal_recall.search` and the
+workflow modules import the pure `_protocol` dataclasses from this package, and Temporal's workflow
+sandbox must never see a database driver (tests/workflows/test_sandbox.py checks it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._protocol import (
+    AppendRequest,
+    AppendResult,
+    DeltaWriter,
+    DocumentRow,
+    IndexReader,
+    IndexStats,
+    Posting,
+    RecallStore,
+    SearchTarget,
+)
+
+if TYPE_CHECKING:
+    from ._open import open_store
+    from ._sqlite import SqliteConversationStore, StoreStats
+
+__all__ = (
+    'AppendRequest',
+    'AppendResult',
+    'DeltaWriter',
+    'DocumentRow',
+    'IndexReader',
+    'IndexStats',
+    'Posting',
+    'RecallStore',
+    'SearchTarget',
+    'SqliteConversationStore',
+    'StoreStats',
+    'open_store',
+)
+
+_LAZY = {'open_store': '._open', 'SqliteConversationStore': '._sqlite', 'StoreStats': '._sqlite'}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

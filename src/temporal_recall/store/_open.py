@@ -1,0 +1,95 @@
+"""`open_store(url)`: a store from a URL or path, the way settings and the CLI name one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qs
+
+from temporal_recall.errors import ConfigurationError
+
+from ._sqlite import SqliteConversationStore
+from ._sqlite_db import Synchronous
+
+__all__ = ('open_store',)
+
+_TRUE = {'1', 'true', 'yes', 'on'}
+_FALSE = {'0', 'false', 'no', 'off'}
+
+
+def _flag(name: str, value: str) -> bool:
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ConfigurationError(f'Store URL option {name}={value!r} must be true or false.')
+
+
+def _split(url: str) -> tuple[str, str]:
+    """`(path, query)` of a `sqlite:` URL, SQLAlchemy style: what follows `sqlite:///` is the path as written."""
+    if url.startswith('sqlite:///'):
+        rest = url[len('sqlite:///') :]
+    elif url.startswith('sqlite://'):
+        raise ConfigurationError(
+            f'Store URL {url!r} has a host part; write sqlite:///relative/path.db or sqlite:////absolute/path.db.'
+        )
+    else:
+        rest = url[len('sqlite:') :]
+    path, _, query = rest.partition('?')
+    if not path:
+        raise ConfigurationError(f'Store URL {url!r} names no database file.')
+    return path, query
+
+
+async def open_store(url: str | os.PathLike[str]) -> SqliteConversationStore:
+    """Open the store a URL or path names.
+
+    Accepted forms (the `sqlite:` ones follow SQLAlchemy's convention):
+
+    - a filesystem path: `conversations.db`, `/var/lib/recall/conversations.db`
+    - `sqlite:///relative/path.db` (three slashes, then a relative path),
+      `sqlite:////absolute/path.db` (three slashes, then an absolute path), or `sqlite:relative.db`
+    - options as a query string: `?busy_timeout_ms=10000&synchronous=FULL&read_only=true`
+
+    Raises:
+        ConfigurationError: An unknown scheme (PostgreSQL is not available yet) or option value.
+        NotADatabase, SchemaTooNew, StoreReadOnly, StoreUnavailable: see `SqliteConversationStore.open`.
+    """
+    if isinstance(url, os.PathLike):
+        return await SqliteConversationStore.open(Path(url))
+    scheme = url.partition(':')[0].lower() if '://' in url or url.startswith('sqlite:') else ''
+    if not scheme:
+        return await SqliteConversationStore.open(Path(url))
+    if scheme in ('postgres', 'postgresql'):
+        raise ConfigurationError(
+            f'Store URL {scheme}://… names a PostgreSQL store, which this version cannot open yet. '
+            'Use a SQLite path or sqlite:///path.db.'
+        )
+    if scheme != 'sqlite':
+        raise ConfigurationError(f'Store URL scheme {scheme!r} is not supported. Use a path or sqlite:///path.db.')
+    path, query = _split(url)
+    busy_timeout_ms = 5000
+    synchronous: Synchronous = 'NORMAL'
+    read_only = False
+    for name, values in parse_qs(query, keep_blank_values=True).items():
+        value = values[-1]
+        if name == 'busy_timeout_ms':
+            if not value.isdigit():
+                raise ConfigurationError(f'Store URL option busy_timeout_ms={value!r} must be a whole number of ms.')
+            busy_timeout_ms = int(value)
+        elif name == 'synchronous':
+            if value.upper() == 'NORMAL':
+                synchronous = 'NORMAL'
+            elif value.upper() == 'FULL':
+                synchronous = 'FULL'
+            else:
+                raise ConfigurationError(f'Store URL option synchronous={value!r} must be NORMAL or FULL.')
+        elif name == 'read_only':
+            read_only = _flag(name, value)
+        else:
+            raise ConfigurationError(
+                f'Store URL option {name!r} is unknown; use busy_timeout_ms, synchronous or read_only.'
+            )
+    return await SqliteConversationStore.open(
+        Path(path), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous, read_only=read_only
+    )

@@ -1,0 +1,359 @@
+"""`SqliteConversationStore`: pydantic-ai's `ConversationStore` on one SQLite file, with a BM25 index.
+
+The log, the records and the search index live in the same database and change in the same
+transactions, so a conflict, a crash or a kill never leaves an index row without its entry or an
+entry without its index rows. See `_sqlite_schema` for the tables and `_sqlite_index` for how the
+index follows the log.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+from pydantic_ai.conversation_store import (
+    ConversationConflict,
+    ConversationEntry,
+    ConversationRecord,
+    ConversationStore,
+)
+from pydantic_ai.exceptions import UserError
+
+from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, RecallStore, SearchTarget
+from ._serialization import MissingEntry, PreparedMessage, prepare_message, record_columns, scope_key
+from ._sqlite_append import append as _append
+from ._sqlite_db import Database, Synchronous, connect
+from ._sqlite_index import (
+    Member,
+    add_members,
+    index_conversation,
+    intern_run,
+    rebuild_index,
+    release_members,
+    tenant_of,
+)
+from ._sqlite_log import (
+    conversation_row,
+    delete_conversation,
+    entry_key_of,
+    history,
+    insert_conversation,
+    insert_entry,
+    max_entry_key,
+    read_entry_row,
+    read_record,
+    read_records,
+    update_conversation,
+    write_branches,
+)
+from ._sqlite_reader import documents as _documents
+from ._sqlite_reader import index_stats as _index_stats
+from ._sqlite_reader import postings as _postings
+
+__all__ = ('SqliteConversationStore', 'StoreStats')
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreStats:
+    """Sizes of a store, for operators and the storage benchmark."""
+
+    path: Path
+    conversations: int
+    entries: int
+    """Stored messages: each message is stored once, however many conversations or branches share it."""
+    documents: int
+    postings: int
+    database_bytes: int
+    """Pages in use times the page size: the database file's size once the WAL is checkpointed."""
+
+
+def _reachable_new(new_entries: Sequence[ConversationEntry], tips: Sequence[str | None]) -> set[str]:
+    """The ids of `new_entries` that `tips` reach through parent links: the ones to index."""
+    by_id = {entry.id: entry for entry in new_entries}
+    reached: set[str] = set()
+    for tip in tips:
+        entry_id = tip
+        while entry_id is not None and entry_id in by_id and entry_id not in reached:
+            reached.add(entry_id)
+            entry_id = by_id[entry_id].parent_id
+    return reached
+
+
+async def _insert_entries(
+    db: Database,
+    new_entries: Sequence[ConversationEntry],
+    prepared: Sequence[PreparedMessage],
+    conflict: ConversationConflict,
+) -> dict[str, Member]:
+    """Insert the entries not stored yet, in order; the index members they would add, by entry id."""
+    members: dict[str, Member] = {}
+    for entry, item in zip(new_entries, prepared, strict=True):
+        if await entry_key_of(db, entry.id) is not None:
+            continue  # Entry ids are immutable: a stored one is never rewritten.
+        parent = None if entry.parent_id is None else await entry_key_of(db, entry.parent_id)
+        if entry.parent_id is not None and parent is None:
+            raise conflict  # Its parent was released by a concurrent delete.
+        position = 0 if parent is None else parent[1] + 1
+        run_key = await intern_run(db, item.run_id)
+        key = await insert_entry(
+            db,
+            entry_id=entry.id,
+            parent_key=None if parent is None else parent[0],
+            position=position,
+            kind=entry.kind,
+            prepared=item,
+            run_key=run_key,
+        )
+        members[entry.id] = Member(
+            entry_key=key, position=position, run_key=run_key, content_hash=item.content_hash, prepared=item
+        )
+    return members
+
+
+async def _entry_keys(db: Database, entry_ids: Sequence[str], conflict: ConversationConflict) -> list[int]:
+    """The keys of entries a record points at; a missing one was released by a concurrent delete."""
+    keys: list[int] = []
+    for entry_id in entry_ids:
+        found = await entry_key_of(db, entry_id)
+        if found is None:
+            raise conflict
+        keys.append(found[0])
+    return keys
+
+
+class SqliteConversationStore(ConversationStore):
+    """A `ConversationStore` in a SQLite database (WAL mode), which is also a `DeltaWriter` and an `IndexReader`.
+
+    Open it with [`open`][temporal_recall.store.SqliteConversationStore.open] and close it when done
+    (or use `async with`). One store holds one connection; several stores, threads or processes may
+    use the same file, SQLite serialising their writes (each waits up to `busy_timeout_ms` for the
+    write lock, then raises `StoreUnavailable`).
+
+    Durability: `synchronous='NORMAL'` (the default) is crash-safe in WAL mode — a crash or kill never
+    corrupts the database or leaves part of a transaction — but a power loss or OS crash may roll back
+    the last transactions. Pass `synchronous='FULL'` to make every commit survive power loss too.
+    """
+
+    def __init__(self, db: Database) -> None:
+        """Use `await SqliteConversationStore.open(path)`; this wraps an already opened database."""
+        self._db = db
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 5000,
+        synchronous: Synchronous = 'NORMAL',
+        read_only: bool = False,
+    ) -> Self:
+        """Open the store at `path`, creating it or applying missing migrations if needed.
+
+        Raises:
+            NotADatabase: The file exists but is not a SQLite database, or is one without our schema.
+            SchemaTooNew: A newer temporal-recall wrote it; nothing was changed.
+            StoreReadOnly: `read_only=True` on a database that needs migrating.
+            StoreUnavailable: SQLite cannot open the file, or it stayed locked past `busy_timeout_ms`.
+        """
+        db = await connect(Path(path), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous, read_only=read_only)
+        return cls(db)
+
+    @property
+    def path(self) -> Path:
+        return self._db.path
+
+    async def close(self) -> None:
+        """Close the connection. Safe to call twice; any later use raises `StoreUnavailable`."""
+        await self._db.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # --- ConversationStore primitives -------------------------------------------------------------
+
+    async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        async with self._db.read():
+            return await read_record(self._db, conversation_id)
+
+    async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
+        if limit is not None and limit < 0:
+            raise UserError('`limit` must not be negative.')
+        async with self._db.read():
+            return await read_records(self._db, scope_key=None if scope is None else scope_key(scope), limit=limit)
+
+    async def read_entry(self, entry_id: str) -> ConversationEntry:
+        """The entry with this id.
+
+        Raises:
+            UnknownEntry: No such entry (the exception is also a `LookupError`, as pydantic-ai expects).
+        """
+        async with self._db.read(snapshot=False):
+            entry = await read_entry_row(self._db, entry_id)
+        if entry is None:
+            raise MissingEntry(entry_id)
+        return entry
+
+    async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
+        """The history ending at `head_id`, oldest first, or only its last `limit` entries, in one query.
+
+        Raises:
+            UnknownEntry: `head_id` is not stored (also a `LookupError`).
+            UserError: `limit` is negative.
+        """
+        if limit is not None and limit < 0:
+            raise UserError('`limit` must not be negative.')
+        if head_id is None or limit == 0:
+            return []
+        async with self._db.read(snapshot=False):
+            entries = await history(self._db, head_id, limit)
+        if entries is None:
+            raise MissingEntry(head_id)
+        return entries
+
+    async def write_record(
+        self,
+        record: ConversationRecord,
+        *,
+        new_entries: Sequence[ConversationEntry] = (),
+        expected_revision: str | None,
+    ) -> None:
+        """Store `record`, its `new_entries` and their index rows in one transaction.
+
+        The revision check happens inside the transaction, so a conflict leaves nothing behind. A
+        record created over entries that are already stored (a fork) gets those entries indexed into
+        its membership; documents are per scope, so a fork into another scope gets its own. Entry ids
+        are immutable: an entry whose id is already stored is not written again.
+
+        Raises:
+            ConversationConflict: The stored revision is not `expected_revision`, or the head, a branch
+                or a new entry's parent names an entry that is not stored (a concurrent delete released it).
+            MessageNotSerializable: A message cannot be stored as JSON (checked before anything is written).
+        """
+        db = self._db
+        prepared = [prepare_message(entry.message) for entry in new_entries]
+        columns = record_columns(record)
+        conflict = ConversationConflict(record.conversation_id)
+        async with db.write():
+            row = await conversation_row(db, record.conversation_id)
+            if (row.revision if row is not None else None) != expected_revision:
+                raise conflict
+            created_seq = await max_entry_key(db)
+            members = await _insert_entries(db, new_entries, prepared, conflict)
+            head_keys = await _entry_keys(db, [] if record.head_id is None else [record.head_id], conflict)
+            head_key = head_keys[0] if head_keys else None
+            branch_keys = await _entry_keys(db, record.branches, conflict)
+            tenant_id = await tenant_of(db, record.scope)
+            known = {member.entry_key: member for member in members.values()}
+            if row is None:
+                conv_key = await insert_conversation(
+                    db, columns, tenant_id=tenant_id, head_key=head_key, created_seq=created_seq
+                )
+                await write_branches(db, conv_key, branch_keys)
+                await index_conversation(db, conv_key, tenant_id, known)
+                return
+            await update_conversation(db, row.conv_key, columns, tenant_id=tenant_id, head_key=head_key)
+            if branch_keys != row.branch_keys:
+                await write_branches(db, row.conv_key, branch_keys)
+            if tenant_id != row.tenant_id:
+                # The scope changed: its documents belong to the old tenant. Index it afresh, as if re-created now.
+                await release_members(db, row.conv_key)
+                await db.run('UPDATE conversations SET created_seq = ? WHERE conv_key = ?', (created_seq, row.conv_key))
+                await index_conversation(db, row.conv_key, tenant_id, known)
+                return
+            reached = _reachable_new(new_entries, [record.head_id, *record.branches])
+            await add_members(db, row.conv_key, tenant_id, [members[id_] for id_ in members if id_ in reached])
+
+    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        """Delete a conversation and everything only it holds, in one transaction.
+
+        Removed: the record; the entries no remaining record reaches (through its head or any of its
+        branches), so a fork, or a conversation this one was forked from, keeps every entry it shares;
+        the conversation's index membership; the documents no other conversation of the same scope
+        still holds, with their postings; and the idempotency keys of its appends.
+
+        Kept: entries other conversations reach, their documents, and the interned vocabulary
+        (`terms`) and run ids, which `reindex` prunes. SQLite is built with `SECURE_DELETE` in the
+        standard Python builds, overwriting freed pages; check `PRAGMA secure_delete` if erasure of
+        the bytes on disk matters.
+
+        Raises:
+            ConversationConflict: No record with `expected_revision` is stored.
+        """
+        async with self._db.write():
+            row = await conversation_row(self._db, conversation_id)
+            if row is None or row.revision != expected_revision:
+                raise ConversationConflict(conversation_id)
+            await delete_conversation(self._db, row.conv_key)
+
+    # --- DeltaWriter ------------------------------------------------------------------------------
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        """Apply one step boundary's delta in a single transaction, index included (see `_sqlite_append`).
+
+        Raises:
+            UnknownConversation: The conversation is missing (and `create=False`) or has another scope.
+            HistoryMismatch: The delta does not follow the stored history; resend with `base_length=0`.
+            MessageNotSerializable: A message cannot be stored as JSON (nothing is written).
+        """
+        return await _append(self._db, request)
+
+    # --- IndexReader ------------------------------------------------------------------------------
+
+    async def index_stats(self, target: SearchTarget) -> IndexStats | None:
+        async with self._db.read():
+            return await _index_stats(self._db, target)
+
+    async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
+        async with self._db.read():
+            return await _postings(self._db, target, terms)
+
+    async def documents(self, target: SearchTarget, doc_ids: Sequence[int], *, context: int = 0) -> list[DocumentRow]:
+        if context < 0:
+            raise ValueError('context must not be negative.')
+        async with self._db.read():
+            return await _documents(self._db, target, doc_ids, context=context)
+
+    # --- Maintenance ------------------------------------------------------------------------------
+
+    async def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Drop and rebuild the index from the log in one transaction; returns the number of documents.
+
+        The rebuild replays membership in the order the writes happened, so document ids keep the
+        incremental order (the ranking tie-break). One exception: a document whose first appearance
+        was in a since-deleted conversation is ordered by its first surviving appearance.
+        `progress(done, total)` is called as (conversation, entry) memberships are replayed.
+        """
+        async with self._db.write():
+            return await rebuild_index(self._db, progress)
+
+    async def stats(self) -> StoreStats:
+        async with self._db.read():
+            row = await self._db.one(
+                'SELECT (SELECT count(*) FROM conversations), (SELECT count(*) FROM entries), '
+                '(SELECT count(*) FROM documents), (SELECT count(*) FROM postings)'
+            )
+            page_count = await self._db.value('PRAGMA page_count')
+            page_size = await self._db.value('PRAGMA page_size')
+        assert row is not None
+        return StoreStats(
+            path=self.path,
+            conversations=row[0],
+            entries=row[1],
+            documents=row[2],
+            postings=row[3],
+            database_bytes=int(page_count) * int(page_size),
+        )
+
+
+if TYPE_CHECKING:
+    # Makes pyright check that the store satisfies the protocol the activities use.
+    _CONFORMS: type[RecallStore] = SqliteConversationStore

@@ -1,0 +1,324 @@
+"""One aiosqlite connection with the store's opening checks, transactions and error translation.
+
+Every operation of a store goes through one connection and one `asyncio.Lock`: SQLite allows one
+transaction per connection, and without the lock two tasks of the same store would interleave their
+statements inside one transaction. Separate stores (or processes) on the same file are serialised by
+SQLite itself: writes start with `BEGIN IMMEDIATE`, so the write lock is taken before anything is
+read and a revision check inside the transaction cannot be invalidated by another writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, cast
+from urllib.parse import quote
+
+import aiosqlite
+
+from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreError, StoreReadOnly, StoreUnavailable
+
+from . import _sqlite_schema as schema
+
+__all__ = ('Database', 'Row', 'Synchronous', 'connect')
+
+Row = tuple[Any, ...]
+Params = Sequence[Any] | Mapping[str, Any]
+Synchronous = Literal['NORMAL', 'FULL']
+
+_SQLITE_HEADER = b'SQLite format 3\x00'
+
+_SYNCHRONOUS: dict[str, str] = {
+    # NORMAL is crash-safe in WAL mode: a crash or kill never corrupts the database or tears a
+    # transaction; only the last transactions before a power loss or OS crash may be rolled back.
+    'NORMAL': 'PRAGMA synchronous = NORMAL',
+    # FULL also makes every committed transaction survive power loss, at one fsync per commit.
+    'FULL': 'PRAGMA synchronous = FULL',
+}
+
+
+class Database:
+    """An open store database. Use `write()` / `read()` around statements; they hold the lock."""
+
+    def __init__(
+        self,
+        connection: aiosqlite.Connection,
+        path: Path,
+        *,
+        busy_timeout_ms: int,
+        read_only: bool,
+        read_only_reason: str | None = None,
+    ) -> None:
+        self._connection: aiosqlite.Connection | None = connection
+        self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
+        self.read_only = read_only
+        self.read_only_reason = read_only_reason
+        """Why a store opened for writing is read-only (file or directory permissions), if it is."""
+        self._lock = asyncio.Lock()
+
+    @property
+    def connection(self) -> aiosqlite.Connection:
+        if self._connection is None:
+            raise StoreUnavailable(
+                f'The store at {self.path} is closed; open it again with SqliteConversationStore.open().'
+            )
+        return self._connection
+
+    async def close(self) -> None:
+        async with self._lock:
+            connection, self._connection = self._connection, None
+            if connection is not None:
+                await connection.close()
+
+    async def rows(self, sql: str, params: Params = ()) -> list[Row]:
+        return cast(list[Row], list(await self.connection.execute_fetchall(sql, params)))
+
+    async def one(self, sql: str, params: Params = ()) -> Row | None:
+        found = await self.rows(sql, params)
+        return found[0] if found else None
+
+    async def value(self, sql: str, params: Params = ()) -> Any:
+        """The first column of the first row (`None` if no row)."""
+        found = await self.one(sql, params)
+        return None if found is None else found[0]
+
+    async def run(self, sql: str, params: Params = ()) -> None:
+        await self.connection.execute_fetchall(sql, params)
+
+    async def many(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
+        cursor = await self.connection.executemany(sql, params)
+        await cursor.close()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncGenerator[None]:
+        """A `BEGIN IMMEDIATE` transaction: committed when the body returns, rolled back if it raises."""
+        async with self._lock, self._translated():
+            if self.read_only:
+                raise self.read_only_error()
+            await self._begin('BEGIN IMMEDIATE')
+            try:
+                yield
+                await self.run('COMMIT')
+            except BaseException:
+                await self._rollback()
+                raise
+
+    @asynccontextmanager
+    async def read(self, *, snapshot: bool = True) -> AsyncGenerator[None]:
+        """A read; with `snapshot`, its statements see one consistent state of the database."""
+        async with self._lock, self._translated():
+            if not snapshot:
+                yield
+                return
+            await self._begin('BEGIN')
+            try:
+                yield
+            finally:
+                await self._rollback()
+
+    async def _begin(self, statement: str) -> None:
+        if self.connection.in_transaction:  # Left open by a task cancelled mid-rollback.
+            await self.run('ROLLBACK')
+        await self.run(statement)
+
+    async def _rollback(self) -> None:
+        connection = self._connection
+        if connection is None or not connection.in_transaction:
+            return
+        # SQLite may already have rolled back (e.g. after SQLITE_FULL); then there is nothing more to undo.
+        with contextlib.suppress(sqlite3.Error):
+            await connection.execute_fetchall('ROLLBACK')
+
+    @asynccontextmanager
+    async def _translated(self) -> AsyncGenerator[None]:
+        try:
+            yield
+        except sqlite3.Error as error:
+            translated = translate_error(error, self.path, self.busy_timeout_ms)
+            if translated is None:
+                raise
+            raise translated from error
+
+    def read_only_error(self) -> StoreReadOnly:
+        if self.read_only_reason is not None:
+            return StoreReadOnly(
+                f'The store at {self.path} is read-only: {self.read_only_reason}. Writes need write access to '
+                'the database file and its directory (SQLite creates -wal and -shm files next to it); fix the '
+                'permissions or the mount.'
+            )
+        return StoreReadOnly(
+            f'The store at {self.path} was opened with read_only=True; open it without read_only=True to write.'
+        )
+
+
+def translate_error(error: sqlite3.Error, path: Path, busy_timeout_ms: int) -> StoreError | None:
+    """The store error a SQLite error means, or `None` for errors that indicate a bug."""
+    text = str(error).lower()
+    if 'locked' in text or 'busy' in text:
+        return StoreUnavailable(
+            f'The store at {path} stayed locked by another writer for longer than the busy timeout '
+            f'({busy_timeout_ms} ms). Retry later, or raise busy_timeout_ms.'
+        )
+    if 'readonly' in text or 'read-only' in text:
+        return StoreReadOnly(
+            f'The store at {path} refuses writes ({error}). Writes need write access to the database '
+            'file and its directory (SQLite creates -wal and -shm files next to it); fix the '
+            'permissions or the mount.'
+        )
+    if 'not a database' in text or 'malformed' in text:
+        return NotADatabase(f'{path} is not a temporal-recall store: SQLite reports {error!s}.')
+    if 'unable to open' in text or 'disk i/o' in text or 'disk is full' in text:
+        return StoreUnavailable(
+            f'The store at {path} cannot be used: SQLite reports {error!s}. Check that the directory '
+            'exists, is writable and has free space.'
+        )
+    return None
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK)
+
+
+def _check_file(path: Path, *, read_only: bool) -> str | None:
+    """Refuse a path that exists but cannot be a SQLite database, before SQLite touches it.
+
+    Returns why a store opened for writing can only be read (permissions), or `None`.
+    """
+    if path.is_dir():
+        raise NotADatabase(f'{path} is a directory, not a temporal-recall store. Pass the path of a database file.')
+    folder = path.parent if str(path.parent) else Path('.')
+    if not path.exists():
+        if read_only:
+            raise NotADatabase(f'There is no store at {path} to open read-only.')
+        if folder.is_dir() and not _writable(folder):
+            raise StoreReadOnly(
+                f'Cannot create a store at {path}: the directory {folder} is not writable. '
+                'Choose a writable location or fix the permissions.'
+            )
+        return None
+    with path.open('rb') as file:
+        header = file.read(len(_SQLITE_HEADER))
+    if header and header != _SQLITE_HEADER:
+        raise NotADatabase(
+            f'{path} is not a SQLite database (its first bytes are not the SQLite header). '
+            'Pass the path of a temporal-recall store, or a new path to create one.'
+        )
+    if read_only:
+        return None
+    if not _writable(path):
+        return f'the file {path} is not writable'
+    if not _writable(folder):
+        return f'its directory {folder} is not writable'
+    return None
+
+
+async def _recorded_version(db: Database) -> int:
+    """The schema version recorded in the database, 0 for an empty one. Reads only."""
+    tables = {row[0] for row in await db.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables:
+        return 0
+    if 'schema_migrations' not in tables:
+        raise NotADatabase(
+            f'{db.path} is a SQLite database but not a temporal-recall store (it has tables but no '
+            'schema_migrations table). Pass the path of a temporal-recall store, or a new path.'
+        )
+    version = await db.value('SELECT max(version) FROM schema_migrations')
+    return int(version or 0)
+
+
+def _too_new(path: Path, recorded: int, known: int) -> SchemaTooNew:
+    return SchemaTooNew(
+        f'The store at {path} has schema version {recorded}, but this temporal-recall knows versions '
+        f'up to {known}. It was left untouched; upgrade temporal-recall to open it.'
+    )
+
+
+async def _migrate(db: Database, migrations: Sequence[schema.Migration]) -> None:
+    known = schema.latest_version(migrations)
+    async with db.write():
+        recorded = await _recorded_version(db)  # Again, under the write lock: another process may have migrated.
+        if recorded > known:
+            raise _too_new(db.path, recorded, known)
+        await db.run(
+            'CREATE TABLE IF NOT EXISTS schema_migrations ('
+            'version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)'
+        )
+        for migration in sorted(migrations, key=lambda migration: migration.version):
+            if migration.version <= recorded:
+                continue
+            for statement in migration.statements:
+                await db.run(statement)
+            await db.run(
+                'INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)',
+                (migration.version, migration.name, datetime.now(UTC).isoformat()),
+            )
+
+
+async def connect(
+    path: Path,
+    *,
+    busy_timeout_ms: int,
+    synchronous: Synchronous,
+    read_only: bool,
+    migrations: Sequence[schema.Migration] | None = None,
+) -> Database:
+    """Open (creating or migrating if needed) the store database at `path`.
+
+    The order matters: the file header and the recorded schema version are checked with reads only,
+    so a foreign or newer database is refused before WAL mode, a migration or anything else writes.
+    """
+    if busy_timeout_ms < 0:
+        raise ValueError('busy_timeout_ms must not be negative.')
+    if synchronous not in ('NORMAL', 'FULL'):
+        raise ValueError("synchronous must be 'NORMAL' or 'FULL'.")
+    migrations = schema.MIGRATIONS if migrations is None else migrations
+    read_only_reason = _check_file(path, read_only=read_only)
+    read_only = read_only or read_only_reason is not None
+    uri = f'file:{quote(str(path))}?mode={"ro" if read_only else "rwc"}'
+    try:
+        # `timeout` is sqlite3's busy timeout: how long a statement waits for another writer's lock.
+        connection = await aiosqlite.connect(uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000)
+    except sqlite3.Error as error:
+        raise translate_error(error, path, busy_timeout_ms) or error from error
+    db = Database(
+        connection, path, busy_timeout_ms=busy_timeout_ms, read_only=read_only, read_only_reason=read_only_reason
+    )
+    try:
+        try:
+            async with db.read(snapshot=False):
+                await db.run('PRAGMA foreign_keys = ON')
+                recorded = await _recorded_version(db)
+        except StoreUnavailable as error:
+            if read_only_reason is None:
+                raise
+            raise StoreReadOnly(
+                f'The store at {path} cannot be opened: {read_only_reason}, and SQLite needs to create the '
+                '-wal and -shm files next to a WAL database even to read it. Make the directory writable.'
+            ) from error
+        known = schema.latest_version(migrations)
+        if recorded > known:
+            raise _too_new(path, recorded, known)
+        if read_only:
+            if recorded < known:
+                raise StoreReadOnly(
+                    f'The store at {path} has schema version {recorded} and needs migrating to {known}, '
+                    'which read-only access cannot do. Open it once with write access (without '
+                    'read_only=True, with permission to write the file and its directory).'
+                )
+            return db
+        async with db.read(snapshot=False):
+            await db.run('PRAGMA journal_mode = WAL')
+            await db.run(_SYNCHRONOUS[synchronous])
+        if recorded < known:
+            await _migrate(db, migrations)
+    except BaseException:
+        await db.close()
+        raise
+    return db

@@ -1,0 +1,311 @@
+"""Statements on the message log and the conversation rows, shared by `write_record`, `append` and deletes.
+
+Everything here runs inside a transaction the caller opened (see `Database.write` / `read`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
+
+from temporal_recall.content import load_message
+
+from ._serialization import PreparedMessage, RecordColumns, record_from_columns
+from ._sqlite_db import Database, Row
+from ._sqlite_index import json_keys, release_members
+
+__all__ = (
+    'ConversationRow',
+    'conversation_row',
+    'delete_conversation',
+    'entry_key_of',
+    'head_chain',
+    'history',
+    'insert_conversation',
+    'insert_entry',
+    'max_entry_key',
+    'read_entry_row',
+    'read_record',
+    'read_records',
+    'update_conversation',
+    'write_branches',
+)
+
+_NO_LIMIT = 2**62
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConversationRow:
+    conv_key: int
+    tenant_id: int
+    scope: str | None
+    head_key: int | None
+    head_position: int
+    """-1 for a conversation without messages."""
+    revision: str
+    usage: str
+    branch_keys: list[int]
+
+
+async def conversation_row(db: Database, conversation_id: str) -> ConversationRow | None:
+    found = await db.one(
+        'SELECT c.conv_key, c.tenant_id, c.scope, c.head_key, coalesce(h.position, -1), c.revision, c.usage '
+        'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key WHERE c.conversation_id = ?',
+        (conversation_id,),
+    )
+    if found is None:
+        return None
+    branch_rows = await db.rows(
+        'SELECT entry_key FROM conversation_branches WHERE conv_key = ? ORDER BY ordinal', (found[0],)
+    )
+    return ConversationRow(
+        conv_key=found[0],
+        tenant_id=found[1],
+        scope=found[2],
+        head_key=found[3],
+        head_position=found[4],
+        revision=found[5],
+        usage=found[6],
+        branch_keys=[row[0] for row in branch_rows],
+    )
+
+
+async def max_entry_key(db: Database) -> int:
+    return int(await db.value('SELECT coalesce(max(entry_key), 0) FROM entries'))
+
+
+async def entry_key_of(db: Database, entry_id: str) -> tuple[int, int] | None:
+    """`(entry_key, position)` of a stored entry."""
+    found = await db.one('SELECT entry_key, position FROM entries WHERE entry_id = ?', (entry_id,))
+    return None if found is None else (int(found[0]), int(found[1]))
+
+
+async def insert_entry(
+    db: Database,
+    *,
+    entry_id: str,
+    parent_key: int | None,
+    position: int,
+    kind: str,
+    prepared: PreparedMessage,
+    run_key: int | None,
+) -> int:
+    return int(
+        await db.value(
+            'INSERT INTO entries (entry_id, parent_key, position, kind, content_hash, run_key, message) '
+            'VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING entry_key',
+            (entry_id, parent_key, position, kind, prepared.content_hash, run_key, prepared.message_json),
+        )
+    )
+
+
+async def insert_conversation(
+    db: Database, columns: RecordColumns, *, tenant_id: int, head_key: int | None, created_seq: int
+) -> int:
+    return int(
+        await db.value(
+            'INSERT INTO conversations (conversation_id, tenant_id, scope, head_key, revision, updated_at, '
+            'updated_order, usage, deferred_tool_requests, forked_from, forked_at, format_version, created_seq) '
+            'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING conv_key',
+            (
+                columns.conversation_id,
+                tenant_id,
+                columns.scope,
+                head_key,
+                columns.revision,
+                columns.updated_at,
+                columns.updated_order,
+                columns.usage,
+                columns.deferred_tool_requests,
+                columns.forked_from,
+                columns.forked_at,
+                columns.format_version,
+                created_seq,
+            ),
+        )
+    )
+
+
+async def update_conversation(
+    db: Database, conv_key: int, columns: RecordColumns, *, tenant_id: int, head_key: int | None
+) -> None:
+    await db.run(
+        'UPDATE conversations SET tenant_id = ?, scope = ?, head_key = ?, revision = ?, updated_at = ?, '
+        'updated_order = ?, usage = ?, deferred_tool_requests = ?, forked_from = ?, forked_at = ?, '
+        'format_version = ? WHERE conv_key = ?',
+        (
+            tenant_id,
+            columns.scope,
+            head_key,
+            columns.revision,
+            columns.updated_at,
+            columns.updated_order,
+            columns.usage,
+            columns.deferred_tool_requests,
+            columns.forked_from,
+            columns.forked_at,
+            columns.format_version,
+            conv_key,
+        ),
+    )
+
+
+async def write_branches(db: Database, conv_key: int, branch_keys: Sequence[int]) -> None:
+    await db.run('DELETE FROM conversation_branches WHERE conv_key = ?', (conv_key,))
+    await db.many(
+        'INSERT INTO conversation_branches (conv_key, ordinal, entry_key) VALUES (?, ?, ?)',
+        [(conv_key, ordinal, entry_key) for ordinal, entry_key in enumerate(branch_keys)],
+    )
+
+
+_RECORD_SELECT = (
+    'SELECT c.conv_key, c.conversation_id, c.scope, h.entry_id, c.usage, c.deferred_tool_requests, '
+    'c.forked_from, c.forked_at, c.revision, c.updated_at, c.format_version '
+    'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
+)
+
+
+async def _records(db: Database, rows: list[Row]) -> list[ConversationRecord]:
+    branches: dict[int, list[str]] = {row[0]: [] for row in rows}
+    if rows:
+        for conv_key, entry_id in await db.rows(
+            'SELECT b.conv_key, e.entry_id FROM conversation_branches b JOIN entries e ON e.entry_key = b.entry_key '
+            'WHERE b.conv_key IN (SELECT value FROM json_each(?)) ORDER BY b.conv_key, b.ordinal',
+            (json_keys(branches),),
+        ):
+            branches[conv_key].append(entry_id)
+    return [
+        record_from_columns(
+            conversation_id=row[1],
+            scope=row[2],
+            head_id=row[3],
+            branches=branches[row[0]],
+            usage=row[4],
+            deferred_tool_requests=row[5],
+            forked_from=row[6],
+            forked_at=row[7],
+            revision=row[8],
+            updated_at=row[9],
+            format_version=row[10],
+        )
+        for row in rows
+    ]
+
+
+async def read_record(db: Database, conversation_id: str) -> ConversationRecord | None:
+    rows = await db.rows(_RECORD_SELECT + 'WHERE c.conversation_id = ?', (conversation_id,))
+    records = await _records(db, rows)
+    return records[0] if records else None
+
+
+async def read_records(db: Database, *, scope_key: str | None, limit: int | None) -> list[ConversationRecord]:
+    """Newest `updated_at` first; equal times in creation order, as `InMemoryConversationStore` lists them."""
+    limit_value = -1 if limit is None else limit
+    if scope_key is None:
+        rows = await db.rows(_RECORD_SELECT + 'ORDER BY c.updated_order DESC, c.conv_key LIMIT ?', (limit_value,))
+    else:
+        rows = await db.rows(
+            _RECORD_SELECT  # noqa: S608 (constant SQL fragments only; values are parameters)
+            + 'WHERE c.tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = ?) '
+            'ORDER BY c.updated_order DESC, c.conv_key LIMIT ?',
+            (scope_key, limit_value),
+        )
+    return await _records(db, rows)
+
+
+def _entry(row: Row) -> ConversationEntry:
+    kind = cast(Literal['message'], row[2])
+    return ConversationEntry(id=row[0], parent_id=row[1], message=load_message(row[3]), kind=kind)
+
+
+async def read_entry_row(db: Database, entry_id: str) -> ConversationEntry | None:
+    found = await db.one(
+        'SELECT e.entry_id, p.entry_id, e.kind, e.message FROM entries e '
+        'LEFT JOIN entries p ON p.entry_key = e.parent_key WHERE e.entry_id = ?',
+        (entry_id,),
+    )
+    return None if found is None else _entry(found)
+
+
+async def history(db: Database, head_id: str, limit: int | None) -> list[ConversationEntry] | None:
+    """The history ending at `head_id`, oldest first (only the last `limit`), in one query; `None` if no such entry."""
+    rows = await db.rows(
+        """
+        WITH RECURSIVE chain(k, n) AS (
+            SELECT entry_key, 1 FROM entries WHERE entry_id = ?
+            UNION ALL
+            SELECT e.parent_key, chain.n + 1 FROM chain JOIN entries e ON e.entry_key = chain.k
+            WHERE e.parent_key IS NOT NULL AND chain.n < ?
+        )
+        SELECT e.entry_id, p.entry_id, e.kind, e.message
+        FROM chain JOIN entries e ON e.entry_key = chain.k LEFT JOIN entries p ON p.entry_key = e.parent_key
+        ORDER BY chain.n DESC
+        """,
+        (head_id, _NO_LIMIT if limit is None else limit),
+    )
+    if not rows:
+        return None
+    return [_entry(row) for row in rows]
+
+
+async def head_chain(db: Database, head_key: int, min_position: int) -> list[tuple[int, int, bytes]]:
+    """`(entry_key, position, content_hash)` of the head's chain from `min_position` up to the head, oldest first."""
+    rows = await db.rows(
+        """
+        WITH RECURSIVE chain(k) AS (
+            SELECT ?
+            UNION ALL
+            SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k
+            WHERE e.parent_key IS NOT NULL AND e.position > ?
+        )
+        SELECT e.entry_key, e.position, e.content_hash FROM chain JOIN entries e ON e.entry_key = chain.k
+        ORDER BY e.position
+        """,
+        (head_key, max(min_position, 0)),
+    )
+    return [(int(row[0]), int(row[1]), bytes(row[2])) for row in rows if row[1] >= min_position]
+
+
+_UNREACHABLE = """
+WITH RECURSIVE
+    tips(k) AS (
+        SELECT head_key FROM conversations WHERE conv_key = :conv AND head_key IS NOT NULL
+        UNION SELECT entry_key FROM conversation_branches WHERE conv_key = :conv
+    ),
+    reach(k) AS (
+        SELECT k FROM tips
+        UNION SELECT e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k WHERE e.parent_key IS NOT NULL
+    ),
+    seeds(k) AS (
+        SELECT c.head_key FROM conversations c WHERE c.conv_key != :conv AND c.head_key IN reach
+        UNION SELECT b.entry_key FROM conversation_branches b WHERE b.conv_key != :conv AND b.entry_key IN reach
+        UNION SELECT child.parent_key FROM entries child
+            WHERE child.parent_key IN reach AND child.entry_key NOT IN reach
+    ),
+    kept(k) AS (
+        SELECT k FROM seeds
+        UNION SELECT e.parent_key FROM kept JOIN entries e ON e.entry_key = kept.k WHERE e.parent_key IS NOT NULL
+    )
+SELECT k FROM reach EXCEPT SELECT k FROM kept ORDER BY k DESC
+"""
+"""Entries only this conversation reaches: its reachable set minus the ancestors of anything another
+record's head or branch points at, and of any child outside the set (entries another history built on)."""
+
+
+async def delete_conversation(db: Database, conv_key: int) -> None:
+    """Delete the conversation's row, index membership, applied writes and the entries only it reaches."""
+    params: dict[str, Any] = {'conv': conv_key}
+    doomed = [int(row[0]) for row in await db.rows(_UNREACHABLE, params)]
+    await release_members(db, conv_key)
+    await db.run('DELETE FROM applied_writes WHERE conv_key = ?', (conv_key,))
+    await db.run('DELETE FROM conversation_branches WHERE conv_key = ?', (conv_key,))
+    await db.run('DELETE FROM conversations WHERE conv_key = ?', (conv_key,))
+    # Descending keys: children before parents, so each statement leaves the parent links intact.
+    for start in range(0, len(doomed), 500):
+        await db.run(
+            'DELETE FROM entries WHERE entry_key IN (SELECT value FROM json_each(?))',
+            (json_keys(doomed[start : start + 500]),),
+        )

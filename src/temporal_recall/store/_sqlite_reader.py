@@ -1,0 +1,274 @@
+"""`IndexReader` over the SQLite index: stats, postings and document rows for a `SearchTarget`.
+
+Every query enforces the target in SQL (tenant, conversation membership, run), so a row outside the
+target is never read, let alone filtered afterwards. A conversation target must exist with exactly
+the target's scope (`None` included); otherwise the reader behaves as if it did not exist.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from pydantic_ai.messages import ModelMessage
+
+from temporal_recall.content import load_message
+
+from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
+from ._serialization import scope_key
+from ._sqlite_db import Database, Row
+from ._sqlite_log import head_chain
+
+__all__ = ('documents', 'index_stats', 'postings')
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Target:
+    tenant_id: int
+    conv_key: int | None
+    conversation_id: str | None
+    run_key: int | None
+    """Only meaningful when `filtered`."""
+    filtered: bool
+    document_count: int = 0
+    total_length: int = 0
+
+
+async def _resolve(db: Database, target: SearchTarget) -> _Target | None:
+    """The target's keys; `None` when nothing can match (unknown tenant, conversation or run)."""
+    tenant = await db.one(
+        'SELECT tenant_id, document_count, total_length FROM tenants WHERE scope_key = ?', (scope_key(target.scope),)
+    )
+    if tenant is None:
+        return None
+    run_key: int | None = None
+    if target.run_id is not None:
+        run_key = await db.value('SELECT run_key FROM runs WHERE run_id = ?', (target.run_id,))
+        if run_key is None:
+            return None
+    if target.conversation_id is None:
+        return _Target(
+            tenant_id=tenant[0],
+            conv_key=None,
+            conversation_id=None,
+            run_key=run_key,
+            filtered=target.run_id is not None,
+            document_count=tenant[1],
+            total_length=tenant[2],
+        )
+    conversation = await db.one(
+        'SELECT conv_key, document_count, total_length FROM conversations WHERE conversation_id = ? AND tenant_id = ?',
+        (target.conversation_id, tenant[0]),
+    )
+    if conversation is None:
+        return None
+    return _Target(
+        tenant_id=tenant[0],
+        conv_key=conversation[0],
+        conversation_id=target.conversation_id,
+        run_key=run_key,
+        filtered=target.run_id is not None,
+        document_count=conversation[1],
+        total_length=conversation[2],
+    )
+
+
+async def _conversation_exists(db: Database, target: SearchTarget) -> bool:
+    if target.conversation_id is None:
+        return True
+    found = await db.one(
+        'SELECT 1 FROM conversations c JOIN tenants t ON t.tenant_id = c.tenant_id '
+        'WHERE c.conversation_id = ? AND t.scope_key = ?',
+        (target.conversation_id, scope_key(target.scope)),
+    )
+    return found is not None
+
+
+async def index_stats(db: Database, target: SearchTarget) -> IndexStats | None:
+    resolved = await _resolve(db, target)
+    if resolved is None:
+        # Fail closed: a conversation outside the scope is reported exactly like a missing one.
+        return IndexStats(document_count=0, total_length=0) if await _conversation_exists(db, target) else None
+    if not resolved.filtered:
+        return IndexStats(document_count=resolved.document_count, total_length=resolved.total_length)
+    if resolved.conv_key is not None:
+        row = await db.one(
+            'SELECT count(*), coalesce(sum(d.length), 0) FROM conversation_documents cd '
+            'JOIN documents d ON d.doc_id = cd.doc_id WHERE cd.run_key = ? AND cd.conv_key = ?',
+            (resolved.run_key, resolved.conv_key),
+        )
+    else:
+        row = await db.one(
+            'SELECT count(*), coalesce(sum(d.length), 0) '
+            'FROM (SELECT DISTINCT doc_id FROM conversation_documents WHERE run_key = ?) AS run '
+            'JOIN documents d ON d.doc_id = run.doc_id WHERE d.tenant_id = ?',
+            (resolved.run_key, resolved.tenant_id),
+        )
+    assert row is not None
+    return IndexStats(document_count=row[0], total_length=row[1])
+
+
+def _postings_query(resolved: _Target) -> tuple[str, tuple[object, ...], tuple[object, ...]]:
+    """The per-term query, one index range per term: `(sql, params before the term id, params after it)`."""
+    select = 'SELECT p.doc_id, p.term_frequency, p.length FROM postings p '
+    order = ' ORDER BY p.doc_id'
+    if resolved.conv_key is not None:
+        join = 'JOIN conversation_documents cd ON cd.conv_key = ? AND cd.doc_id = p.doc_id '
+        if resolved.filtered:
+            sql = select + join + 'AND cd.run_key = ? WHERE p.tenant_id = ? AND p.term_id = ?' + order
+            return sql, (resolved.conv_key, resolved.run_key, resolved.tenant_id), ()
+        sql = select + join + 'WHERE p.tenant_id = ? AND p.term_id = ?' + order
+        return sql, (resolved.conv_key, resolved.tenant_id), ()
+    if resolved.filtered:
+        sql = (
+            select  # noqa: S608 (constant SQL fragments only; values are parameters)
+            + 'WHERE p.tenant_id = ? AND p.term_id = ? AND p.doc_id IN '
+            '(SELECT doc_id FROM conversation_documents WHERE run_key = ?)' + order
+        )
+        return sql, (resolved.tenant_id,), (resolved.run_key,)
+    return select + 'WHERE p.tenant_id = ? AND p.term_id = ?' + order, (resolved.tenant_id,), ()
+
+
+async def postings(db: Database, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
+    resolved = await _resolve(db, target)
+    wanted = list(dict.fromkeys(terms))
+    if resolved is None or not wanted:
+        return {}
+    term_ids = dict(
+        await db.rows(
+            'SELECT term, term_id FROM terms WHERE term IN (SELECT value FROM json_each(?))', (json.dumps(wanted),)
+        )
+    )
+    sql, before, after = _postings_query(resolved)
+    found: dict[str, list[Posting]] = {}
+    for term in wanted:
+        term_id = term_ids.get(term)
+        if term_id is None:
+            continue
+        rows = await db.rows(sql, (*before, term_id, *after))
+        if rows:
+            found[term] = list(map(Posting._make, rows))
+    return found
+
+
+_ROW_COLUMNS = (
+    'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, r.run_id, e.entry_id, e.message, '
+    'c.conversation_id, c.head_key '
+    'FROM conversation_documents cd JOIN entries e ON e.entry_key = cd.entry_key '
+    'JOIN conversations c ON c.conv_key = cd.conv_key LEFT JOIN runs r ON r.run_key = cd.run_key '
+)
+
+
+async def documents(
+    db: Database, target: SearchTarget, doc_ids: Sequence[int], *, context: int = 0
+) -> list[DocumentRow]:
+    resolved = await _resolve(db, target)
+    if resolved is None or not doc_ids:
+        return []
+    run_filter = ' AND cd.run_key = ?' if resolved.filtered else ''
+    run_params: tuple[object, ...] = (resolved.run_key,) if resolved.filtered else ()
+    ids = json.dumps([int(doc_id) for doc_id in doc_ids])
+    if resolved.conv_key is not None:
+        rows = await db.rows(
+            _ROW_COLUMNS  # noqa: S608 (constant SQL fragments only; values are parameters)
+            + 'WHERE cd.conv_key = ? AND cd.doc_id IN (SELECT value FROM json_each(?))'
+            + run_filter,
+            (resolved.conv_key, ids, *run_params),
+        )
+    else:
+        # The document must be the tenant's, and so (documents being per tenant) is every conversation holding it.
+        rows = await db.rows(
+            _ROW_COLUMNS  # noqa: S608 (constant SQL fragments only; values are parameters)
+            + 'JOIN documents d ON d.doc_id = cd.doc_id '
+            'WHERE d.tenant_id = ? AND c.tenant_id = ? AND cd.doc_id IN (SELECT value FROM json_each(?))'
+            + run_filter
+            + ' ORDER BY cd.entry_key, cd.conv_key',
+            (resolved.tenant_id, resolved.tenant_id, ids, *run_params),
+        )
+    first: dict[int, Row] = {}
+    for row in rows:
+        first.setdefault(row[0], row)
+    result: list[DocumentRow] = []
+    for doc_id in dict.fromkeys(int(doc_id) for doc_id in doc_ids):
+        row = first.get(doc_id)
+        if row is not None:
+            result.append(await _document_row(db, row, context))
+    return result
+
+
+def _timestamp(message: ModelMessage) -> datetime | None:
+    stamp = getattr(message, 'timestamp', None)
+    return stamp if isinstance(stamp, datetime) else None
+
+
+async def _document_row(db: Database, row: Row, context: int) -> DocumentRow:
+    doc_id, entry_key, position, run_key, run_id, entry_id, message_json, conversation_id, head_key = row
+    message = load_message(message_json)
+    neighbours: list[tuple[int, ModelMessage]] = []
+    if context > 0:
+        before = await _ancestors(db, entry_key, run_key, context)
+        after = await _descendants(db, entry_key, run_key, head_key, context)
+        neighbours = [(item[1], load_message(item[3])) for item in [*before, *after]]
+    return DocumentRow(
+        doc_id=doc_id,
+        conversation_id=conversation_id,
+        entry_id=entry_id,
+        run_id=run_id,
+        position=position,
+        message=message,
+        timestamp=_timestamp(message),
+        neighbours=neighbours,
+    )
+
+
+async def _ancestors(db: Database, entry_key: int, run_key: int | None, context: int) -> list[Row]:
+    """Up to `context` entries before `entry_key`, oldest first, stopping at the first of another run."""
+    rows = await db.rows(
+        """
+        WITH RECURSIVE up(k, n) AS (
+            SELECT parent_key, 1 FROM entries WHERE entry_key = ? AND parent_key IS NOT NULL
+            UNION ALL
+            SELECT e.parent_key, up.n + 1 FROM up JOIN entries e ON e.entry_key = up.k
+            WHERE e.parent_key IS NOT NULL AND up.n < ?
+        )
+        SELECT e.entry_key, e.position, e.run_key, e.message FROM up JOIN entries e ON e.entry_key = up.k ORDER BY up.n
+        """,
+        (entry_key, context),
+    )
+    kept: list[Row] = []
+    for item in rows:
+        if item[2] != run_key:
+            break
+        kept.append(item)
+    kept.reverse()
+    return kept
+
+
+async def _descendants(
+    db: Database, entry_key: int, run_key: int | None, head_key: int | None, context: int
+) -> list[Row]:
+    """Up to `context` entries after `entry_key`, following the child on the head's chain when there is a choice
+    (otherwise the earliest child), stopping at the first of another run."""
+    kept: list[Row] = []
+    current = entry_key
+    while len(kept) < context:
+        children = await db.rows(
+            'SELECT entry_key, position, run_key, message FROM entries WHERE parent_key = ? ORDER BY entry_key',
+            (current,),
+        )
+        if not children:
+            break
+        chosen = children[0]
+        if len(children) > 1 and head_key is not None:
+            for child in children:
+                chain = await head_chain(db, head_key, child[1])
+                if chain and chain[0][0] == child[0] and chain[0][1] == child[1]:
+                    chosen = child
+                    break
+        if chosen[2] != run_key:
+            break
+        kept.append(chosen)
+        current = chosen[0]
+    return kept

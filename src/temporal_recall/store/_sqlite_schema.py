@@ -1,0 +1,154 @@
+"""The SQLite schema, as numbered migrations recorded in `schema_migrations`.
+
+Opening a store reads the recorded version before writing anything: a database written by a newer
+temporal-recall is refused (`SchemaTooNew`) untouched, a SQLite file that has tables but no
+`schema_migrations` is refused as someone else's (`NotADatabase`), and an older one gets the
+missing migrations applied in one `BEGIN IMMEDIATE` transaction, so a crash mid-upgrade leaves the
+old version intact.
+
+Schema notes (version 1):
+
+- `entries`: the message log. `entry_key` is an AUTOINCREMENT surrogate, so keys grow with
+  insertion order and are never reused; the index rebuild replays writes in that order. `position`
+  is the number of ancestors (history length = head position + 1). `content_hash` is the 32-byte
+  SHA-256 of `temporal_recall.content.canonical_json`, used only for matching. `message` is the
+  exact JSON pydantic-ai's adapter produced.
+- `conversations`: one row per `ConversationRecord`. `head_key` and `conversation_branches`
+  reference entries by key with foreign keys, so an entry a record still reaches can never be
+  deleted. `created_seq` is the largest entry key when the conversation was (re)created, which
+  orders the index rebuild. `document_count`/`total_length` keep per-conversation BM25 stats O(1).
+- `tenants`: one per distinct scope (`'n:'` for no scope, `'s:' + scope` otherwise), with the
+  tenant-wide BM25 counters.
+- `documents`: one per distinct message content per tenant; `doc_id` order is first-indexed order
+  (the ranking tie-break). `refs` counts memberships, `term_ids` lists the terms (delta varints),
+  so a document and its postings are deleted by key when its last conversation goes.
+- `terms`, `postings`: the interned vocabulary and the inverted index, `length` denormalised so a
+  tenant-wide search reads one index range per term.
+- `conversation_documents`: membership, the first entry at which each document appeared in a
+  conversation (any branch).
+- `applied_writes`: idempotency keys of `append`, with the result recorded the first time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ('MIGRATIONS', 'Migration', 'latest_version')
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    statements: Sequence[str]
+
+
+_V1 = (
+    """
+    CREATE TABLE tenants (
+        tenant_id INTEGER PRIMARY KEY,
+        scope_key TEXT NOT NULL UNIQUE,
+        document_count INTEGER NOT NULL DEFAULT 0,
+        total_length INTEGER NOT NULL DEFAULT 0
+    )
+    """,
+    'CREATE TABLE runs (run_key INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE)',
+    """
+    CREATE TABLE entries (
+        entry_key INTEGER PRIMARY KEY AUTOINCREMENT,
+        entry_id TEXT NOT NULL UNIQUE,
+        parent_key INTEGER REFERENCES entries (entry_key),
+        position INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        content_hash BLOB NOT NULL,
+        run_key INTEGER REFERENCES runs (run_key),
+        message TEXT NOT NULL
+    )
+    """,
+    'CREATE INDEX entries_by_parent ON entries (parent_key)',
+    'CREATE INDEX entries_by_hash ON entries (content_hash)',
+    """
+    CREATE TABLE conversations (
+        conv_key INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id TEXT NOT NULL UNIQUE,
+        tenant_id INTEGER NOT NULL REFERENCES tenants (tenant_id),
+        scope TEXT,
+        head_key INTEGER REFERENCES entries (entry_key),
+        revision TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        updated_order INTEGER NOT NULL,
+        usage TEXT NOT NULL,
+        deferred_tool_requests TEXT,
+        forked_from TEXT,
+        forked_at TEXT,
+        format_version INTEGER NOT NULL,
+        created_seq INTEGER NOT NULL,
+        document_count INTEGER NOT NULL DEFAULT 0,
+        total_length INTEGER NOT NULL DEFAULT 0
+    )
+    """,
+    'CREATE INDEX conversations_by_update ON conversations (updated_order DESC, conv_key)',
+    'CREATE INDEX conversations_by_tenant ON conversations (tenant_id, updated_order DESC, conv_key)',
+    'CREATE INDEX conversations_by_head ON conversations (head_key)',
+    """
+    CREATE TABLE conversation_branches (
+        conv_key INTEGER NOT NULL REFERENCES conversations (conv_key),
+        ordinal INTEGER NOT NULL,
+        entry_key INTEGER NOT NULL REFERENCES entries (entry_key),
+        PRIMARY KEY (conv_key, ordinal)
+    ) WITHOUT ROWID
+    """,
+    'CREATE INDEX conversation_branches_by_entry ON conversation_branches (entry_key)',
+    """
+    CREATE TABLE documents (
+        doc_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant_id INTEGER NOT NULL REFERENCES tenants (tenant_id),
+        content_hash BLOB NOT NULL,
+        length INTEGER NOT NULL,
+        refs INTEGER NOT NULL,
+        term_ids BLOB NOT NULL,
+        UNIQUE (tenant_id, content_hash)
+    )
+    """,
+    'CREATE TABLE terms (term_id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE)',
+    """
+    CREATE TABLE postings (
+        tenant_id INTEGER NOT NULL,
+        term_id INTEGER NOT NULL,
+        doc_id INTEGER NOT NULL,
+        term_frequency INTEGER NOT NULL,
+        length INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, term_id, doc_id)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE conversation_documents (
+        conv_key INTEGER NOT NULL REFERENCES conversations (conv_key),
+        doc_id INTEGER NOT NULL,
+        entry_key INTEGER NOT NULL,
+        run_key INTEGER,
+        position INTEGER NOT NULL,
+        PRIMARY KEY (conv_key, doc_id)
+    ) WITHOUT ROWID
+    """,
+    'CREATE INDEX conversation_documents_by_run ON conversation_documents (run_key, conv_key)',
+    'CREATE INDEX conversation_documents_by_doc ON conversation_documents (doc_id)',
+    """
+    CREATE TABLE applied_writes (
+        conv_key INTEGER NOT NULL REFERENCES conversations (conv_key),
+        idempotency_key TEXT NOT NULL,
+        head_key INTEGER,
+        length INTEGER NOT NULL,
+        stored INTEGER NOT NULL,
+        PRIMARY KEY (conv_key, idempotency_key)
+    ) WITHOUT ROWID
+    """,
+)
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, 'conversation log and search index', _V1),)
+"""Every migration, in version order. Append to it; never edit a released one."""
+
+
+def latest_version(migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    return max((migration.version for migration in migrations), default=0)

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from pydantic_ai.conversation_store import ConversationStore
+
+from temporal_recall.store import SqliteConversationStore
+
+from ._support import STORE_FACTORIES
+
+
+@pytest.fixture(params=list(STORE_FACTORIES))
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ConversationStore]:
+    """Each backend in turn, fresh for every test (a new SQLite file in `tmp_path`)."""
+    async with STORE_FACTORIES[request.param](tmp_path) as opened:
+        yield opened
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / 'recall.db'
+
+
+@pytest.fixture
+async def sqlite_store(db_path: Path) -> AsyncIterator[SqliteConversationStore]:
+    store = await SqliteConversationStore.open(db_path)
+    try:
+        yield store
+    finally:
+        await store.close()

@@ -1,0 +1,312 @@
+"""Bad input and unusable databases raise a clear error naming the problem, and change nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationRecord
+from pydantic_ai.exceptions import UserError
+
+from temporal_recall.errors import (
+    ConfigurationError,
+    MessageNotSerializable,
+    NotADatabase,
+    SchemaTooNew,
+    StoreReadOnly,
+    StoreUnavailable,
+    UnknownConversation,
+    UnknownEntry,
+)
+from temporal_recall.store import AppendRequest, SqliteConversationStore, open_store
+
+from ._support import table_counts, tool_return, turn, user
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(item.name for item in folder.iterdir())
+
+
+def set_modes(path: Path, file_mode: int, folder_mode: int) -> None:
+    path.chmod(file_mode)
+    path.parent.chmod(folder_mode)
+
+
+@pytest.fixture
+async def filled(db_path: Path) -> AsyncIterator[SqliteConversationStore]:
+    """A store holding one conversation 'c' of two turns."""
+    store = await SqliteConversationStore.open(db_path)
+    try:
+        await store.save(Conversation(messages=[*turn(1), *turn(2)], conversation_id='c'), scope='s')
+        yield store
+    finally:
+        await store.close()
+
+
+async def snapshot(store: SqliteConversationStore) -> tuple[object, ...]:
+    return (await store.load('c'), await store.read_record('c'), table_counts(store.path))
+
+
+async def test_unknown_conversation(filled: SqliteConversationStore) -> None:
+    before = await snapshot(filled)
+    with pytest.raises(UserError, match="'nope' is not in the store"):
+        await filled.branch('nope', at=0, expected_revision=None)
+    with pytest.raises(UserError, match="'nope' is not in the store"):
+        await filled.fork('nope')
+    with pytest.raises(UnknownConversation, match="'nope' is not in the store"):
+        await filled.append(
+            AppendRequest(
+                conversation_id='nope',
+                scope='s',
+                idempotency_key='k',
+                base_length=0,
+                base_hash=None,
+                messages=turn(1),
+                create=False,
+            )
+        )
+    await filled.delete('nope')
+    assert await snapshot(filled) == before
+
+
+async def test_negative_limits(filled: SqliteConversationStore) -> None:
+    before = await snapshot(filled)
+    for call in (
+        filled.load('c', limit=-1),
+        filled.load_entries('c', limit=-1),
+        filled.list_conversations(limit=-1),
+        filled.read_records(limit=-1),
+        filled.read_history('x', limit=-1),
+    ):
+        with pytest.raises(UserError, match='must not be negative'):
+            await call
+    assert await snapshot(filled) == before
+
+
+async def test_nonexistent_entry(filled: SqliteConversationStore) -> None:
+    before = await snapshot(filled)
+    with pytest.raises(UnknownEntry, match="'missing-entry' is not in the store") as raised:
+        await filled.read_entry('missing-entry')
+    assert isinstance(raised.value, LookupError)  # what pydantic-ai's ConversationStore catches
+    with pytest.raises(UnknownEntry):
+        await filled.read_history('missing-entry')
+    loaded = await filled.load('c')
+    assert loaded is not None
+    with pytest.raises(UserError, match="Entry 'missing-entry' is not in the history"):
+        await filled.branch('c', from_entry='missing-entry', expected_revision=loaded.revision)
+    with pytest.raises(UserError, match="Entry 'missing-entry' is not in the history"):
+        await filled.fork('c', from_entry='missing-entry')
+    assert await snapshot(filled) == before
+
+
+async def test_message_that_does_not_serialize(filled: SqliteConversationStore) -> None:
+    before = await snapshot(filled)
+    loaded = await filled.load('c')
+    assert loaded is not None
+    loaded.messages.extend([user('fine'), tool_return('fetch', object(), 'call-1')])
+    with pytest.raises(MessageNotSerializable, match='ModelRequest could not be serialized'):
+        await filled.save(loaded)
+    assert await snapshot(filled) == before
+
+
+async def test_write_record_naming_missing_entries_conflicts(filled: SqliteConversationStore) -> None:
+    from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry
+
+    before = await snapshot(filled)
+    orphan = ConversationEntry(parent_id='released', message=user('x'))
+    with pytest.raises(ConversationConflict):
+        await filled.write_record(
+            ConversationRecord(conversation_id='n', head_id=orphan.id), new_entries=[orphan], expected_revision=None
+        )
+    with pytest.raises(ConversationConflict):
+        await filled.write_record(
+            ConversationRecord(conversation_id='n', head_id=None, branches=['released']), expected_revision=None
+        )
+    assert await snapshot(filled) == before
+
+
+async def test_not_a_database_file(tmp_path: Path) -> None:
+    path = tmp_path / 'notes.txt'
+    path.write_text('these are my notes, not a database\n' * 100)
+    before = digest(path)
+    with pytest.raises(NotADatabase, match=str(path)):
+        await SqliteConversationStore.open(path)
+    assert digest(path) == before
+    assert listing(tmp_path) == ['notes.txt']
+
+
+async def test_a_directory_is_not_a_database(tmp_path: Path) -> None:
+    with pytest.raises(NotADatabase, match='is a directory'):
+        await SqliteConversationStore.open(tmp_path)
+
+
+async def test_someone_elses_sqlite_database(tmp_path: Path) -> None:
+    path = tmp_path / 'app.db'
+    with closing(sqlite3.connect(path)) as db:
+        db.execute('CREATE TABLE users (name TEXT)')
+        db.execute("INSERT INTO users VALUES ('ada')")
+        db.commit()
+    before = digest(path)
+    with pytest.raises(NotADatabase, match='not a temporal-recall store'):
+        await SqliteConversationStore.open(path)
+    assert digest(path) == before
+
+
+async def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:
+    path = tmp_path / 'empty.db'
+    path.touch()
+    async with await SqliteConversationStore.open(path) as store:
+        assert await store.list_conversations() == []
+
+
+async def test_schema_newer_than_the_code(filled: SqliteConversationStore, db_path: Path) -> None:
+    await filled.close()
+    with closing(sqlite3.connect(db_path)) as db:
+        db.execute("INSERT INTO schema_migrations VALUES (99, 'from the future', '2099-01-01')")
+        db.commit()
+    before = digest(db_path)
+    with pytest.raises(SchemaTooNew, match=r'schema version 99.*versions up to 1') as raised:
+        await SqliteConversationStore.open(db_path)
+    assert str(db_path) in str(raised.value)
+    assert digest(db_path) == before
+
+
+async def test_read_only_store_refuses_writes(filled: SqliteConversationStore, db_path: Path) -> None:
+    before = await snapshot(filled)
+    await filled.close()
+    async with await SqliteConversationStore.open(db_path, read_only=True) as store:
+        assert await snapshot(store) == before
+        loaded = await store.load('c')
+        assert loaded is not None
+        loaded.messages.append(user('more'))
+        with pytest.raises(StoreReadOnly, match=str(db_path)) as raised:
+            await store.save(loaded)
+        assert 'read_only' in str(raised.value)
+        with pytest.raises(StoreReadOnly):
+            await store.delete('c')
+        assert await snapshot(store) == before
+
+
+async def test_sqlite_refusing_writes_is_store_read_only(filled: SqliteConversationStore) -> None:
+    before = await snapshot(filled)
+    await filled._db.connection.execute_fetchall('PRAGMA query_only = ON')
+    loaded = await filled.load('c')
+    assert loaded is not None
+    loaded.messages.append(user('more'))
+    with pytest.raises(StoreReadOnly, match='permissions or the mount'):
+        await filled.save(loaded)
+    assert await snapshot(filled) == before
+
+
+@pytest.mark.skipif(os.name != 'posix' or os.geteuid() == 0, reason='root ignores file permissions')
+async def test_read_only_file_permissions(filled: SqliteConversationStore, db_path: Path) -> None:  # pragma: no cover
+    await filled.close()
+    set_modes(db_path, 0o444, 0o555)
+    try:
+        with pytest.raises(StoreReadOnly):
+            store = await SqliteConversationStore.open(db_path)
+            await store.close()
+    finally:
+        set_modes(db_path, 0o644, 0o755)
+
+
+async def test_unwritable_file_opens_read_only(
+    filled: SqliteConversationStore, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a non-root user gets for a file without write permission (root bypasses permissions, so it is faked)."""
+    before = await snapshot(filled)
+    await filled.close()
+
+    def all_but_the_file(path: Path) -> bool:
+        return path != db_path
+
+    def nothing(path: Path) -> bool:
+        return False
+
+    monkeypatch.setattr('temporal_recall.store._sqlite_db._writable', all_but_the_file)
+    async with await SqliteConversationStore.open(db_path) as store:
+        assert await snapshot(store) == before
+        with pytest.raises(StoreReadOnly, match=f'the file {db_path} is not writable') as raised:
+            await store.save(Conversation(messages=turn(3)))
+        assert 'fix the permissions' in str(raised.value)
+        assert await snapshot(store) == before
+    monkeypatch.setattr('temporal_recall.store._sqlite_db._writable', nothing)
+    with pytest.raises(StoreReadOnly, match=r'directory .* is not writable'):
+        await SqliteConversationStore.open(db_path.with_name('new.db'))
+
+
+async def test_locked_beyond_the_busy_timeout(filled: SqliteConversationStore, db_path: Path) -> None:
+    before = await snapshot(filled)
+    async with await SqliteConversationStore.open(db_path, busy_timeout_ms=50) as impatient:
+        loaded = await impatient.load('c')
+        assert loaded is not None
+        loaded.messages.append(user('more'))
+        with closing(sqlite3.connect(db_path, isolation_level=None)) as holder:
+            holder.execute('BEGIN IMMEDIATE')
+            with pytest.raises(StoreUnavailable, match=r'busy timeout \(50 ms\)'):
+                await impatient.save(loaded)
+            holder.execute('ROLLBACK')
+        assert await snapshot(filled) == before
+        await impatient.save(loaded)  # and works once the lock is gone
+
+
+async def test_closed_store(db_path: Path) -> None:
+    store = await SqliteConversationStore.open(db_path)
+    await store.close()
+    await store.close()
+    with pytest.raises(StoreUnavailable, match='is closed'):
+        await store.load('c')
+
+
+async def test_open_store_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for url, expected in [
+        ('plain.db', tmp_path / 'plain.db'),
+        (f'{tmp_path}/absolute.db', tmp_path / 'absolute.db'),
+        ('sqlite:///relative.db', tmp_path / 'relative.db'),
+        (f'sqlite:///{tmp_path}/four-slashes.db', tmp_path / 'four-slashes.db'),
+        ('sqlite:short.db?busy_timeout_ms=100&synchronous=full', tmp_path / 'short.db'),
+        (tmp_path / 'pathlike.db', tmp_path / 'pathlike.db'),
+    ]:
+        store = await open_store(url)
+        try:
+            assert store.path.resolve() == expected
+            assert await store.list_conversations() == []
+        finally:
+            await store.close()
+    store = await open_store('sqlite:///relative.db?read_only=true')
+    try:
+        with pytest.raises(StoreReadOnly):
+            await store.save(Conversation(messages=turn(1)))
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    ('url', 'problem'),
+    [
+        ('postgresql://user@host/db', 'PostgreSQL'),
+        ('mysql://host/db', "scheme 'mysql'"),
+        ('sqlite://host/file.db', 'host part'),
+        ('sqlite:///', 'names no database file'),
+        ('sqlite:///x.db?colour=blue', "option 'colour'"),
+        ('sqlite:///x.db?busy_timeout_ms=soon', 'busy_timeout_ms'),
+        ('sqlite:///x.db?synchronous=sometimes', 'synchronous'),
+        ('sqlite:///x.db?read_only=maybe', 'read_only'),
+    ],
+)
+async def test_bad_store_urls(url: str, problem: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match=problem):
+        await open_store(url)
+    assert listing(tmp_path) == []

@@ -1,0 +1,112 @@
+"""Numbered migrations: recorded, applied to older databases in one transaction, refused when too new."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from pydantic_ai.conversation import Conversation
+
+from temporal_recall.errors import SchemaTooNew, StoreReadOnly
+from temporal_recall.store import SqliteConversationStore, _sqlite_schema
+from temporal_recall.store._sqlite_schema import MIGRATIONS, Migration
+
+from ._support import turn
+
+EXTRA = Migration(2, 'conversation notes', ['CREATE TABLE conversation_notes (conv_key INTEGER, note TEXT)'])
+
+
+def file_bytes(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def recorded(path: Path) -> list[tuple[int, str]]:
+    with closing(sqlite3.connect(path)) as db:
+        return db.execute('SELECT version, name FROM schema_migrations ORDER BY version').fetchall()
+
+
+def tables(path: Path) -> set[str]:
+    with closing(sqlite3.connect(path)) as db:
+        return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def journal_mode(path: Path) -> str:
+    with closing(sqlite3.connect(path)) as db:
+        return db.execute('PRAGMA journal_mode').fetchone()[0]
+
+
+async def make_v1(path: Path) -> None:
+    async with await SqliteConversationStore.open(path) as store:
+        await store.save(Conversation(messages=turn(1), conversation_id='c'))
+
+
+async def test_a_new_store_records_every_migration(db_path: Path) -> None:
+    await make_v1(db_path)
+    assert recorded(db_path) == [(migration.version, migration.name) for migration in MIGRATIONS]
+    assert journal_mode(db_path) == 'wal'
+    with closing(sqlite3.connect(db_path)) as db:
+        applied_at = db.execute('SELECT applied_at FROM schema_migrations').fetchone()[0]
+    assert applied_at.startswith('20')
+
+
+async def test_reopening_applies_nothing_twice(db_path: Path) -> None:
+    await make_v1(db_path)
+    await make_v1(db_path.with_name('other.db'))
+    async with await SqliteConversationStore.open(db_path) as store:
+        assert await store.load('c') is not None
+    assert recorded(db_path) == [(1, MIGRATIONS[0].name)]
+
+
+async def test_an_older_store_gets_the_missing_migrations(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    await make_v1(db_path)
+    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
+    async with await SqliteConversationStore.open(db_path) as store:
+        loaded = await store.load('c')
+        assert loaded is not None and loaded.messages == turn(1)
+    assert recorded(db_path) == [(1, MIGRATIONS[0].name), (2, 'conversation notes')]
+    assert 'conversation_notes' in tables(db_path)
+
+
+async def test_a_failing_migration_leaves_the_old_version(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    await make_v1(db_path)
+    broken = Migration(2, 'half done', ['CREATE TABLE half_done (x)', 'CREATE TABLE entries (x)'])
+    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', (*MIGRATIONS, broken))
+    with pytest.raises(sqlite3.OperationalError, match='already exists'):
+        await SqliteConversationStore.open(db_path)
+    assert recorded(db_path) == [(1, MIGRATIONS[0].name)]
+    assert 'half_done' not in tables(db_path)
+    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', MIGRATIONS)
+    async with await SqliteConversationStore.open(db_path) as store:
+        assert await store.load('c') is not None
+
+
+async def test_a_newer_store_is_left_untouched(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
+    await make_v1(db_path)
+    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', MIGRATIONS)
+    before = file_bytes(db_path)
+    with pytest.raises(SchemaTooNew, match='schema version 2, but this temporal-recall knows versions up to 1'):
+        await SqliteConversationStore.open(db_path)
+    assert file_bytes(db_path) == before
+
+
+async def test_a_rollback_journal_store_too_new_is_not_switched_to_wal(db_path: Path) -> None:
+    with closing(sqlite3.connect(db_path)) as db:
+        db.execute('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)')
+        db.execute("INSERT INTO schema_migrations VALUES (7, 'future', '2099-01-01')")
+        db.commit()
+    before = file_bytes(db_path)
+    with pytest.raises(SchemaTooNew):
+        await SqliteConversationStore.open(db_path)
+    assert file_bytes(db_path) == before
+    assert journal_mode(db_path) == 'delete'
+
+
+async def test_read_only_cannot_migrate(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    await make_v1(db_path)
+    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
+    with pytest.raises(StoreReadOnly, match='needs migrating to 2'):
+        await SqliteConversationStore.open(db_path, read_only=True)
+    assert recorded(db_path) == [(1, MIGRATIONS[0].name)]
