@@ -24,6 +24,7 @@ from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, Tool
+from pydantic_ai.usage import RunUsage
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -86,6 +87,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         self.context_lines = context_lines
         self._tracker = DeltaTracker()
         self._sequence = 0
+        self._usage_reported = RunUsage()
         # Built once: TemporalDurability registers a toolset's activity when the agent is built and
         # rejects a toolset that appears only at run time.
         self._toolset: FunctionToolset[AgentDepsT] | None = (
@@ -108,6 +110,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         run = copy.copy(self)
         run._tracker = DeltaTracker()
         run._sequence = 0
+        run._usage_reported = RunUsage()
         return run
 
     def scope_of(self, ctx: RunContext[Any]) -> str | None:
@@ -160,10 +163,15 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             base_hash=delta.base_hash,
             messages=delta.messages,
             run_id=ctx.run_id,
-            # Cumulative for this run: the store keeps the latest figure per run, so a retried or
-            # replayed write cannot count a run's usage twice.
-            usage=ctx.usage,
+            # The usage since the previous boundary: the store adds it once per idempotency key,
+            # so a retried or replayed write cannot count it twice.
+            usage=self._usage_increase(ctx.usage),
         )
+
+    def _usage_increase(self, current: RunUsage) -> RunUsage:
+        increase = current - self._usage_reported
+        self._usage_reported = copy.deepcopy(current)
+        return increase
 
     # --- the write (an activity under Temporal) ----------------------------------------------------
 
@@ -222,6 +230,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             conversation_id=conversation_id,
             scope=self.scope_of(ctx),
             run_id=run_id,
+            exclude_run_id=ctx.run_id,
             limit=self.search_limit,
             context_lines=self.context_lines,
         )

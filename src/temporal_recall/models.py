@@ -72,6 +72,9 @@ class SearchRequest(BaseModel):
     all_conversations: bool = False
     """Search every conversation of `scope`: for stores isolated to one principal."""
     run_id: str | None = None
+    exclude_run_id: str | None = None
+    """Leave out messages first said in this run: the model's tool passes its own run, whose
+    messages are already in front of the model."""
     limit: int = 10
     context_lines: int = 0
     k1: float = 1.5

@@ -116,3 +116,12 @@ async def test_scope_isolates_writes(temporal_client: Client, store_url: str, re
     entries = await read_store.load_entries('conv-scoped')
     assert len(entries) == 4
     assert all('Rome' not in str(e.message) for e in entries)
+
+
+async def test_conversation_usage_counts_each_model_request_once(temporal_client: Client, store_url: str, read_store):
+    async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
+        await _run(temporal_client, worker.task_queue, 'Weather in Paris?', 'conv-usage')
+        await _run(temporal_client, worker.task_queue, 'And tomorrow?', 'conv-usage')
+    record = await read_store.read_record('conv-usage')
+    assert record.usage.requests == 4  # two runs of two model requests each
+    assert record.usage.tool_calls == 2
