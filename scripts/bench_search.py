@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'src'))
 
-from pydantic_ai.messages import (  # noqa: E402
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -33,10 +33,10 @@ from pydantic_ai.messages import (  # noqa: E402
     UserPromptPart,
 )
 
-from temporal_recall._recall import search_history  # noqa: E402
-from temporal_recall.content import content_hash  # noqa: E402
-from temporal_recall.models import SearchRequest  # noqa: E402
-from temporal_recall.store import AppendRequest, open_store  # noqa: E402
+from temporal_recall._recall import search_history
+from temporal_recall.content import content_hash
+from temporal_recall.models import SearchRequest
+from temporal_recall.store import AppendRequest, open_store
 
 VOCABULARY_SIZE = 20_000
 MESSAGES_PER_CONVERSATION = 100
@@ -79,7 +79,9 @@ class Workload:
         return [
             ModelRequest(parts=[UserPromptPart(self.sentence(self.rng.randint(8, 40)))]),
             ModelResponse(parts=[ToolCallPart('lookup', {'q': self.sentence(3)}, tool_call_id=call_id)]),
-            ModelRequest(parts=[ToolReturnPart('lookup', self.sentence(self.rng.randint(20, 80)), tool_call_id=call_id)]),
+            ModelRequest(
+                parts=[ToolReturnPart('lookup', self.sentence(self.rng.randint(20, 80)), tool_call_id=call_id)]
+            ),
             ModelResponse(parts=[TextPart(self.sentence(self.rng.randint(10, 60)))]),
         ]
 

@@ -16,7 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,7 +101,7 @@ async def start_dev_server(
     namespace: str = 'default',
     log_file: str | os.PathLike[str] | None = None,
     startup_timeout: float = 60.0,
-) -> AsyncIterator[DevServer]:
+) -> AsyncGenerator[DevServer]:
     """Run `temporal server start-dev` on loopback for the duration of the block.
 
     The server is stopped with SIGTERM (then SIGKILL) on exit, even if the block raised.

@@ -7,7 +7,7 @@ client with pydantic-ai's plugin. Requires `pytest-asyncio` with a session-scope
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import pytest_asyncio
 from temporalio.client import Client
@@ -18,7 +18,7 @@ __all__ = ('temporal_client', 'temporal_dev_server')
 
 
 @pytest_asyncio.fixture(scope='session', loop_scope='session')
-async def temporal_dev_server() -> AsyncIterator[DevServer]:
+async def temporal_dev_server() -> AsyncGenerator[DevServer]:
     async with dev_server() as server:
         yield server
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,7 +114,7 @@ async def running_worker(
     activities: Sequence[Callable[..., Any]] = (),
     task_queue: str | None = None,
     **worker_options: Any,
-) -> AsyncIterator[RunningWorker]:
+) -> AsyncGenerator[RunningWorker]:
     """A worker with temporal-recall's workflows and activities on a fresh task queue.
 
     It is shut down cleanly on exit (in-flight activities are drained), which also avoids the

@@ -73,14 +73,21 @@ async def record(client, store_url: str) -> None:
         await client.get_workflow_handle('replay-conversation').result()
         runs = [run async for run in client.list_workflows("WorkflowId = 'replay-conversation'")]
         for index, run in enumerate(sorted(runs, key=lambda r: r.start_time)):
-            _save(f'conversation_run_{index + 1}', await export_history(client, 'replay-conversation', run_id=run.run_id))
+            _save(
+                f'conversation_run_{index + 1}', await export_history(client, 'replay-conversation', run_id=run.run_id)
+            )
         del handle
 
 
 async def record_killed_worker(server_address: str, client, store_url: str) -> None:
     """A run whose worker is SIGKILLed during a tool activity and recovered by a fresh worker."""
     queue = f'replay-killed-{uuid.uuid4()}'
-    env = {**os.environ, 'RECALL_TEST_ADDRESS': server_address, 'RECALL_TEST_QUEUE': queue, 'RECALL_TEST_STORE': store_url}
+    env = {
+        **os.environ,
+        'RECALL_TEST_ADDRESS': server_address,
+        'RECALL_TEST_QUEUE': queue,
+        'RECALL_TEST_STORE': store_url,
+    }
     command = [sys.executable, '-m', 'tests.workflows.worker_process']
     first = subprocess.Popen(command, env=env)
     try:

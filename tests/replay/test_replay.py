@@ -66,6 +66,4 @@ async def test_recorded_history_replays_without_store_or_model(path: Path, forbi
 async def test_a_changed_workflow_fails_replay_with_nondeterminism(forbidden_store):
     history = (Path(__file__).parent / 'histories' / 'one_prompt_with_tool.json').read_text()
     with pytest.raises(NondeterminismError):
-        await replay(
-            [history], workflows=[ChangedRunPromptWorkflow], agents=AGENTS, include_shipped_workflows=False
-        )
+        await replay([history], workflows=[ChangedRunPromptWorkflow], agents=AGENTS, include_shipped_workflows=False)

@@ -27,5 +27,7 @@ class ChangedRunPromptWorkflow:
     @workflow.run
     async def run(self, input: RunPromptInput) -> RunPromptOutput:
         agent = agent_named(input.agent)
-        result = await agent.run(input.prompt, conversation_id=input.conversation_id, deps=RecallDeps(scope=input.scope))
+        result = await agent.run(
+            input.prompt, conversation_id=input.conversation_id, deps=RecallDeps(scope=input.scope)
+        )
         return RunPromptOutput(output=str(result.output), conversation_id=input.conversation_id, run_id=result.run_id)

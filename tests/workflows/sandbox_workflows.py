@@ -7,8 +7,8 @@ import sys
 
 from temporalio import workflow
 
-import temporal_recall.models  # noqa: F401
-import temporal_recall.search  # noqa: F401
+import temporal_recall.models
+import temporal_recall.search
 import temporal_recall.workflows  # noqa: F401
 
 FORBIDDEN = ('aiosqlite', 'asyncpg', 'sqlite3', 'temporal_recall.store._sqlite', 'temporal_recall.store._postgres')

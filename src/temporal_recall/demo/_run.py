@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 from .._devserver import start_dev_server
-from ..models import ConversationInput, SearchRequest, TurnInput
+from ..models import ConversationInput, SearchRequest, SearchResult, TurnInput, TurnOutput
 
 __all__ = ('DEMO_TURNS', 'run_demo')
 
@@ -56,9 +56,11 @@ async def run_demo(*, store_url: str | None = None, model: str | None = None) ->
             )
             print(f'\nConversation {conversation_id} (workflow {handle.id}):')
             for prompt in DEMO_TURNS:
-                reply = await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt=prompt))
+                reply = await handle.execute_update('send', TurnInput(prompt=prompt), result_type=TurnOutput)
                 print(f'  user:  {prompt}\n  agent: {reply.output}')
-            found = await handle.execute_update(ConversationWorkflow.search, SearchRequest(query='invoice INV-7731'))
+            found = await handle.execute_update(
+                'search', SearchRequest(query='invoice INV-7731'), result_type=SearchResult
+            )
             print('\nRecall from workflow code (search Update) for "invoice INV-7731":')
             for hit in found.hits[:3]:
                 print(f'  [{hit.position}] {hit.role} (score {hit.score:.2f}): {hit.excerpt}')
