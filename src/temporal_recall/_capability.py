@@ -24,8 +24,8 @@ from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, Tool
-from pydantic_ai.usage import RunUsage
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
+from pydantic_ai.usage import RunUsage
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
@@ -41,13 +41,14 @@ from .errors import (
     UnknownConversation,
 )
 from .models import RecallDeps, SearchRequest, StepDelta, StepWritten
+from .search._documents import RECALL_TOOL_NAME
 
 __all__ = ('ConversationRecall', 'ScopeResolver')
 
 ScopeResolver = Callable[[RunContext[Any]], 'str | None']
 """Reads the tenant scope from trusted run state (usually `ctx.deps`), never from model output."""
 
-SEARCH_TOOL_NAME = 'search_conversation_history'
+SEARCH_TOOL_NAME = RECALL_TOOL_NAME
 
 
 class ConversationRecall(AbstractCapability[AgentDepsT]):

@@ -19,11 +19,11 @@ from ..models import ConversationInput, SearchRequest, SearchResult, TurnInput, 
 __all__ = ('DEMO_TURNS', 'run_demo')
 
 DEMO_TURNS = (
-    "Hi, I'm Dana. My order number is A-1042 and please deliver it to 12 Harbour Street, Leith.",
+    "Hi, I'm Dana. My delivery address is 12 Harbour Street, Leith, and my order number is A-1042.",
     'Where is order A-1042 right now?',
     'Thanks. Can you also note that I prefer deliveries after 5pm?',
     'My colleague Sam might call about invoice INV-7731.',
-    'What did I tell you about the delivery address?',
+    'What did I tell you about my delivery address?',
 )
 
 
@@ -76,7 +76,8 @@ async def run_demo(*, store_url: str | None = None, model: str | None = None) ->
     assert entries is not None
     print(
         f'\nStored: {len(entries)} messages in {summary.turns} turns across {len(runs)} workflow runs '
-        f'(continue-as-new every 3 turns); store totals: {stats}'
+        f'(continue-as-new every 3 turns). Store: {stats.entries} messages, {stats.documents} indexed, '
+        f'{stats.database_bytes:,} bytes.'
     )
     from ..search import message_role, searchable_text
 

@@ -22,7 +22,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 __all__ = ('scripted_model',)
 
-_ORDER = re.compile(r'\border\s+#?([A-Za-z0-9-]+)', re.IGNORECASE)
+_ORDER = re.compile(r'\b(?:where is|status of|track)\s+(?:my\s+)?order\s+#?([A-Za-z]*-?\d[A-Za-z0-9-]*)', re.IGNORECASE)
 _RECALL = re.compile(r'\b(?:what did i (?:say|tell you)|remind me|recall|earlier)\b(?:\s+about)?\s*(.*)', re.IGNORECASE)
 _RECALL_TOOL = 'search_conversation_history'
 
@@ -50,8 +50,12 @@ def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         for part in returns:
             content = part.content if isinstance(part.content, str) else part.model_response_str()
             if part.tool_name == _RECALL_TOOL:
-                first = content.strip().splitlines()[0] if content.strip() else 'nothing'
-                summaries.append(f'From earlier in our conversation: {first}')
+                # The tool lists hits as a header line per hit followed by an indented excerpt.
+                excerpts = [line.strip() for line in content.splitlines() if line.startswith('  ')]
+                if excerpts:
+                    summaries.append(f'You told me earlier: "{excerpts[0]}"')
+                else:
+                    summaries.append("I couldn't find that earlier in our conversation.")
             else:
                 summaries.append(f'{part.tool_name} says: {content}')
         return ModelResponse(parts=[TextPart(' '.join(summaries))])

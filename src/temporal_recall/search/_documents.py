@@ -16,7 +16,11 @@ from typing import Any
 
 from pydantic_ai import messages as m
 
-__all__ = ('is_summary', 'message_role', 'searchable_text')
+__all__ = ('RECALL_TOOL_NAME', 'is_summary', 'message_role', 'searchable_text')
+
+RECALL_TOOL_NAME = 'search_conversation_history'
+"""The model's recall tool. Its returns quote other messages, so they are stored but not indexed:
+indexing them would make every later search find the same words again in the quote."""
 
 
 def _text_of(value: Any) -> str:
@@ -52,6 +56,8 @@ def _part_texts(part: Any) -> Iterable[str]:
         yield part.tool_name
         yield part.args if isinstance(part.args, str) else _text_of(part.args)
     elif isinstance(part, m.BaseToolReturnPart):
+        if part.tool_name == RECALL_TOOL_NAME:
+            return
         yield part.tool_name
         content = part.content
         if isinstance(content, list):

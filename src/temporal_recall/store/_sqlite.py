@@ -308,19 +308,19 @@ class SqliteConversationStore(ConversationStore):
 
     # --- IndexReader ------------------------------------------------------------------------------
 
+    # The search reads run whole on the connection thread (see `read_on_connection_thread`): a
+    # search is latency-bound by round trips, not by SQLite.
+
     async def index_stats(self, target: SearchTarget) -> IndexStats | None:
-        async with self._db.read():
-            return await _index_stats(self._db, target)
+        return await self._db.read_on_connection_thread(lambda db: _index_stats(db, target))
 
     async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
-        async with self._db.read():
-            return await _postings(self._db, target, terms)
+        return await self._db.read_on_connection_thread(lambda db: _postings(db, target, terms))
 
     async def documents(self, target: SearchTarget, doc_ids: Sequence[int], *, context: int = 0) -> list[DocumentRow]:
         if context < 0:
             raise ValueError('context must not be negative.')
-        async with self._db.read():
-            return await _documents(self._db, target, doc_ids, context=context)
+        return await self._db.read_on_connection_thread(lambda db: _documents(db, target, doc_ids, context=context))
 
     # --- Maintenance ------------------------------------------------------------------------------
 

@@ -105,7 +105,8 @@ async def append(db: Database, request: AppendRequest) -> AppendResult:
     base_hash = _base_hash(request)
     prepared = [prepare_message(message, run_id=request.run_id) for message in request.messages]
     usage_increment = request.usage
-    async with db.write():
+
+    async def apply(db: Database) -> AppendResult:
         row = await conversation_row(db, request.conversation_id)
         if row is not None:
             if row.scope != request.scope:  # exactly: None and '' are different scopes
@@ -162,7 +163,12 @@ async def append(db: Database, request: AppendRequest) -> AppendResult:
             if new_head is None
             else await db.value('SELECT entry_id FROM entries WHERE entry_key = ?', (new_head,))
         )
-    return AppendResult(conversation_id=request.conversation_id, head_id=head_id, length=length, stored=len(members))
+        return AppendResult(
+            conversation_id=request.conversation_id, head_id=head_id, length=length, stored=len(members)
+        )
+
+    # One thread hop for the whole transaction: a write is a few dozen tiny statements.
+    return await db.write_on_connection_thread(apply)
 
 
 async def _insert(

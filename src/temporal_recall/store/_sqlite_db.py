@@ -13,11 +13,11 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 from urllib.parse import quote
 
 import aiosqlite
@@ -136,6 +136,26 @@ class Database:
         with contextlib.suppress(sqlite3.Error):
             await connection.execute_fetchall('ROLLBACK')
 
+    async def read_on_connection_thread(self, reader: Callable[[Any], Coroutine[Any, Any, _T]]) -> _T:
+        """Run a whole read in one snapshot on the connection's own thread: one thread hop in all.
+
+        A search makes a handful of small queries; through aiosqlite each is a round trip to the
+        connection thread and back, which costs more than the query. `reader` is ordinary async
+        reader code written against `rows`/`one`/`value`; here it is driven to completion on the
+        connection thread by `_ThreadReads`, whose awaits never suspend.
+        """
+        async with self._lock, self._translated():
+            connection = self.connection
+            return cast(_T, await connection._execute(_read_snapshot, connection._conn, reader))  # pyright: ignore[reportPrivateUsage]
+
+    async def write_on_connection_thread(self, writer: Callable[[Any], Coroutine[Any, Any, _T]]) -> _T:
+        """Like `read_on_connection_thread`, for a whole `BEGIN IMMEDIATE` … `COMMIT` write."""
+        async with self._lock, self._translated():
+            if self.read_only:
+                raise self.read_only_error()
+            connection = self.connection
+            return cast(_T, await connection._execute(_write_transaction, connection._conn, writer))  # pyright: ignore[reportPrivateUsage]
+
     @asynccontextmanager
     async def _translated(self) -> AsyncGenerator[None]:
         try:
@@ -156,6 +176,82 @@ class Database:
         return StoreReadOnly(
             f'The store at {self.path} was opened with read_only=True; open it without read_only=True to write.'
         )
+
+
+_T = TypeVar('_T')
+
+
+class _Ready:
+    """An awaitable that is already done: `await` returns the value without suspending."""
+
+    __slots__ = ('value',)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.value
+        yield  # pragma: no cover - makes this a generator that finishes at once
+
+
+class _ThreadReads:
+    """The `rows`/`one`/`value` surface of `Database`, answered synchronously on the connection thread."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def rows(self, sql: str, params: Params = ()) -> _Ready:
+        return _Ready(self._connection.execute(sql, params).fetchall())
+
+    def one(self, sql: str, params: Params = ()) -> _Ready:
+        return _Ready(self._connection.execute(sql, params).fetchone())
+
+    def value(self, sql: str, params: Params = ()) -> _Ready:
+        row = self._connection.execute(sql, params).fetchone()
+        return _Ready(None if row is None else row[0])
+
+    def run(self, sql: str, params: Params = ()) -> _Ready:
+        self._connection.execute(sql, params)
+        return _Ready(None)
+
+    def many(self, sql: str, params: Iterable[Sequence[Any]]) -> _Ready:
+        self._connection.executemany(sql, params)
+        return _Ready(None)
+
+
+def _drive(reader: Callable[[Any], Coroutine[Any, Any, Any]], connection: sqlite3.Connection) -> Any:
+    coroutine = reader(_ThreadReads(connection))
+    try:
+        coroutine.send(None)
+    except StopIteration as finished:
+        return finished.value
+    coroutine.close()
+    raise RuntimeError('Store code awaited something other than the database; it cannot run on the connection thread.')
+
+
+def _write_transaction(connection: sqlite3.Connection, writer: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
+    if connection.in_transaction:
+        connection.execute('ROLLBACK')
+    connection.execute('BEGIN IMMEDIATE')
+    try:
+        result = _drive(writer, connection)
+        connection.execute('COMMIT')
+        return result
+    finally:
+        if connection.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute('ROLLBACK')
+
+
+def _read_snapshot(connection: sqlite3.Connection, reader: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
+    if connection.in_transaction:  # Left open by a task cancelled mid-rollback.
+        connection.execute('ROLLBACK')
+    connection.execute('BEGIN')
+    try:
+        return _drive(reader, connection)
+    finally:
+        if connection.in_transaction:
+            connection.execute('ROLLBACK')
 
 
 def translate_error(error: sqlite3.Error, path: Path, busy_timeout_ms: int) -> StoreError | None:
