@@ -69,6 +69,10 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         search_tool: Whether the model gets the `search_conversation_history` tool.
         search_limit: How many hits the tool returns.
         context_lines: Neighbouring messages shown around each hit.
+        max_payload_bytes: Largest write sent through one activity input. Bigger deltas are split;
+            a single message bigger than this fails the run with a non-retryable `PayloadTooLarge`
+            (Temporal's default blob limit is 2 MB, and an oversized input would otherwise make the
+            workflow task fail and retry forever).
     """
 
     def __init__(
@@ -80,8 +84,10 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         search_tool: bool = True,
         search_limit: int = 8,
         context_lines: int = 1,
+        max_payload_bytes: int = 2_000_000,
     ) -> None:
         self.id = id
+        self.max_payload_bytes = max_payload_bytes
         self.store = StoreProvider.coerce(store)
         self._scope = scope
         self.search_limit = search_limit
@@ -145,10 +151,28 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         delta = self._tracker.pending(history)
         if delta is None:
             return
-        written = await self.store_step(ctx, self._step(ctx, delta))
-        if not written.attached:
-            await self.store_step(ctx, self._step(ctx, self._tracker.full(history)))
+        if not await self._write(ctx, delta):
+            await self._write(ctx, self._tracker.full(history))
         self._tracker.assume_stored(history)
+
+    async def _write(self, ctx: RunContext[AgentDepsT], delta: Delta) -> bool:
+        """Write `delta` in payload-sized pieces; `False` when the store could not attach it."""
+        for piece in self._tracker.split(delta, self.max_payload_bytes):
+            if len(piece.messages) == 1 and self._tracker.size_of(piece.messages[0]) > self.max_payload_bytes:
+                size = self._tracker.size_of(piece.messages[0])
+                # Scheduling an activity with an oversized input fails the workflow task, which
+                # Temporal retries forever; fail the run instead, saying why and what to change.
+                raise ApplicationError(
+                    f'A {type(piece.messages[0]).__name__} of {size:,} bytes is too large to persist through one '
+                    f'Temporal payload (limit {self.max_payload_bytes:,} bytes). Return a reference (a URL or a key '
+                    'your application resolves) from the tool instead of the content itself.',
+                    type='PayloadTooLarge',
+                    non_retryable=True,
+                )
+            written = await self.store_step(ctx, self._step(ctx, piece))
+            if not written.attached:
+                return False
+        return True
 
     def _step(self, ctx: RunContext[AgentDepsT], delta: Delta) -> StepDelta:
         self._sequence += 1

@@ -14,12 +14,13 @@ messages is still recognised, while one it rewrote becomes a branch at the first
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pydantic_ai.messages import ModelMessage
 
-from .content import content_hash
+from .content import canonical_json
 
 __all__ = ('Delta', 'DeltaTracker')
 
@@ -38,17 +39,47 @@ class DeltaTracker:
     """Per-run memory of which messages of the run's history the store already has."""
 
     _stored: list[ModelMessage] = field(default_factory=list[ModelMessage])
-    _hashes: dict[int, tuple[ModelMessage, str]] = field(default_factory=dict[int, tuple[ModelMessage, str]])
+    _facts: dict[int, tuple[ModelMessage, str, int]] = field(default_factory=dict[int, tuple[ModelMessage, str, int]])
+
+    def _fact(self, message: ModelMessage) -> tuple[ModelMessage, str, int]:
+        # Keyed by id() with the message kept alive beside its facts, so an id cannot be reused by
+        # another object while its entry exists.
+        cached = self._facts.get(id(message))
+        if cached is not None and cached[0] is message:
+            return cached
+        canonical = canonical_json(message).encode()
+        fact = (message, hashlib.sha256(canonical).hexdigest(), len(canonical))
+        self._facts[id(message)] = fact
+        return fact
 
     def hash_of(self, message: ModelMessage) -> str:
-        # Keyed by id() with the message kept alive beside its hash, so an id cannot be reused by
-        # another object while its entry exists.
-        cached = self._hashes.get(id(message))
-        if cached is not None and cached[0] is message:
-            return cached[1]
-        digest = content_hash(message)
-        self._hashes[id(message)] = (message, digest)
-        return digest
+        return self._fact(message)[1]
+
+    def size_of(self, message: ModelMessage) -> int:
+        """Roughly the message's serialized size (its canonical JSON), to keep payloads bounded."""
+        return self._fact(message)[2]
+
+    def split(self, delta: Delta, budget: int) -> list[Delta]:
+        """`delta` as consecutive deltas of at most `budget` bytes each (one message may exceed it alone)."""
+        chunks: list[Delta] = []
+        start, size = 0, 0
+        for index, message in enumerate(delta.messages):
+            message_size = self.size_of(message)
+            if index > start and size + message_size > budget:
+                chunks.append(self._chunk(delta, start, index))
+                start, size = index, 0
+            size += message_size
+        chunks.append(self._chunk(delta, start, len(delta.messages)))
+        return chunks
+
+    def _chunk(self, delta: Delta, start: int, end: int) -> Delta:
+        if start == 0:
+            return Delta(base_length=delta.base_length, base_hash=delta.base_hash, messages=delta.messages[start:end])
+        return Delta(
+            base_length=delta.base_length + start,
+            base_hash=self.hash_of(delta.messages[start - 1]),
+            messages=delta.messages[start:end],
+        )
 
     def _shared_prefix(self, history: Sequence[ModelMessage]) -> int:
         shared = 0

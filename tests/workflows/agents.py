@@ -91,7 +91,7 @@ many_tools_agent = _durable('many_tools', _tool_loop(45))
 many_tools_agent_no_persistence = _durable('many_tools_bare', _tool_loop(45), recall=False)
 recall_agent = _durable('recaller', FunctionModel(_recall_then_answer, model_name='recaller'))
 big_tool_agent = _durable(
-    'big_tool', scripted_model(tool_call('big_report', {'size': 3_000_000}), text('done')), tools=(big_report,)
+    'big_tool', scripted_model(tool_call('big_report', {'size': 2_094_000}), text('done')), tools=(big_report,)
 )
 
 

@@ -375,6 +375,13 @@ async def connect(
     if synchronous not in ('NORMAL', 'FULL'):
         raise ValueError("synchronous must be 'NORMAL' or 'FULL'.")
     migrations = schema.MIGRATIONS if migrations is None else migrations
+    if not path.parent.is_dir():
+        # Checked here rather than left to SQLite: a failed aiosqlite.connect leaves its worker
+        # thread behind, and an unreachable store is retried many times by Temporal.
+        raise StoreUnavailable(
+            f'The store at {path} cannot be used: the directory {path.parent} does not exist. '
+            'Create it, or point the store URL at an existing directory.'
+        )
     read_only_reason = _check_file(path, read_only=read_only)
     read_only = read_only or read_only_reason is not None
     uri = f'file:{quote(str(path))}?mode={"ro" if read_only else "rwc"}'

@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.messages import ModelMessage, repair_messages
 
     from ..models import (
         ConversationInput,
@@ -76,7 +76,7 @@ class ConversationWorkflow:
         async with self._turn_lock:
             if self._history is None:
                 loaded = await load_history(self._input.conversation_id, scope=self._input.scope)
-                self._history = list(loaded.messages)
+                self._history = repair_messages(loaded.messages)
             agent = agent_named(self._input.agent)
             result = await agent.run(
                 turn.prompt,

@@ -6,6 +6,8 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic_ai.messages import repair_messages
+
     from ..models import RecallDeps, RunPromptInput, RunPromptOutput
     from ._agents import agent_named
     from ._recall import load_history
@@ -40,7 +42,9 @@ class RunPromptWorkflow:
                     non_retryable=True,
                 )
             if input.continue_history:
-                history = loaded.messages
+                # A run that failed mid-step leaves tool calls without returns in the store; close
+                # them out (deterministically) so the new prompt is accepted.
+                history = repair_messages(loaded.messages)
         result = await agent.run(
             input.prompt,
             message_history=history or None,
