@@ -6,12 +6,36 @@ code in `temporal_recall.search`, so SQLite and PostgreSQL give the same answers
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
 from .errors import InvalidSearchParameters, UnknownConversation
 from .models import SearchRequest
-from .search import BM25Parameters, SearchOptions, SearchResult, build_hits, parse_query, rank
-from .store._protocol import IndexReader, SearchTarget
+from .search import BM25Parameters, ScoredDocument, SearchOptions, SearchResult, build_hits, parse_query, rank
+from .search._bm25 import term_idf, term_weight
+from .store._protocol import IndexReader, IndexStats, Posting, SearchTarget
 
-__all__ = ('search_history', 'target_of')
+__all__ = ('LONG_POSTING_LIST', 'ImpactReader', 'search_history', 'target_of')
+
+LONG_POSTING_LIST = 1_000
+"""A term in more documents than this is read in impact order in a scope-wide search."""
+
+
+@runtime_checkable
+class ImpactReader(Protocol):
+    """Optional reads that let a scope-wide search skip most of a common term's posting list.
+
+    Each returns `None` for a target it does not serve (a conversation or a run); the search then
+    reads whole posting lists.
+    """
+
+    async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None: ...
+
+    async def top_postings(
+        self, target: SearchTarget, term: str, per_group: int
+    ) -> tuple[list[Posting], list[tuple[int, int]]] | None: ...
+
+    async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]: ...
 
 
 def target_of(request: SearchRequest) -> SearchTarget:
@@ -50,11 +74,9 @@ async def search_history(reader: IndexReader, request: SearchRequest) -> SearchR
     stats = await reader.index_stats(target)
     if stats is None:
         raise UnknownConversation(target.conversation_id or '')
-    postings = await reader.postings(target, query.terms)
-    candidates = sum(len(found) for found in postings.values())
     fetch = options.limit
     while True:
-        ranked = rank(stats, postings, query.terms, parameters=options.parameters, limit=fetch)
+        ranked, candidates = await _ranked(reader, target, stats, query.terms, options.parameters, fetch)
         rows = await reader.documents(target, [scored.doc_id for scored in ranked], context=options.context_lines)
         order = {scored.doc_id: index for index, scored in enumerate(ranked)}
         rows = sorted(
@@ -74,3 +96,72 @@ async def search_history(reader: IndexReader, request: SearchRequest) -> SearchR
         searched_documents=stats.document_count,
         truncated_query=query.truncated,
     )
+
+
+async def _ranked(
+    reader: IndexReader,
+    target: SearchTarget,
+    stats: IndexStats,
+    terms: Sequence[str],
+    parameters: BM25Parameters,
+    limit: int,
+) -> tuple[list[ScoredDocument], int]:
+    """The exact top `limit` documents, and how many documents matched at all (an upper bound)."""
+    if isinstance(reader, ImpactReader):
+        frequencies = await reader.document_frequencies(target, terms)
+        if frequencies is not None and any(count > LONG_POSTING_LIST for count in frequencies.values()):
+            ranked = await _ranked_by_impact(reader, target, stats, terms, parameters, limit, frequencies)
+            return ranked, sum(frequencies.values())
+    postings = await reader.postings(target, terms)
+    ranked = rank(stats, postings, terms, parameters=parameters, limit=limit)
+    return ranked, sum(len(found) for found in postings.values())
+
+
+async def _ranked_by_impact(
+    reader: ImpactReader,
+    target: SearchTarget,
+    stats: IndexStats,
+    terms: Sequence[str],
+    parameters: BM25Parameters,
+    limit: int,
+    frequencies: dict[str, int],
+) -> list[ScoredDocument]:
+    """Exact BM25 top-k that reads only the best-scoring part of each long posting list.
+
+    Within one term, a document's weight grows with its term frequency and shrinks with its length,
+    so the best documents of a term are the shortest ones of each frequency group. Short lists are
+    read whole; long ones only to `per_group` documents per frequency, and every candidate found
+    anywhere gets its exact frequency for every term. A document found nowhere cannot score more
+    than the sum of each long term's best unread weight; when the k-th result beats that bound
+    strictly (a tie might lose on doc_id), the answer equals a full ranking, and otherwise the
+    read widens and repeats.
+    """
+    present = [term for term in dict.fromkeys(terms) if term in frequencies]
+    short = [term for term in present if frequencies[term] <= LONG_POSTING_LIST]
+    long = [term for term in present if frequencies[term] > LONG_POSTING_LIST]
+    short_postings = await reader.postings(target, short) if short else {}
+    average_length = stats.total_length / stats.document_count if stats.document_count else 0.0
+    per_group = max(2 * limit, 32)
+    while True:
+        heads: dict[str, list[Posting]] = {}
+        bound = 0.0
+        exhausted = True
+        for term in long:
+            read = await reader.top_postings(target, term, per_group)
+            assert read is not None  # the same target answered document_frequencies
+            heads[term], frontier = read
+            exhausted = exhausted and not frontier
+            weight_of_term = term_idf(stats.document_count, frequencies[term])
+            bound += max(
+                (term_weight(weight_of_term, tf, dl, average_length, parameters) for tf, dl in frontier), default=0.0
+            )
+        candidates = {posting.doc_id for found in (*short_postings.values(), *heads.values()) for posting in found}
+        postings: dict[str, list[Posting]] = {term: list(found) for term, found in short_postings.items()}
+        for term in long:
+            known = {posting.doc_id for posting in heads[term]}
+            missing = [doc_id for doc_id in candidates if doc_id not in known]
+            postings[term] = [*heads[term], *(await reader.postings_for(target, term, missing) if missing else [])]
+        ranked = rank(stats, postings, terms, parameters=parameters, limit=limit, document_frequencies=frequencies)
+        if exhausted or (len(ranked) == limit and ranked[-1].score > bound):
+            return ranked
+        per_group *= 4

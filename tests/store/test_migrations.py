@@ -15,7 +15,10 @@ from temporal_recall.store._sqlite_schema import MIGRATIONS, Migration
 
 from ._support import turn
 
-EXTRA = Migration(2, 'conversation notes', ['CREATE TABLE conversation_notes (conv_key INTEGER, note TEXT)'])
+LATEST = _sqlite_schema.latest_version()
+NEXT = LATEST + 1
+EXTRA = Migration(NEXT, 'conversation notes', ['CREATE TABLE conversation_notes (conv_key INTEGER, note TEXT)'])
+CURRENT = [(migration.version, migration.name) for migration in MIGRATIONS]
 
 
 def file_bytes(path: Path) -> bytes:
@@ -38,8 +41,14 @@ def journal_mode(path: Path) -> str:
 
 
 async def make_v1(path: Path) -> None:
+    """A store with every current migration and one conversation."""
     async with await SqliteConversationStore.open(path) as store:
         await store.save(Conversation(messages=turn(1), conversation_id='c'))
+
+
+def indexes(path: Path) -> set[str]:
+    with closing(sqlite3.connect(path)) as db:
+        return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
 
 
 async def test_a_new_store_records_every_migration(db_path: Path) -> None:
@@ -56,7 +65,20 @@ async def test_reopening_applies_nothing_twice(db_path: Path) -> None:
     await make_v1(db_path.with_name('other.db'))
     async with await SqliteConversationStore.open(db_path) as store:
         assert await store.load('c') is not None
-    assert recorded(db_path) == [(1, MIGRATIONS[0].name)]
+    assert recorded(db_path) == CURRENT
+
+
+async def test_a_version_1_store_gets_the_real_later_migrations(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', MIGRATIONS[:1])
+    await make_v1(db_path)
+    assert recorded(db_path) == CURRENT[:1]
+    assert 'postings_by_impact' not in indexes(db_path)
+    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', MIGRATIONS)
+    async with await SqliteConversationStore.open(db_path) as store:
+        loaded = await store.load('c')
+        assert loaded is not None and loaded.messages == turn(1)
+    assert recorded(db_path) == CURRENT
+    assert 'postings_by_impact' in indexes(db_path)
 
 
 async def test_an_older_store_gets_the_missing_migrations(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,17 +87,17 @@ async def test_an_older_store_gets_the_missing_migrations(db_path: Path, monkeyp
     async with await SqliteConversationStore.open(db_path) as store:
         loaded = await store.load('c')
         assert loaded is not None and loaded.messages == turn(1)
-    assert recorded(db_path) == [(1, MIGRATIONS[0].name), (2, 'conversation notes')]
+    assert recorded(db_path) == [*CURRENT, (NEXT, 'conversation notes')]
     assert 'conversation_notes' in tables(db_path)
 
 
 async def test_a_failing_migration_leaves_the_old_version(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     await make_v1(db_path)
-    broken = Migration(2, 'half done', ['CREATE TABLE half_done (x)', 'CREATE TABLE entries (x)'])
+    broken = Migration(NEXT, 'half done', ['CREATE TABLE half_done (x)', 'CREATE TABLE entries (x)'])
     monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', (*MIGRATIONS, broken))
     with pytest.raises(sqlite3.OperationalError, match='already exists'):
         await SqliteConversationStore.open(db_path)
-    assert recorded(db_path) == [(1, MIGRATIONS[0].name)]
+    assert recorded(db_path) == CURRENT
     assert 'half_done' not in tables(db_path)
     monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', MIGRATIONS)
     async with await SqliteConversationStore.open(db_path) as store:
@@ -87,7 +109,9 @@ async def test_a_newer_store_is_left_untouched(db_path: Path, monkeypatch: pytes
     await make_v1(db_path)
     monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', MIGRATIONS)
     before = file_bytes(db_path)
-    with pytest.raises(SchemaTooNew, match='schema version 2, but this temporal-recall knows versions up to 1'):
+    with pytest.raises(
+        SchemaTooNew, match=f'schema version {NEXT}, but this temporal-recall knows versions up to {LATEST}'
+    ):
         await SqliteConversationStore.open(db_path)
     assert file_bytes(db_path) == before
 
@@ -107,6 +131,6 @@ async def test_a_rollback_journal_store_too_new_is_not_switched_to_wal(db_path: 
 async def test_read_only_cannot_migrate(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     await make_v1(db_path)
     monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
-    with pytest.raises(StoreReadOnly, match='needs migrating to 2'):
+    with pytest.raises(StoreReadOnly, match=f'needs migrating to {NEXT}'):
         await SqliteConversationStore.open(db_path, read_only=True)
-    assert recorded(db_path) == [(1, MIGRATIONS[0].name)]
+    assert recorded(db_path) == CURRENT

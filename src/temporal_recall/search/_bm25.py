@@ -75,6 +75,19 @@ def idf(document_count: int, document_frequency: int) -> float:
     return math.log((document_count - document_frequency + 0.5) / (document_frequency + 0.5) + 1)
 
 
+def term_weight(term_idf: float, tf: int, dl: int, average_length: float, parameters: BM25Parameters) -> float:
+    """One term's contribution to one document's score: the single place the BM25 formula is written."""
+    k1 = parameters.k1
+    b = parameters.b
+    ratio_part = b * dl / average_length if average_length > 0 else 0.0
+    return term_idf * tf * (k1 + 1) / (tf + k1 * (1 - b + ratio_part))
+
+
+def term_idf(document_count: int, document_frequency: int) -> float:
+    """The idf `rank` uses, including its guard for a frequency above the document count."""
+    return idf(max(document_count, document_frequency), document_frequency)
+
+
 def rank(
     stats: IndexStats,
     postings: Mapping[str, Sequence[Posting]],
@@ -82,6 +95,7 @@ def rank(
     *,
     parameters: BM25Parameters = DEFAULT_PARAMETERS,
     limit: int,
+    document_frequencies: Mapping[str, int] | None = None,
 ) -> list[ScoredDocument]:
     """The `limit` best documents for `terms`, best first, ties broken by smaller `doc_id` first.
 
@@ -99,6 +113,9 @@ def rank(
       the shortest possible one;
     - postings with a term frequency of 0 or less add nothing.
 
+    `document_frequencies` gives each term's frequency over the whole target when `postings` holds
+    only some of its postings (the candidates of a pruned search); by default it is the list length.
+
     Cost is one pass over the postings plus a bounded heap selection, `O(P + n log limit)`.
     """
     if not _is_count(limit) or limit < 1:
@@ -107,8 +124,6 @@ def rank(
     if document_count <= 0:
         return []
     average_length = stats.total_length / document_count
-    k1 = parameters.k1
-    b = parameters.b
 
     scores: dict[int, float] = {}
     for term in dict.fromkeys(terms):
@@ -116,14 +131,14 @@ def rank(
         if not term_postings:
             continue
         document_frequency = len(term_postings)
-        term_idf = idf(max(document_count, document_frequency), document_frequency)
+        if document_frequencies is not None:
+            document_frequency = document_frequencies.get(term, document_frequency)
+        weight_of_term = term_idf(document_count, document_frequency)
         for posting in term_postings:
             tf = posting.term_frequency
             if tf <= 0:
                 continue
-            dl = posting.length
-            ratio_part = b * dl / average_length if average_length > 0 else 0.0
-            weight = term_idf * tf * (k1 + 1) / (tf + k1 * (1 - b + ratio_part))
+            weight = term_weight(weight_of_term, tf, posting.length, average_length, parameters)
             scores[posting.doc_id] = scores.get(posting.doc_id, 0.0) + weight
 
     best = heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))

@@ -2,7 +2,8 @@
 
 The backends are imported lazily, on first use of their names. `temporal_recall.search` and the
 workflow modules import the pure `_protocol` dataclasses from this package, and Temporal's workflow
-sandbox must never see a database driver (tests/workflows/test_sandbox.py checks it).
+sandbox must never see a database driver (tests/workflows/test_sandbox.py checks it). `open_store`
+imports asyncpg only when it opens a `postgresql://` URL.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ._protocol import (
 
 if TYPE_CHECKING:
     from ._open import open_store
+    from ._postgres import PostgresConversationStore, PostgresStoreStats
     from ._sqlite import SqliteConversationStore, StoreStats
 
 __all__ = (
@@ -33,6 +35,8 @@ __all__ = (
     'DocumentRow',
     'IndexReader',
     'IndexStats',
+    'PostgresConversationStore',
+    'PostgresStoreStats',
     'Posting',
     'RecallStore',
     'SearchTarget',
@@ -41,7 +45,13 @@ __all__ = (
     'open_store',
 )
 
-_LAZY = {'open_store': '._open', 'SqliteConversationStore': '._sqlite', 'StoreStats': '._sqlite'}
+_LAZY = {
+    'open_store': '._open',
+    'SqliteConversationStore': '._sqlite',
+    'StoreStats': '._sqlite',
+    'PostgresConversationStore': '._postgres',
+    'PostgresStoreStats': '._postgres',
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from temporal_recall.errors import ConfigurationError
 
+from ._postgres_url import SCHEMES, parse_postgres_url
 from ._sqlite import SqliteConversationStore
 from ._sqlite_db import Synchronous
+
+if TYPE_CHECKING:
+    from ._postgres import PostgresConversationStore
 
 __all__ = ('open_store',)
 
@@ -41,32 +46,46 @@ def _split(url: str) -> tuple[str, str]:
     return path, query
 
 
-async def open_store(url: str | os.PathLike[str]) -> SqliteConversationStore:
+async def open_store(url: str | os.PathLike[str]) -> SqliteConversationStore | PostgresConversationStore:
     """Open the store a URL or path names.
 
     Accepted forms (the `sqlite:` ones follow SQLAlchemy's convention):
 
     - a filesystem path: `conversations.db`, `/var/lib/recall/conversations.db`
     - `sqlite:///relative/path.db` (three slashes, then a relative path),
-      `sqlite:////absolute/path.db` (three slashes, then an absolute path), or `sqlite:relative.db`
-    - options as a query string: `?busy_timeout_ms=10000&synchronous=FULL&read_only=true`
+      `sqlite:////absolute/path.db` (three slashes, then an absolute path), or `sqlite:relative.db`,
+      with options as a query string: `?busy_timeout_ms=10000&synchronous=FULL&read_only=true`
+    - `postgresql://user:password@host:5432/database` (or `postgres://…`): a PostgreSQL store, which
+      many workers can share. Needs the driver: `pip install "temporal-recall[postgres]"`. Options,
+      as a query string (`?schema=recall&pool_max=20`):
+
+      - `schema` (default `temporal_recall`): the PostgreSQL schema holding the store's tables,
+        created on first open; stores in different schemas of one database are independent.
+      - `pool_min` / `pool_max` (default 1 / 10): connections this store keeps open / may open.
+      - `acquire_timeout_ms` (default 10000): how long an operation waits for a free connection
+        before raising `StoreUnavailable`.
+      - `connect_timeout_ms` (default 10000) and `statement_timeout_ms` (default 0: the server's).
+      - `read_only` (default false): refuse writes without contacting the server.
+      - libpq connection parameters (`sslmode`, `sslrootcert`, `application_name`, `host`,
+        `passfile`, …) are passed to the driver unchanged; any other name is refused.
 
     Raises:
-        ConfigurationError: An unknown scheme (PostgreSQL is not available yet) or option value.
-        NotADatabase, SchemaTooNew, StoreReadOnly, StoreUnavailable: see `SqliteConversationStore.open`.
+        ConfigurationError: An unknown scheme, option or option value; asyncpg missing for a
+            PostgreSQL URL; or the PostgreSQL server refused the login.
+        NotADatabase, SchemaTooNew, StoreReadOnly, StoreUnavailable: see `SqliteConversationStore.open`
+            and `PostgresConversationStore.open`.
     """
     if isinstance(url, os.PathLike):
         return await SqliteConversationStore.open(Path(url))
     scheme = url.partition(':')[0].lower() if '://' in url or url.startswith('sqlite:') else ''
     if not scheme:
         return await SqliteConversationStore.open(Path(url))
-    if scheme in ('postgres', 'postgresql'):
-        raise ConfigurationError(
-            f'Store URL {scheme}://… names a PostgreSQL store, which this version cannot open yet. '
-            'Use a SQLite path or sqlite:///path.db.'
-        )
+    if scheme in SCHEMES:
+        return await _open_postgres(url)
     if scheme != 'sqlite':
-        raise ConfigurationError(f'Store URL scheme {scheme!r} is not supported. Use a path or sqlite:///path.db.')
+        raise ConfigurationError(
+            f'Store URL scheme {scheme!r} is not supported. Use a path, sqlite:///path.db or postgresql://….'
+        )
     path, query = _split(url)
     busy_timeout_ms = 5000
     synchronous: Synchronous = 'NORMAL'
@@ -93,3 +112,18 @@ async def open_store(url: str | os.PathLike[str]) -> SqliteConversationStore:
     return await SqliteConversationStore.open(
         Path(path), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous, read_only=read_only
     )
+
+
+async def _open_postgres(url: str) -> PostgresConversationStore:
+    """Validate the URL's options first, then import the driver: a typo is reported even without asyncpg."""
+    options = parse_postgres_url(url)
+    try:
+        from ._postgres import PostgresConversationStore
+    except ModuleNotFoundError as error:
+        if error.name != 'asyncpg':
+            raise
+        raise ConfigurationError(
+            f'Store URL {options.display} names a PostgreSQL store, which needs the asyncpg driver: '
+            'pip install "temporal-recall[postgres]".'
+        ) from error
+    return await PostgresConversationStore.open(options)

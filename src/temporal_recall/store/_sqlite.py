@@ -23,6 +23,7 @@ from pydantic_ai.conversation_store import (
 )
 from pydantic_ai.exceptions import UserError
 
+from . import _sqlite_reader as _reader
 from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, RecallStore, SearchTarget
 from ._serialization import MissingEntry, PreparedMessage, prepare_message, record_columns, scope_key
 from ._sqlite_append import append as _append
@@ -316,6 +317,17 @@ class SqliteConversationStore(ConversationStore):
 
     async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
         return await self._db.read_on_connection_thread(lambda db: _postings(db, target, terms))
+
+    async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
+        return await self._db.read_on_connection_thread(lambda db: _reader.document_frequencies(db, target, terms))
+
+    async def top_postings(
+        self, target: SearchTarget, term: str, per_group: int
+    ) -> tuple[list[Posting], list[tuple[int, int]]] | None:
+        return await self._db.read_on_connection_thread(lambda db: _reader.top_postings(db, target, term, per_group))
+
+    async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]:
+        return await self._db.read_on_connection_thread(lambda db: _reader.postings_for(db, target, term, doc_ids))
 
     async def documents(self, target: SearchTarget, doc_ids: Sequence[int], *, context: int = 0) -> list[DocumentRow]:
         if context < 0:

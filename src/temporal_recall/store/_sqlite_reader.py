@@ -34,6 +34,7 @@ class _Target:
     filtered: bool
     document_count: int = 0
     total_length: int = 0
+    tenant_document_count: int = 0
 
 
 async def _resolve(db: Database, target: SearchTarget) -> _Target | None:
@@ -114,7 +115,19 @@ def _postings_query(resolved: _Target) -> tuple[str, tuple[object, ...], tuple[o
     """The per-term query, one index range per term: `(sql, params before the term id, params after it)`."""
     select = 'SELECT p.doc_id, p.term_frequency, p.length FROM postings p '
     order = ' ORDER BY p.doc_id'
+    if resolved.conv_key is not None and resolved.document_count * 2 < resolved.tenant_document_count:
+        # A conversation holding a small share of its tenant: drive from its members (CROSS JOIN
+        # fixes SQLite's join order) and probe each term's postings by key, so the cost follows the
+        # conversation's size rather than a common term's list across the whole tenant.
+        members = 'SELECT p.doc_id, p.term_frequency, p.length FROM conversation_documents cd CROSS JOIN postings p '
+        join = 'ON p.tenant_id = ? AND p.term_id = ? AND p.doc_id = cd.doc_id WHERE cd.conv_key = ?'
+        member_order = ' ORDER BY cd.doc_id'  # the primary key's order: no sort step
+        if resolved.filtered:
+            sql = members + join + ' AND cd.run_key = ?' + member_order
+            return sql, (resolved.tenant_id,), (resolved.conv_key, resolved.run_key)
+        return members + join + member_order, (resolved.tenant_id,), (resolved.conv_key,)
     if resolved.conv_key is not None:
+        # Most of the tenant is this conversation: walking the term's postings is the shorter way.
         join = 'JOIN conversation_documents cd ON cd.conv_key = ? AND cd.doc_id = p.doc_id '
         if resolved.filtered:
             sql = select + join + 'AND cd.run_key = ? WHERE p.tenant_id = ? AND p.term_id = ?' + order
@@ -272,3 +285,92 @@ async def _descendants(
         kept.append(chosen)
         current = chosen[0]
     return kept
+
+
+# --- Scope-wide reads in impact order ---------------------------------------------------------------
+# Used by `_recall` for a target spanning a whole tenant, where a common term's posting list can hold
+# most of the store: only the head of each term-frequency group is read, plus exact lookups for the
+# candidates that other terms found. Conversation- and run-scoped targets read whole lists instead.
+
+
+def _tenant_target(resolved: _Target | None) -> _Target | None:
+    if resolved is None or resolved.conv_key is not None or resolved.filtered:
+        return None
+    return resolved
+
+
+async def document_frequencies(db: Database, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
+    """How many of the target's documents hold each term; `None` for targets this path does not serve."""
+    resolved = _tenant_target(await _resolve(db, target))
+    if resolved is None:
+        return None
+    found: dict[str, int] = {}
+    for term in dict.fromkeys(terms):
+        term_id = await db.value('SELECT term_id FROM terms WHERE term = ?', (term,))
+        if term_id is None:
+            continue
+        count = await db.value(
+            'SELECT count(*) FROM postings WHERE tenant_id = ? AND term_id = ?', (resolved.tenant_id, term_id)
+        )
+        if count:
+            found[term] = int(count)
+    return found
+
+
+_FREQUENCY_GROUPS = """
+WITH RECURSIVE groups(tf) AS (
+    SELECT max(term_frequency) FROM postings WHERE tenant_id = :tenant AND term_id = :term
+    UNION ALL
+    SELECT (SELECT max(term_frequency) FROM postings
+            WHERE tenant_id = :tenant AND term_id = :term AND term_frequency < groups.tf)
+    FROM groups WHERE groups.tf IS NOT NULL
+)
+SELECT tf FROM groups WHERE tf IS NOT NULL
+"""
+
+
+async def top_postings(
+    db: Database, target: SearchTarget, term: str, per_group: int
+) -> tuple[list[Posting], list[tuple[int, int]]] | None:
+    """The `per_group` shortest documents of each term-frequency group, and where each unfinished group stopped.
+
+    Returns `(postings, frontier)`: `frontier` holds `(term_frequency, length)` for every group that
+    has more documents, all of them at least that long, so none can outscore that pair for this term.
+    """
+    resolved = _tenant_target(await _resolve(db, target))
+    if resolved is None:
+        return None
+    term_id = await db.value('SELECT term_id FROM terms WHERE term = ?', (term,))
+    if term_id is None:
+        return [], []
+    params = {'tenant': resolved.tenant_id, 'term': term_id}
+    groups = [row[0] for row in await db.rows(_FREQUENCY_GROUPS, params)]
+    postings: list[Posting] = []
+    frontier: list[tuple[int, int]] = []
+    for frequency in groups:
+        rows = await db.rows(
+            'SELECT doc_id, term_frequency, length FROM postings '
+            'WHERE tenant_id = ? AND term_id = ? AND term_frequency = ? ORDER BY length, doc_id LIMIT ?',
+            (resolved.tenant_id, term_id, frequency, per_group + 1),
+        )
+        if len(rows) > per_group:
+            frontier.append((frequency, rows[per_group][2]))
+            rows = rows[:per_group]
+        postings.extend(map(Posting._make, rows))
+    return postings, frontier
+
+
+async def postings_for(db: Database, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]:
+    """The term's postings among `doc_ids` (exact lookups by key)."""
+    resolved = _tenant_target(await _resolve(db, target))
+    if resolved is None or not doc_ids:
+        return []
+    term_id = await db.value('SELECT term_id FROM terms WHERE term = ?', (term,))
+    if term_id is None:
+        return []
+    rows = await db.rows(
+        'SELECT doc_id, term_frequency, length FROM postings WHERE tenant_id = ? AND term_id = ? '
+        'AND doc_id IN (SELECT value FROM json_each(?))',
+        (resolved.tenant_id, term_id, json.dumps([int(doc_id) for doc_id in doc_ids])),
+    )
+    return list(map(Posting._make, rows))

@@ -146,7 +146,17 @@ _V1 = (
     """,
 )
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, 'conversation log and search index', _V1),)
+_V2 = (
+    # Postings of one term in impact order: a term's best documents are those with the highest term
+    # frequency and, within it, the shortest length. A scope-wide search reads only the head of each
+    # frequency group for a common term instead of its whole posting list (see `_recall`).
+    'CREATE INDEX postings_by_impact ON postings (tenant_id, term_id, term_frequency, length, doc_id)',
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, 'conversation log and search index', _V1),
+    Migration(2, 'postings in impact order', _V2),
+)
 """Every migration, in version order. Append to it; never edit a released one."""
 
 

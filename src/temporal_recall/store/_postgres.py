@@ -1,0 +1,384 @@
+"""`PostgresConversationStore`: pydantic-ai's `ConversationStore` on PostgreSQL, with the same BM25 index.
+
+Same semantics and the same answers as `SqliteConversationStore` (the conformance, append, index and
+parity tests run against both): the log, the records and the index change in the same transactions,
+so a conflict, a crash or a killed worker never leaves an index row without its entry or an entry
+without its index rows. What PostgreSQL adds is many writers at once — several worker processes,
+each with a pool of connections — kept correct by row locks and retries (see `_postgres_db` and
+`_postgres_index`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+from asyncpg import exceptions as pg
+from pydantic_ai.conversation_store import (
+    ConversationConflict,
+    ConversationEntry,
+    ConversationRecord,
+    ConversationStore,
+)
+from pydantic_ai.exceptions import UserError
+
+from ._postgres_append import append as _append
+from ._postgres_db import Conn, Database
+from ._postgres_index import (
+    Member,
+    add_members,
+    allocate_keys,
+    index_conversation,
+    intern_runs,
+    lock_tenants,
+    rebuild_index,
+    release_members,
+    tenant_of,
+)
+from ._postgres_log import (
+    EntryRow,
+    delete_conversation,
+    entry_keys,
+    history,
+    insert_conversation,
+    insert_entries,
+    lock_conversation,
+    max_entry_key,
+    read_entry_row,
+    read_record,
+    read_records,
+    update_conversation,
+    write_branches,
+)
+from ._postgres_migrate import open_database
+from ._postgres_reader import documents as _documents
+from ._postgres_reader import index_stats as _index_stats
+from ._postgres_reader import postings as _postings
+from ._postgres_url import PostgresOptions, parse_postgres_url
+from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, RecallStore, SearchTarget
+from ._serialization import MissingEntry, PreparedMessage, RecordColumns, prepare_message, record_columns, scope_key
+
+__all__ = ('PostgresConversationStore', 'PostgresStoreStats')
+
+
+@dataclass(frozen=True, kw_only=True)
+class PostgresStoreStats:
+    """Sizes of a PostgreSQL store, for operators and the storage benchmark (fields as `StoreStats`)."""
+
+    url: str
+    """The store's URL without password or options."""
+    schema: str
+    conversations: int
+    entries: int
+    documents: int
+    postings: int
+    database_bytes: int
+    """Tables, indexes and TOAST of the store's schema (`pg_total_relation_size`)."""
+
+
+def _reachable_new(new_entries: Sequence[ConversationEntry], tips: Sequence[str | None]) -> set[str]:
+    """The ids of `new_entries` that `tips` reach through parent links: the ones to index."""
+    by_id = {entry.id: entry for entry in new_entries}
+    reached: set[str] = set()
+    for tip in tips:
+        entry_id = tip
+        while entry_id is not None and entry_id in by_id and entry_id not in reached:
+            reached.add(entry_id)
+            entry_id = by_id[entry_id].parent_id
+    return reached
+
+
+async def _insert_entries(
+    conn: Conn,
+    new_entries: Sequence[ConversationEntry],
+    prepared: Sequence[PreparedMessage],
+    conflict: ConversationConflict,
+) -> dict[str, Member]:
+    """Insert the entries not stored yet, in order, in one statement; the members they would add, by entry id."""
+    known = await entry_keys(
+        conn, [*(entry.id for entry in new_entries), *(e.parent_id for e in new_entries if e.parent_id is not None)]
+    )
+    todo = [(entry, item) for entry, item in zip(new_entries, prepared, strict=True) if entry.id not in known]
+    runs = await intern_runs(conn, (item.run_id for _, item in todo))
+    keys = iter(await allocate_keys(conn, 'entries', len(todo)))
+    rows: list[EntryRow] = []
+    members: dict[str, Member] = {}
+    for entry, item in todo:
+        if entry.id in known:
+            continue  # Entry ids are immutable: a stored one (or a repeat in this batch) is never rewritten.
+        parent = None if entry.parent_id is None else known.get(entry.parent_id)
+        if entry.parent_id is not None and parent is None:
+            raise conflict  # Its parent was released by a concurrent delete.
+        key, position = next(keys), 0 if parent is None else parent[1] + 1
+        run_key = None if item.run_id is None else runs[item.run_id]
+        known[entry.id] = (key, position)
+        rows.append(
+            EntryRow(
+                entry_key=key,
+                entry_id=entry.id,
+                parent_key=None if parent is None else parent[0],
+                position=position,
+                kind=entry.kind,
+                content_hash=item.content_hash,
+                run_key=run_key,
+                message_json=item.message_json,
+            )
+        )
+        members[entry.id] = Member(
+            entry_key=key, position=position, run_key=run_key, content_hash=item.content_hash, prepared=item
+        )
+    await insert_entries(conn, rows)
+    return members
+
+
+class PostgresConversationStore(ConversationStore):
+    """A `ConversationStore` in a PostgreSQL schema, which is also a `DeltaWriter` and an `IndexReader`.
+
+    Open it with [`open`][temporal_recall.store.PostgresConversationStore.open] (or `open_store` with a
+    `postgresql://` URL) and close it when done (or use `async with`). One store holds a pool of
+    connections and may be shared by any number of tasks; any number of stores, in any number of
+    processes, may use the same schema at once.
+
+    Durability is the server's: a commit returns once PostgreSQL has made it durable (with the
+    default `synchronous_commit = on`), and a write is one transaction, so a killed worker leaves
+    either all of an append or nothing.
+    """
+
+    def __init__(self, db: Database) -> None:
+        """Use `await PostgresConversationStore.open(url)`; this wraps an already opened database."""
+        self._db = db
+
+    @classmethod
+    async def open(cls, url: str | PostgresOptions) -> Self:
+        """Open the store a `postgresql://` URL (see `open_store` for its options) names, migrating if needed.
+
+        Raises:
+            ConfigurationError: An unknown URL option or value, or the server refused the login.
+            NotADatabase: The database does not exist, or the schema holds tables that are not a store.
+            SchemaTooNew: A newer temporal-recall wrote the schema; nothing was changed.
+            StoreReadOnly: `read_only=true` on a schema that needs migrating, or no right to create it.
+            StoreUnavailable: The server cannot be reached.
+        """
+        options = parse_postgres_url(url) if isinstance(url, str) else url
+        return cls(await open_database(options))
+
+    @property
+    def url(self) -> str:
+        """The store's URL without password or options."""
+        return self._db.display
+
+    @property
+    def schema(self) -> str:
+        return self._db.options.schema
+
+    async def close(self) -> None:
+        """Close the pool. Safe to call twice; any later use raises `StoreUnavailable`."""
+        await self._db.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # --- ConversationStore primitives -------------------------------------------------------------
+
+    async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        return await self._db.read(lambda conn: read_record(conn, conversation_id), snapshot=False)
+
+    async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
+        if limit is not None and limit < 0:
+            raise UserError('`limit` must not be negative.')
+        key = None if scope is None else scope_key(scope)
+        return await self._db.read(lambda conn: read_records(conn, scope_key=key, limit=limit), snapshot=False)
+
+    async def read_entry(self, entry_id: str) -> ConversationEntry:
+        """The entry with this id.
+
+        Raises:
+            UnknownEntry: No such entry (the exception is also a `LookupError`, as pydantic-ai expects).
+        """
+        entry = await self._db.read(lambda conn: read_entry_row(conn, entry_id), snapshot=False)
+        if entry is None:
+            raise MissingEntry(entry_id)
+        return entry
+
+    async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
+        """The history ending at `head_id`, oldest first, or only its last `limit` entries, in one query.
+
+        Raises:
+            UnknownEntry: `head_id` is not stored (also a `LookupError`).
+            UserError: `limit` is negative.
+        """
+        if limit is not None and limit < 0:
+            raise UserError('`limit` must not be negative.')
+        if head_id is None or limit == 0:
+            return []
+        entries = await self._db.read(lambda conn: history(conn, head_id, limit), snapshot=False)
+        if entries is None:
+            raise MissingEntry(head_id)
+        return entries
+
+    async def write_record(
+        self,
+        record: ConversationRecord,
+        *,
+        new_entries: Sequence[ConversationEntry] = (),
+        expected_revision: str | None,
+    ) -> None:
+        """Store `record`, its `new_entries` and their index rows in one transaction.
+
+        The conversation's row is locked before its revision is checked, so of two writers that loaded
+        the same revision exactly one succeeds. Otherwise as `SqliteConversationStore.write_record`.
+
+        Raises:
+            ConversationConflict: The stored revision is not `expected_revision` (or the conversation was
+                created concurrently), or the head, a branch or a new entry's parent names an entry that
+                is not stored (a concurrent delete released it).
+            MessageNotSerializable: A message cannot be stored as JSON (checked before anything is written).
+        """
+        prepared = [prepare_message(entry.message) for entry in new_entries]
+        columns = record_columns(record)
+        conflict = ConversationConflict(record.conversation_id)
+
+        async def body(conn: Conn) -> None:
+            try:
+                await self._write_record(conn, record, new_entries, prepared, columns, expected_revision, conflict)
+            except (pg.UniqueViolationError, pg.ForeignKeyViolationError) as error:
+                # Created by a concurrent writer, or an entry it names was released by a concurrent delete.
+                raise conflict from error
+
+        await self._db.write(body)
+
+    async def _write_record(
+        self,
+        conn: Conn,
+        record: ConversationRecord,
+        new_entries: Sequence[ConversationEntry],
+        prepared: Sequence[PreparedMessage],
+        columns: RecordColumns,
+        expected_revision: str | None,
+        conflict: ConversationConflict,
+    ) -> None:
+        row = await lock_conversation(conn, record.conversation_id)
+        if (row.revision if row is not None else None) != expected_revision:
+            raise conflict
+        tenant_id = await tenant_of(conn, record.scope)
+        await lock_tenants(conn, [tenant_id] if row is None else [tenant_id, row.tenant_id])
+        created_seq = await max_entry_key(conn)
+        members = await _insert_entries(conn, new_entries, prepared, conflict)
+        tips = [*([] if record.head_id is None else [record.head_id]), *record.branches]
+        known = await entry_keys(conn, tips)
+        if any(tip not in known for tip in tips):
+            raise conflict
+        head_key = None if record.head_id is None else known[record.head_id][0]
+        branch_keys = [known[tip][0] for tip in record.branches]
+        by_key = {member.entry_key: member for member in members.values()}
+        if row is None:
+            conv_key = await insert_conversation(
+                conn, columns, tenant_id=tenant_id, head_key=head_key, created_seq=created_seq
+            )
+            await write_branches(conn, conv_key, branch_keys)
+            await index_conversation(conn, conv_key, tenant_id, by_key)
+            return
+        await update_conversation(conn, row.conv_key, columns, tenant_id=tenant_id, head_key=head_key)
+        if branch_keys != row.branch_keys:
+            await write_branches(conn, row.conv_key, branch_keys)
+        if tenant_id != row.tenant_id:
+            # The scope changed: its documents belong to the old tenant. Index it afresh, as if re-created now.
+            await release_members(conn, row.conv_key)
+            await conn.execute(
+                'UPDATE conversations SET created_seq = $1 WHERE conv_key = $2', created_seq, row.conv_key
+            )
+            await index_conversation(conn, row.conv_key, tenant_id, by_key)
+            return
+        reached = _reachable_new(new_entries, [record.head_id, *record.branches])
+        await add_members(conn, row.conv_key, tenant_id, [members[id_] for id_ in members if id_ in reached])
+
+    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        """Delete a conversation and everything only it holds, in one transaction.
+
+        Removes and keeps exactly what `SqliteConversationStore.delete_record` does. If a concurrent
+        write starts sharing an entry the delete was about to remove, the delete is retried and keeps it.
+
+        Raises:
+            ConversationConflict: No record with `expected_revision` is stored.
+        """
+
+        async def body(conn: Conn) -> None:
+            row = await lock_conversation(conn, conversation_id)
+            if row is None or row.revision != expected_revision:
+                raise ConversationConflict(conversation_id)
+            await lock_tenants(conn, [row.tenant_id])
+            await delete_conversation(conn, row.conv_key)
+
+        await self._db.write(body, retry=lambda error: isinstance(error, pg.ForeignKeyViolationError))
+
+    # --- DeltaWriter ------------------------------------------------------------------------------
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        """Apply one step boundary's delta in a single transaction, index included (see `_postgres_append`).
+
+        Raises:
+            UnknownConversation: The conversation is missing (and `create=False`) or has another scope.
+            HistoryMismatch: The delta does not follow the stored history; resend with `base_length=0`.
+            MessageNotSerializable: A message cannot be stored as JSON (nothing is written).
+        """
+        return await _append(self._db, request)
+
+    # --- IndexReader ------------------------------------------------------------------------------
+
+    # Each call resolves its target, then runs one query, without a snapshot transaction (BEGIN and
+    # COMMIT would double its round trips). A write landing in between only makes the answer that of
+    # a moment later, as between two calls; the target is enforced again inside every query.
+
+    async def index_stats(self, target: SearchTarget) -> IndexStats | None:
+        return await self._db.read(lambda conn: _index_stats(conn, target), snapshot=False)
+
+    async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
+        return await self._db.read(lambda conn: _postings(conn, target, terms), snapshot=False)
+
+    async def documents(self, target: SearchTarget, doc_ids: Sequence[int], *, context: int = 0) -> list[DocumentRow]:
+        if context < 0:
+            raise ValueError('context must not be negative.')
+        return await self._db.read(lambda conn: _documents(conn, target, doc_ids, context=context), snapshot=False)
+
+    # --- Maintenance ------------------------------------------------------------------------------
+
+    async def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Drop and rebuild the index from the log in one transaction; returns the number of documents.
+
+        Same order rule as `SqliteConversationStore.reindex`. Writers wait for the rebuild; readers do not.
+        """
+        return await self._db.write(lambda conn: rebuild_index(conn, progress))
+
+    async def stats(self) -> PostgresStoreStats:
+        async def body(conn: Conn) -> PostgresStoreStats:
+            row = await conn.fetchrow(
+                'SELECT (SELECT count(*) FROM conversations), (SELECT count(*) FROM entries), '
+                '(SELECT count(*) FROM documents), (SELECT count(*) FROM postings), '
+                '(SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_catalog.pg_class c '
+                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r')",
+                self.schema,
+            )
+            assert row is not None
+            return PostgresStoreStats(
+                url=self.url,
+                schema=self.schema,
+                conversations=int(row[0]),
+                entries=int(row[1]),
+                documents=int(row[2]),
+                postings=int(row[3]),
+                database_bytes=int(row[4]),
+            )
+
+        return await self._db.read(body)
+
+
+if TYPE_CHECKING:
+    # Makes pyright check that the store satisfies the protocol the activities use.
+    _CONFORMS: type[RecallStore] = PostgresConversationStore

@@ -1,0 +1,342 @@
+"""Statements on the message log and the conversation rows, shared by `write_record`, `append` and deletes.
+
+Everything here runs on a connection inside the caller's transaction (see `Database.write` / `read`).
+The statements follow `_sqlite_log`, set-oriented where SQLite looped: a round trip to a server costs
+far more than a call into an in-process library, so a chain of new entries is inserted in one statement
+with keys allocated beforehand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
+
+from temporal_recall.content import load_message
+
+from ._postgres_db import Conn, fetch_int
+from ._postgres_index import release_members
+from ._serialization import RecordColumns, record_from_columns
+
+__all__ = (
+    'ConversationRow',
+    'EntryRow',
+    'delete_conversation',
+    'entry_keys',
+    'head_chain',
+    'history',
+    'insert_conversation',
+    'insert_entries',
+    'lock_conversation',
+    'max_entry_key',
+    'read_entry_row',
+    'read_record',
+    'read_records',
+    'update_conversation',
+    'write_branches',
+)
+
+_NO_LIMIT = 2**62
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConversationRow:
+    conv_key: int
+    tenant_id: int
+    scope: str | None
+    head_key: int | None
+    head_id: str | None
+    head_position: int
+    """-1 for a conversation without messages."""
+    revision: str
+    usage: str
+    branch_keys: list[int]
+    applied: tuple[str | None, int] | None = None
+    """`(head entry id, length)` recorded for the idempotency key asked about, if it was applied."""
+
+
+async def lock_conversation(
+    conn: Conn, conversation_id: str, *, idempotency_key: str | None = None
+) -> ConversationRow | None:
+    """Lock the conversation's row until the transaction ends, then read it (`None` if there is none).
+
+    Locking comes first, alone: a `FOR UPDATE` that waited for another writer returns that writer's
+    version of the locked row, but rows it joins would come from the snapshot taken before the wait
+    (and miss the head entry that writer added). The read after it is a new statement, so under
+    READ COMMITTED it sees everything committed up to the moment the lock was granted. It also reads
+    what an `idempotency_key` recorded, saving `append` a round trip.
+    """
+    conv_key = await conn.fetchval(
+        'SELECT conv_key FROM conversations WHERE conversation_id = $1 FOR UPDATE', conversation_id
+    )
+    if conv_key is None:
+        return None
+    found = await conn.fetchrow(
+        'SELECT c.tenant_id, c.scope, c.head_key, h.entry_id, coalesce(h.position, -1), c.revision, c.usage, '
+        'ARRAY(SELECT b.entry_key FROM conversation_branches b WHERE b.conv_key = c.conv_key ORDER BY b.ordinal), '
+        'w.length, wh.entry_id '
+        'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
+        'LEFT JOIN applied_writes w ON w.conv_key = c.conv_key AND w.idempotency_key = $2 '
+        'LEFT JOIN entries wh ON wh.entry_key = w.head_key '
+        'WHERE c.conv_key = $1',
+        conv_key,
+        idempotency_key,
+    )
+    assert found is not None
+    return ConversationRow(
+        conv_key=conv_key,
+        tenant_id=found[0],
+        scope=found[1],
+        head_key=found[2],
+        head_id=found[3],
+        head_position=found[4],
+        revision=found[5],
+        usage=found[6],
+        branch_keys=list(found[7]),
+        applied=None if found[8] is None else (found[9], int(found[8])),
+    )
+
+
+async def max_entry_key(conn: Conn) -> int:
+    return await fetch_int(conn, 'SELECT coalesce(max(entry_key), 0) FROM entries')
+
+
+async def entry_keys(conn: Conn, entry_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """`entry_id -> (entry_key, position)` of the stored entries among `entry_ids`."""
+    if not entry_ids:
+        return {}
+    rows = await conn.fetch(
+        'SELECT entry_id, entry_key, position FROM entries WHERE entry_id = ANY($1::text[])', list(set(entry_ids))
+    )
+    return {row[0]: (int(row[1]), int(row[2])) for row in rows}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EntryRow:
+    entry_key: int
+    entry_id: str
+    parent_key: int | None
+    position: int
+    kind: str
+    content_hash: bytes
+    run_key: int | None
+    message_json: str
+
+
+async def insert_entries(conn: Conn, rows: Sequence[EntryRow]) -> None:
+    """Insert entries in one statement; parents may be among them (foreign keys are checked at statement end)."""
+    if not rows:
+        return
+    await conn.execute(
+        'INSERT INTO entries (entry_key, entry_id, parent_key, position, kind, content_hash, run_key, message) '
+        'SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[], $5::text[], $6::bytea[], '
+        '$7::bigint[], $8::text[])',
+        [row.entry_key for row in rows],
+        [row.entry_id for row in rows],
+        [row.parent_key for row in rows],
+        [row.position for row in rows],
+        [row.kind for row in rows],
+        [row.content_hash for row in rows],
+        [row.run_key for row in rows],
+        [row.message_json for row in rows],
+    )
+
+
+def _column_values(columns: RecordColumns) -> tuple[Any, ...]:
+    return (
+        columns.scope,
+        columns.revision,
+        columns.updated_at,
+        columns.updated_order,
+        columns.usage,
+        columns.deferred_tool_requests,
+        columns.forked_from,
+        columns.forked_at,
+        columns.format_version,
+    )
+
+
+async def insert_conversation(
+    conn: Conn, columns: RecordColumns, *, tenant_id: int, head_key: int | None, created_seq: int
+) -> int:
+    return await fetch_int(
+        conn,
+        'INSERT INTO conversations (conversation_id, tenant_id, head_key, created_seq, scope, revision, '
+        'updated_at, updated_order, usage, deferred_tool_requests, forked_from, forked_at, format_version) '
+        'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING conv_key',
+        columns.conversation_id,
+        tenant_id,
+        head_key,
+        created_seq,
+        *_column_values(columns),
+    )
+
+
+async def update_conversation(
+    conn: Conn, conv_key: int, columns: RecordColumns, *, tenant_id: int, head_key: int | None
+) -> None:
+    await conn.execute(
+        'UPDATE conversations SET tenant_id = $2, head_key = $3, scope = $4, revision = $5, updated_at = $6, '
+        'updated_order = $7, usage = $8, deferred_tool_requests = $9, forked_from = $10, forked_at = $11, '
+        'format_version = $12 WHERE conv_key = $1',
+        conv_key,
+        tenant_id,
+        head_key,
+        *_column_values(columns),
+    )
+
+
+async def write_branches(conn: Conn, conv_key: int, branch_keys: Sequence[int]) -> None:
+    await conn.execute('DELETE FROM conversation_branches WHERE conv_key = $1', conv_key)
+    if branch_keys:
+        await conn.execute(
+            'INSERT INTO conversation_branches (conv_key, ordinal, entry_key) '
+            'SELECT $1, ordinality - 1, key FROM unnest($2::bigint[]) WITH ORDINALITY AS b(key, ordinality)',
+            conv_key,
+            list(branch_keys),
+        )
+
+
+_RECORD_SELECT = (
+    'SELECT c.conversation_id, c.scope, h.entry_id, c.usage, c.deferred_tool_requests, c.forked_from, '
+    'c.forked_at, c.revision, c.updated_at, c.format_version, '
+    'ARRAY(SELECT e.entry_id FROM conversation_branches b JOIN entries e ON e.entry_key = b.entry_key '
+    'WHERE b.conv_key = c.conv_key ORDER BY b.ordinal) '
+    'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
+)
+
+
+def _record(row: Any) -> ConversationRecord:
+    return record_from_columns(
+        conversation_id=row[0],
+        scope=row[1],
+        head_id=row[2],
+        usage=row[3],
+        deferred_tool_requests=row[4],
+        forked_from=row[5],
+        forked_at=row[6],
+        revision=row[7],
+        updated_at=row[8],
+        format_version=row[9],
+        branches=list(row[10]),
+    )
+
+
+async def read_record(conn: Conn, conversation_id: str) -> ConversationRecord | None:
+    row = await conn.fetchrow(_RECORD_SELECT + 'WHERE c.conversation_id = $1', conversation_id)
+    return None if row is None else _record(row)
+
+
+async def read_records(conn: Conn, *, scope_key: str | None, limit: int | None) -> list[ConversationRecord]:
+    """Newest `updated_at` first; equal times in creation order, as `InMemoryConversationStore` lists them."""
+    order = 'ORDER BY c.updated_order DESC, c.conv_key LIMIT $1'
+    if scope_key is None:
+        rows = await conn.fetch(_RECORD_SELECT + order, limit)
+    else:
+        rows = await conn.fetch(
+            _RECORD_SELECT  # noqa: S608 (constant SQL fragments only; values are parameters)
+            + 'WHERE c.tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = $2) '
+            + order,
+            limit,
+            scope_key,
+        )
+    return [_record(row) for row in rows]
+
+
+def _entry(row: Any) -> ConversationEntry:
+    kind = cast(Literal['message'], row[2])
+    return ConversationEntry(id=row[0], parent_id=row[1], message=load_message(row[3]), kind=kind)
+
+
+async def read_entry_row(conn: Conn, entry_id: str) -> ConversationEntry | None:
+    found = await conn.fetchrow(
+        'SELECT e.entry_id, p.entry_id, e.kind, e.message FROM entries e '
+        'LEFT JOIN entries p ON p.entry_key = e.parent_key WHERE e.entry_id = $1',
+        entry_id,
+    )
+    return None if found is None else _entry(found)
+
+
+async def history(conn: Conn, head_id: str, limit: int | None) -> list[ConversationEntry] | None:
+    """The history ending at `head_id`, oldest first (only the last `limit`), in one query; `None` if no such entry."""
+    rows = await conn.fetch(
+        """
+        WITH RECURSIVE chain(k, n) AS (
+            SELECT entry_key, 1::bigint FROM entries WHERE entry_id = $1
+            UNION ALL
+            SELECT e.parent_key, chain.n + 1 FROM chain JOIN entries e ON e.entry_key = chain.k
+            WHERE e.parent_key IS NOT NULL AND chain.n < $2
+        )
+        SELECT e.entry_id, p.entry_id, e.kind, e.message
+        FROM chain JOIN entries e ON e.entry_key = chain.k LEFT JOIN entries p ON p.entry_key = e.parent_key
+        ORDER BY chain.n DESC
+        """,
+        head_id,
+        _NO_LIMIT if limit is None else limit,
+    )
+    if not rows:
+        return None
+    return [_entry(row) for row in rows]
+
+
+async def head_chain(conn: Conn, head_key: int, min_position: int) -> list[tuple[int, int, bytes]]:
+    """`(entry_key, position, content_hash)` of the head's chain from `min_position` up to the head, oldest first."""
+    rows = await conn.fetch(
+        """
+        WITH RECURSIVE chain(k) AS (
+            SELECT $1::bigint
+            UNION ALL
+            SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k
+            WHERE e.parent_key IS NOT NULL AND e.position > $2
+        )
+        SELECT e.entry_key, e.position, e.content_hash FROM chain JOIN entries e ON e.entry_key = chain.k
+        ORDER BY e.position
+        """,
+        head_key,
+        max(min_position, 0),
+    )
+    return [(int(row[0]), int(row[1]), bytes(row[2])) for row in rows if row[1] >= min_position]
+
+
+_UNREACHABLE = """
+WITH RECURSIVE
+    tips(k) AS (
+        SELECT head_key FROM conversations WHERE conv_key = $1 AND head_key IS NOT NULL
+        UNION SELECT entry_key FROM conversation_branches WHERE conv_key = $1
+    ),
+    reach(k) AS (
+        SELECT k FROM tips
+        UNION SELECT e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k WHERE e.parent_key IS NOT NULL
+    ),
+    seeds(k) AS (
+        SELECT c.head_key FROM conversations c WHERE c.conv_key <> $1 AND c.head_key IN (SELECT k FROM reach)
+        UNION SELECT b.entry_key FROM conversation_branches b
+            WHERE b.conv_key <> $1 AND b.entry_key IN (SELECT k FROM reach)
+        UNION SELECT child.parent_key FROM entries child
+            WHERE child.parent_key IN (SELECT k FROM reach) AND child.entry_key NOT IN (SELECT k FROM reach)
+    ),
+    kept(k) AS (
+        SELECT k FROM seeds
+        UNION SELECT e.parent_key FROM kept JOIN entries e ON e.entry_key = kept.k WHERE e.parent_key IS NOT NULL
+    )
+SELECT k FROM reach EXCEPT SELECT k FROM kept
+"""
+"""Entries only this conversation reaches: its reachable set minus the ancestors of anything another
+record's head or branch points at, and of any child outside the set (entries another history built on)."""
+
+
+async def delete_conversation(conn: Conn, conv_key: int) -> None:
+    """Delete the conversation's row, index membership, applied writes and the entries only it reaches.
+
+    A concurrent write that starts referencing a doomed entry makes the final delete fail its foreign
+    key check; the store retries the whole delete, which then keeps that entry.
+    """
+    doomed = [int(row[0]) for row in await conn.fetch(_UNREACHABLE, conv_key)]
+    await release_members(conn, conv_key)
+    await conn.execute('DELETE FROM applied_writes WHERE conv_key = $1', conv_key)
+    await conn.execute('DELETE FROM conversation_branches WHERE conv_key = $1', conv_key)
+    await conn.execute('DELETE FROM conversations WHERE conv_key = $1', conv_key)
+    if doomed:
+        await conn.execute('DELETE FROM entries WHERE entry_key = ANY($1::bigint[])', doomed)

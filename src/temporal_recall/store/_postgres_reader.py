@@ -1,0 +1,276 @@
+"""`IndexReader` over the PostgreSQL index: stats, postings and document rows for a `SearchTarget`.
+
+Answers are identical to `_sqlite_reader`'s (same rows, same order), which is what makes
+`search_history` rank the same hits with the same scores on both backends. As there, every query
+enforces the target in SQL (tenant, conversation membership, run) and a conversation outside the
+target's scope is indistinguishable from a missing one. Round trips cost more than on SQLite, so
+the target is resolved inside the query that uses it and all query terms are fetched in one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage
+
+from temporal_recall.content import load_message
+
+from ._postgres_db import Conn
+from ._postgres_log import head_chain
+from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
+from ._serialization import scope_key
+
+__all__ = ('documents', 'index_stats', 'postings')
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Target:
+    tenant_id: int
+    conv_key: int | None
+    run_key: int | None
+    """Only meaningful when `filtered`."""
+    filtered: bool
+    document_count: int
+    total_length: int
+
+
+async def _resolve(conn: Conn, target: SearchTarget) -> _Target | None:
+    """The target's keys; `None` when nothing can match (unknown tenant, conversation or run)."""
+    row = await conn.fetchrow(
+        'SELECT t.tenant_id, t.document_count, t.total_length, c.conv_key, c.document_count, c.total_length, '
+        '(SELECT r.run_key FROM runs r WHERE r.run_id = $3) '
+        'FROM tenants t LEFT JOIN conversations c ON c.conversation_id = $2 AND c.tenant_id = t.tenant_id '
+        'WHERE t.scope_key = $1',
+        scope_key(target.scope),
+        target.conversation_id,
+        target.run_id,
+    )
+    if row is None:
+        return None
+    filtered = target.run_id is not None
+    if filtered and row[6] is None:
+        return None
+    if target.conversation_id is None:
+        return _Target(
+            tenant_id=row[0],
+            conv_key=None,
+            run_key=row[6],
+            filtered=filtered,
+            document_count=row[1],
+            total_length=row[2],
+        )
+    if row[3] is None:
+        return None
+    return _Target(
+        tenant_id=row[0], conv_key=row[3], run_key=row[6], filtered=filtered, document_count=row[4], total_length=row[5]
+    )
+
+
+async def _conversation_exists(conn: Conn, target: SearchTarget) -> bool:
+    if target.conversation_id is None:
+        return True
+    found = await conn.fetchval(
+        'SELECT 1 FROM conversations c JOIN tenants t ON t.tenant_id = c.tenant_id '
+        'WHERE c.conversation_id = $1 AND t.scope_key = $2',
+        target.conversation_id,
+        scope_key(target.scope),
+    )
+    return found is not None
+
+
+async def index_stats(conn: Conn, target: SearchTarget) -> IndexStats | None:
+    resolved = await _resolve(conn, target)
+    if resolved is None:
+        # Fail closed: a conversation outside the scope is reported exactly like a missing one.
+        return IndexStats(document_count=0, total_length=0) if await _conversation_exists(conn, target) else None
+    if not resolved.filtered:
+        return IndexStats(document_count=resolved.document_count, total_length=resolved.total_length)
+    if resolved.conv_key is not None:
+        row = await conn.fetchrow(
+            'SELECT count(*), coalesce(sum(d.length), 0) FROM conversation_documents cd '
+            'JOIN documents d ON d.doc_id = cd.doc_id WHERE cd.run_key = $1 AND cd.conv_key = $2',
+            resolved.run_key,
+            resolved.conv_key,
+        )
+    else:
+        row = await conn.fetchrow(
+            'SELECT count(*), coalesce(sum(d.length), 0) '
+            'FROM (SELECT DISTINCT doc_id FROM conversation_documents WHERE run_key = $1) AS run '
+            'JOIN documents d ON d.doc_id = run.doc_id WHERE d.tenant_id = $2',
+            resolved.run_key,
+            resolved.tenant_id,
+        )
+    assert row is not None
+    return IndexStats(document_count=int(row[0]), total_length=int(row[1]))
+
+
+_TARGET = (
+    'WITH tenant AS (SELECT tenant_id FROM tenants WHERE scope_key = $1), '
+    'conv AS (SELECT conv_key FROM conversations '
+    'WHERE conversation_id = $2 AND tenant_id = (SELECT tenant_id FROM tenant)), '
+    'run AS (SELECT run_key FROM runs WHERE run_id = $3) '
+)
+"""Resolves a target inside the query that uses it ($1 scope key, $2 conversation id, $3 run id): one
+round trip instead of two. A part that does not exist resolves to NULL, which matches no row, so an
+unknown tenant, conversation or run answers nothing, exactly as a failed `_resolve` does."""
+
+
+def _target_params(target: SearchTarget) -> tuple[object, ...]:
+    return (scope_key(target.scope), target.conversation_id, target.run_id)
+
+
+_POSTINGS = (
+    'SELECT q.n, p.doc_id, p.term_frequency, p.length '
+    'FROM unnest($4::text[]) WITH ORDINALITY AS q(term, n) JOIN terms t ON t.term = q.term '
+    'JOIN postings p ON p.tenant_id = (SELECT tenant_id FROM tenant) AND p.term_id = t.term_id '
+)
+_IN_CONVERSATION = (
+    'JOIN conversation_documents cd ON cd.conv_key = (SELECT conv_key FROM conv) AND cd.doc_id = p.doc_id '
+)
+_IN_RUN = 'WHERE p.doc_id IN (SELECT doc_id FROM conversation_documents WHERE run_key = (SELECT run_key FROM run)) '
+
+
+def _postings_sql(target: SearchTarget) -> str:
+    """One query for every term ($4), each term's rows in `doc_id` order, the target enforced in SQL."""
+    sql = _TARGET + _POSTINGS
+    if target.conversation_id is not None:
+        sql += _IN_CONVERSATION
+        if target.run_id is not None:
+            sql += 'AND cd.run_key = (SELECT run_key FROM run) '
+    elif target.run_id is not None:
+        sql += _IN_RUN
+    return sql + 'ORDER BY q.n, p.doc_id'
+
+
+async def postings(conn: Conn, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
+    wanted = list(dict.fromkeys(terms))
+    if not wanted:
+        return {}
+    found: dict[str, list[Posting]] = {}
+    current = -1
+    bucket: list[Posting] = []
+    for row in await conn.fetch(_postings_sql(target), *_target_params(target), wanted):
+        if row[0] != current:
+            current = row[0]
+            bucket = found.setdefault(wanted[current - 1], [])
+        bucket.append(Posting(row[1], row[2], row[3]))
+    return found
+
+
+_ROW_COLUMNS = (
+    'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, r.run_id, e.entry_id, e.message, '
+    'c.conversation_id, c.head_key '
+    'FROM conversation_documents cd JOIN entries e ON e.entry_key = cd.entry_key '
+    'JOIN conversations c ON c.conv_key = cd.conv_key LEFT JOIN runs r ON r.run_key = cd.run_key '
+)
+
+
+_OF_CONVERSATION = 'WHERE cd.conv_key = (SELECT conv_key FROM conv) AND cd.doc_id = ANY($4::bigint[])'
+_OF_TENANT = (
+    # The document must be the tenant's, and so (documents being per tenant) is every conversation holding it.
+    'JOIN documents d ON d.doc_id = cd.doc_id WHERE d.tenant_id = (SELECT tenant_id FROM tenant) '
+    'AND c.tenant_id = (SELECT tenant_id FROM tenant) AND cd.doc_id = ANY($4::bigint[])'
+)
+
+
+def _documents_sql(target: SearchTarget) -> str:
+    sql = _TARGET + _ROW_COLUMNS + (_OF_CONVERSATION if target.conversation_id is not None else _OF_TENANT)
+    if target.run_id is not None:
+        sql += ' AND cd.run_key = (SELECT run_key FROM run)'
+    return sql + ' ORDER BY cd.entry_key, cd.conv_key'
+
+
+async def documents(conn: Conn, target: SearchTarget, doc_ids: Sequence[int], *, context: int = 0) -> list[DocumentRow]:
+    if not doc_ids:
+        return []
+    ids = [int(doc_id) for doc_id in doc_ids]
+    rows = await conn.fetch(_documents_sql(target), *_target_params(target), ids)
+    first: dict[int, Any] = {}
+    for row in rows:
+        first.setdefault(int(row[0]), row)
+    result: list[DocumentRow] = []
+    for doc_id in dict.fromkeys(ids):
+        row = first.get(doc_id)
+        if row is not None:
+            result.append(await _document_row(conn, row, context))
+    return result
+
+
+def _timestamp(message: ModelMessage) -> datetime | None:
+    stamp = getattr(message, 'timestamp', None)
+    return stamp if isinstance(stamp, datetime) else None
+
+
+async def _document_row(conn: Conn, row: Any, context: int) -> DocumentRow:
+    doc_id, entry_key, position, run_key, run_id, entry_id, message_json, conversation_id, head_key = row
+    message = load_message(message_json)
+    neighbours: list[tuple[int, ModelMessage]] = []
+    if context > 0:
+        before = await _ancestors(conn, entry_key, run_key, context)
+        after = await _descendants(conn, entry_key, run_key, head_key, context)
+        neighbours = [(int(item[1]), load_message(item[3])) for item in [*before, *after]]
+    return DocumentRow(
+        doc_id=doc_id,
+        conversation_id=conversation_id,
+        entry_id=entry_id,
+        run_id=run_id,
+        position=position,
+        message=message,
+        timestamp=_timestamp(message),
+        neighbours=neighbours,
+    )
+
+
+async def _ancestors(conn: Conn, entry_key: int, run_key: int | None, context: int) -> list[Any]:
+    """Up to `context` entries before `entry_key`, oldest first, stopping at the first of another run."""
+    rows = await conn.fetch(
+        """
+        WITH RECURSIVE up(k, n) AS (
+            SELECT parent_key, 1 FROM entries WHERE entry_key = $1 AND parent_key IS NOT NULL
+            UNION ALL
+            SELECT e.parent_key, up.n + 1 FROM up JOIN entries e ON e.entry_key = up.k
+            WHERE e.parent_key IS NOT NULL AND up.n < $2
+        )
+        SELECT e.entry_key, e.position, e.run_key, e.message FROM up JOIN entries e ON e.entry_key = up.k ORDER BY up.n
+        """,
+        entry_key,
+        context,
+    )
+    kept: list[Any] = []
+    for item in rows:
+        if item[2] != run_key:
+            break
+        kept.append(item)
+    kept.reverse()
+    return kept
+
+
+async def _descendants(
+    conn: Conn, entry_key: int, run_key: int | None, head_key: int | None, context: int
+) -> list[Any]:
+    """Up to `context` entries after `entry_key`, following the child on the head's chain when there is a choice
+    (otherwise the earliest child), stopping at the first of another run."""
+    kept: list[Any] = []
+    current = entry_key
+    while len(kept) < context:
+        children = await conn.fetch(
+            'SELECT entry_key, position, run_key, message FROM entries WHERE parent_key = $1 ORDER BY entry_key',
+            current,
+        )
+        if not children:
+            break
+        chosen = children[0]
+        if len(children) > 1 and head_key is not None:
+            for child in children:
+                chain = await head_chain(conn, head_key, child[1])
+                if chain and chain[0][0] == child[0] and chain[0][1] == child[1]:
+                    chosen = child
+                    break
+        if chosen[2] != run_key:
+            break
+        kept.append(chosen)
+        current = chosen[0]
+    return kept
