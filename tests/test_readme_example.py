@@ -24,7 +24,17 @@ def _example() -> str:
 def test_readme_testing_example_passes_as_a_standalone_test_file(tmp_path: Path):
     (tmp_path / 'test_escalation.py').write_text(_example())
     result = subprocess.run(
-        [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-o', 'asyncio_mode=auto', 'test_escalation.py'],
+        [
+            sys.executable,
+            '-m',
+            'pytest',
+            '-q',
+            '-p',
+            'no:cacheprovider',
+            '-o',
+            'asyncio_mode=auto',
+            'test_escalation.py',
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,

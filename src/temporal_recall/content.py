@@ -19,8 +19,8 @@ import json
 from typing import Any
 
 import pydantic
-from pydantic_core import PydanticSerializationError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_core import PydanticSerializationError
 
 from .errors import MessageNotSerializable
 

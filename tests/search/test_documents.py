@@ -142,7 +142,9 @@ def test_recall_tool_returns_are_not_searchable_but_its_calls_are():
     from temporal_recall.search import searchable_text
     from temporal_recall.search._documents import RECALL_TOOL_NAME
 
-    returned = ModelRequest(parts=[ToolReturnPart(RECALL_TOOL_NAME, '[1] you said: invoice INV-7731', tool_call_id='r')])
+    returned = ModelRequest(
+        parts=[ToolReturnPart(RECALL_TOOL_NAME, '[1] you said: invoice INV-7731', tool_call_id='r')]
+    )
     called = ModelResponse(parts=[ToolCallPart(RECALL_TOOL_NAME, {'query': 'invoice'}, tool_call_id='r')])
     assert searchable_text(returned) == ''
     assert 'invoice' in searchable_text(called)

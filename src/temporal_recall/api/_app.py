@@ -1,0 +1,560 @@
+"""The HTTP search API: search, list and read a tenant's conversations over the store.
+
+Every request under `/api/v1/` carries a bearer token, and the configuration maps each token to
+exactly one tenant scope. The scope is the only one the request can see: a conversation stored under
+another scope answers 404 with the same body as one that does not exist, so a token holder cannot
+probe for other tenants' conversation ids. Tokens are compared by their SHA-256 digests with
+`hmac.compare_digest`, against every configured token, so the time taken says nothing about how
+close a guess was or which token matched.
+
+The guard in front of the application authenticates and bounds the request body before FastAPI
+parses anything: no token, an unknown token or a body over `MAX_BODY_BYTES` is refused from the
+headers and the first bytes alone. Errors are JSON, `{"error": {"code": ..., "message": ...}}`:
+
+| status | code | when |
+|---|---|---|
+| 400 | `bad_request` | malformed JSON, missing, unknown or mistyped fields, a limit outside 1-100 |
+| 400 | `invalid_query`, `invalid_parameters` | an empty or oversized query; parameters the search refuses |
+| 401 | `unauthorized` | no bearer token, or one the configuration does not know |
+| 404 | `not_found` | no such conversation in the token's scope (or no such route) |
+| 405 | `method_not_allowed` | a known path with the wrong method |
+| 413 | `payload_too_large` | a body over 64 KiB |
+| 503 | `store_unavailable` | the store cannot be opened or read right now; retry later |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import os
+import sqlite3
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, MutableMapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Protocol
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .._recall import search_history
+from ..errors import (
+    ConfigurationError,
+    InvalidQuery,
+    InvalidSearchParameters,
+    StoreError,
+    UnknownConversation,
+)
+from ..models import SearchRequest
+from ..search import MAX_LIMIT, SearchHit, message_role, searchable_text
+from ..store import IndexReader
+
+__all__ = ('API_PREFIX', 'MAX_BODY_BYTES', 'MIN_TOKEN_LENGTH', 'ApiStore', 'create_app', 'load_tokens')
+
+logger = logging.getLogger('temporal_recall.api')
+
+API_PREFIX = '/api/v1'
+MAX_BODY_BYTES = 64 * 1024
+"""Largest request body accepted; a search request is a few hundred bytes."""
+MIN_TOKEN_LENGTH = 16
+"""Shorter tokens are refused at startup: they could be guessed."""
+MAX_ID_LENGTH = 512
+
+_TENANT = 'temporal_recall.tenant'
+"""Where the guard leaves the authenticated scope in the ASGI scope for the endpoints."""
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class ApiStore(IndexReader, Protocol):
+    """What the API reads: the search index plus pydantic-ai's `ConversationStore` reads."""
+
+    async def list_conversations(
+        self, *, scope: str | None = None, limit: int | None = None
+    ) -> list[ConversationRecord]: ...
+
+    async def load_entries(
+        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+    ) -> list[ConversationEntry] | None: ...
+
+    async def read_record(self, conversation_id: str) -> ConversationRecord | None: ...
+
+    async def close(self) -> None: ...
+
+
+# --- request and response bodies -------------------------------------------------------------------
+
+
+class SearchBody(BaseModel):
+    """A search in one conversation of the token's scope."""
+
+    model_config = ConfigDict(extra='forbid', frozen=True)
+
+    conversation_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    query: str = Field(description='Words to look for; must not be empty.')
+    limit: int = Field(default=10, ge=1, le=MAX_LIMIT, strict=True, description='Most hits to return (1-100).')
+    run_id: str | None = Field(default=None, max_length=MAX_ID_LENGTH, description='Only messages of this agent run.')
+
+
+class SearchResponse(BaseModel):
+    """The hits, best first: the same objects as `recall search --format json`. May be empty."""
+
+    hits: list[SearchHit]
+
+
+class ConversationSummary(BaseModel):
+    conversation_id: str
+    scope: str | None
+    updated_at: datetime
+    head_id: str | None
+    branches: int
+    """How many branches the conversation has left (histories kept after a rewrite)."""
+    forked_from: str | None
+
+
+class ConversationList(BaseModel):
+    conversations: list[ConversationSummary]
+
+
+class TranscriptMessage(BaseModel):
+    position: int
+    entry_id: str
+    role: str
+    text: str
+    """The message's searchable text (prompts, replies, tool calls and returns)."""
+    message: dict[str, Any]
+    """The message as pydantic-ai serializes it (`ModelMessagesTypeAdapter`)."""
+
+
+class ConversationDetail(BaseModel):
+    conversation: ConversationSummary
+    messages: list[TranscriptMessage]
+    """The current branch, oldest first."""
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+def _error(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    body = ErrorBody(error=ErrorDetail(code=code, message=message))
+    return JSONResponse(body.model_dump(), status_code=status, headers=dict(headers or {}))
+
+
+_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {'model': ErrorBody, 'description': 'Malformed body, missing or invalid fields, or an empty query.'},
+    401: {'model': ErrorBody, 'description': 'No bearer token, or an unknown one.'},
+    404: {'model': ErrorBody, 'description': "No such conversation in the token's scope."},
+    413: {'model': ErrorBody, 'description': 'Request body over 64 KiB.'},
+    503: {'model': ErrorBody, 'description': 'The store cannot be reached; retry later.'},
+}
+
+
+# --- tokens ------------------------------------------------------------------------------------------
+
+
+def _digest(token: bytes) -> bytes:
+    return hashlib.sha256(token).digest()
+
+
+def _checked_tokens(tokens: Mapping[str, str]) -> list[tuple[bytes, str]]:
+    if not tokens:
+        raise ConfigurationError('No API tokens are configured; map at least one token to a scope.')
+    checked: list[tuple[bytes, str]] = []
+    for token, scope in tokens.items():
+        if not isinstance(token, str) or not isinstance(scope, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError('API tokens and scopes must be strings: {"token": "scope", ...}.')
+        if len(token) < MIN_TOKEN_LENGTH or token != token.strip() or any(c.isspace() for c in token):
+            raise ConfigurationError(
+                f'An API token is shorter than {MIN_TOKEN_LENGTH} characters or contains whitespace; '
+                'use long random tokens, e.g. `python -c "import secrets; print(secrets.token_urlsafe(32))"`.'
+            )
+        if not scope:
+            raise ConfigurationError('An API token maps to an empty scope; map every token to its tenant scope.')
+        checked.append((_digest(token.encode()), scope))
+    return checked
+
+
+def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read a tokens file: a JSON object mapping each bearer token to the one scope it may read.
+
+    Raises:
+        ConfigurationError: The file is missing or unreadable, is not a JSON object of strings, or
+            holds a short or empty token or an empty scope.
+    """
+    try:
+        text = Path(path).read_text(encoding='utf-8')
+    except OSError as error:
+        raise ConfigurationError(f'Cannot read the tokens file {path}: {error.strerror or error}.') from error
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigurationError(
+            f'The tokens file {path} is not valid JSON ({error.msg} at line {error.lineno}); '
+            'write an object like {"<token>": "<scope>"}.'
+        ) from error
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):  # pyright: ignore[reportUnknownVariableType]
+        raise ConfigurationError(
+            f'The tokens file {path} must hold one JSON object mapping each token to its scope, '
+            'like {"<token>": "<scope>"}.'
+        )
+    tokens: dict[str, str] = dict(data)  # pyright: ignore[reportUnknownArgumentType]
+    _checked_tokens(tokens)
+    return tokens
+
+
+# --- the guard: authentication and body size, before FastAPI parses anything -----------------------
+
+
+async def _send_error(
+    send: Send, status: int, code: str, message: str, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    body = json.dumps({'error': {'code': code, 'message': message}}, separators=(',', ':')).encode()
+    await send(
+        {
+            'type': 'http.response.start',
+            'status': status,
+            'headers': [
+                (b'content-type', b'application/json'),
+                (b'content-length', str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({'type': 'http.response.body', 'body': body})
+
+
+class _Guard:
+    """ASGI middleware: a token for every `/api/` request, and bodies of at most `max_body_bytes`."""
+
+    def __init__(self, app: ASGIApp, *, tokens: list[tuple[bytes, str]], max_body_bytes: int) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.max_body_bytes = max_body_bytes
+
+    def _tenant(self, headers: Sequence[tuple[bytes, bytes]]) -> str | None:
+        values = [value for name, value in headers if name.lower() == b'authorization']
+        if len(values) != 1:
+            return None
+        scheme, _, credential = values[0].strip().partition(b' ')
+        credential = credential.strip()
+        if scheme.lower() != b'bearer' or not credential:
+            return None
+        offered = _digest(credential)
+        found: str | None = None
+        for digest, tenant in self.tokens:  # every token, every time: no early exit to time
+            if hmac.compare_digest(digest, offered):
+                found = tenant
+        return found
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope['type'] != 'http' or not str(scope['path']).startswith(API_PREFIX + '/'):
+            await self.app(scope, receive, send)
+            return
+        headers: list[tuple[bytes, bytes]] = list(scope.get('headers') or [])
+        tenant = self._tenant(headers)
+        if tenant is None:
+            await _send_error(
+                send,
+                401,
+                'unauthorized',
+                'Send `Authorization: Bearer <token>` with a token this server was configured with.',
+                [(b'www-authenticate', b'Bearer')],
+            )
+            return
+        too_large = f'The request body is larger than {self.max_body_bytes} bytes; search requests are small.'
+        declared = [value for name, value in headers if name.lower() == b'content-length']
+        if declared and (not declared[0].strip().isdigit() or int(declared[0]) > self.max_body_bytes):
+            await _send_error(send, 413, 'payload_too_large', too_large)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message['type'] == 'http.disconnect':
+                return
+            chunk: bytes = message.get('body', b'')
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                await _send_error(send, 413, 'payload_too_large', too_large)
+                return
+            chunks.append(chunk)
+            if not message.get('more_body', False):
+                break
+        body = b''.join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {'type': 'http.request', 'body': body, 'more_body': False}
+            return await receive()
+
+        scope[_TENANT] = tenant
+        await self.app(scope, replay, send)
+
+
+# --- the store, opened lazily so an unreachable one answers 503 instead of stopping the server ------
+
+
+class _StoreHolder:
+    def __init__(self, store: str | os.PathLike[str] | ApiStore) -> None:
+        if isinstance(store, str | os.PathLike):
+            self._url: str | os.PathLike[str] | None = store
+            self._store: ApiStore | None = None
+        else:
+            self._url = None
+            self._store = store
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> ApiStore:
+        if self._store is not None:
+            return self._store
+        async with self._lock:
+            if self._store is None:
+                from ..store import open_store
+
+                assert self._url is not None
+                self._store = await open_store(self._url)
+            return self._store
+
+    async def close(self) -> None:
+        if self._url is not None and self._store is not None:
+            store, self._store = self._store, None
+            await store.close()
+
+
+# --- the application ---------------------------------------------------------------------------------
+
+
+def _summary(record: ConversationRecord) -> ConversationSummary:
+    return ConversationSummary(
+        conversation_id=record.conversation_id,
+        scope=record.scope,
+        updated_at=record.updated_at,
+        head_id=record.head_id,
+        branches=len(record.branches),
+        forked_from=record.forked_from,
+    )
+
+
+def _validation_message(error: RequestValidationError) -> str:
+    problems: list[str] = []
+    for item in error.errors()[:5]:
+        where = list(item.get('loc', ()))
+        if where and where[0] in ('body', 'query', 'path', 'header'):
+            where = where[1:] or where  # `body` alone names the body; otherwise name the field
+        problems.append(f'{".".join(str(part) for part in where) or "body"}: {item.get("msg", "invalid")}')
+    return 'The request is invalid: ' + '; '.join(problems) + '.'
+
+
+def _not_found(conversation_id: str) -> JSONResponse:
+    # The same body whether the conversation does not exist or belongs to another scope.
+    return _error(404, 'not_found', f'No conversation {conversation_id!r} in this scope.')
+
+
+def _unavailable(error: BaseException) -> JSONResponse:
+    logger.warning('store unavailable: %s', error)
+    return _error(503, 'store_unavailable', 'The conversation store is unavailable right now; retry later.')
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def http_error(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, StarletteHTTPException)
+        codes = {404: 'not_found', 405: 'method_not_allowed', 400: 'bad_request'}
+        return _error(
+            error.status_code,
+            codes.get(error.status_code, 'http_error'),
+            str(error.detail) if error.status_code != 404 else 'No such resource.',
+            error.headers,
+        )
+
+    async def invalid_request(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, RequestValidationError)
+        return _error(400, 'bad_request', _validation_message(error))
+
+    async def invalid_query(request: Request, error: Exception) -> JSONResponse:
+        return _error(400, 'invalid_query', str(error))
+
+    async def invalid_parameters(request: Request, error: Exception) -> JSONResponse:
+        return _error(400, 'invalid_parameters', str(error))
+
+    async def unknown_conversation(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, UnknownConversation)
+        return _not_found(error.conversation_id)
+
+    async def unavailable(request: Request, error: Exception) -> JSONResponse:
+        return _unavailable(error)
+
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(InvalidQuery, invalid_query)
+    app.add_exception_handler(InvalidSearchParameters, invalid_parameters)
+    app.add_exception_handler(UnknownConversation, unknown_conversation)
+    for kind in (StoreError, ConfigurationError, sqlite3.Error, OSError):
+        app.add_exception_handler(kind, unavailable)
+
+
+def _without_unused_responses(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """The OpenAPI document without FastAPI's 422 responses: validation errors answer 400 here."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+
+            document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            for path in document.get('paths', {}).values():
+                for operation in path.values():
+                    operation.get('responses', {}).pop('422', None)
+            schemas = document.get('components', {}).get('schemas', {})
+            for name in ('HTTPValidationError', 'ValidationError'):
+                schemas.pop(name, None)
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    return openapi
+
+
+_bearer = HTTPBearer(auto_error=False, description="A token from the server's tokens file; it names one scope.")
+
+
+def _tenant(request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
+    """The scope the guard authenticated (`_credentials` is only there to document the scheme)."""
+    tenant = request.scope.get(_TENANT)
+    if not isinstance(tenant, str):
+        raise StarletteHTTPException(401, 'Send `Authorization: Bearer <token>`.', {'WWW-Authenticate': 'Bearer'})
+    return tenant
+
+
+Tenant = Annotated[str, Depends(_tenant)]
+
+
+async def _opened_store(request: Request) -> ApiStore:
+    holder: _StoreHolder = request.app.state.recall_store
+    return await holder.get()
+
+
+Store = Annotated[ApiStore, Depends(_opened_store)]
+
+
+def create_app(
+    store: str | os.PathLike[str] | ApiStore,
+    *,
+    tokens: Mapping[str, str],
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> FastAPI:
+    """The search API over `store`, for the bearer tokens in `tokens` (token -> the one scope it reads).
+
+    Args:
+        store: A store URL or path, opened on first use and closed at shutdown (an unreachable
+            store answers 503 and is retried on the next request), or an open store, which the
+            caller keeps and closes.
+        tokens: Each bearer token mapped to exactly one tenant scope; at least one, each token at
+            least `MIN_TOKEN_LENGTH` characters.
+        max_body_bytes: Larger request bodies are refused with 413 before they are parsed.
+
+    Raises:
+        ConfigurationError: No tokens, or a short token or an empty scope.
+    """
+    checked = _checked_tokens(tokens)
+    holder = _StoreHolder(store)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncGenerator[None]:
+        try:
+            yield
+        finally:
+            await holder.close()
+
+    app = FastAPI(
+        title='temporal-recall search API',
+        version='1',
+        description='Search and read the conversations of one tenant scope. Every `/api/v1` request needs '
+        '`Authorization: Bearer <token>`; the token decides the scope.',
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.recall_store = holder
+    app.openapi = _without_unused_responses(app)
+    _install_error_handlers(app)
+    app.add_middleware(_Guard, tokens=checked, max_body_bytes=max_body_bytes)
+
+    @app.post(
+        f'{API_PREFIX}/conversations/search',
+        response_model=SearchResponse,
+        responses=_ERROR_RESPONSES,
+        summary='Search one conversation',
+        operation_id='search_conversation',
+    )
+    async def search(body: SearchBody, tenant: Tenant, store: Store) -> SearchResponse:
+        request = SearchRequest(
+            query=body.query, conversation_id=body.conversation_id, scope=tenant, run_id=body.run_id, limit=body.limit
+        )
+        result = await search_history(store, request)
+        return SearchResponse(hits=result.hits)
+
+    @app.get(
+        f'{API_PREFIX}/conversations',
+        response_model=ConversationList,
+        responses={code: _ERROR_RESPONSES[code] for code in (400, 401, 503)},
+        summary="List the token's conversations, newest first",
+        operation_id='list_conversations',
+    )
+    async def conversations(
+        tenant: Tenant, store: Store, limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 20
+    ) -> ConversationList:
+        records = await store.list_conversations(scope=tenant, limit=limit)
+        return ConversationList(conversations=[_summary(record) for record in records])
+
+    @app.get(
+        f'{API_PREFIX}/conversations/{{conversation_id}}',
+        response_model=ConversationDetail,
+        responses={code: _ERROR_RESPONSES[code] for code in (401, 404, 503)},
+        summary='A conversation and the transcript of its current branch',
+        operation_id='get_conversation',
+    )
+    async def conversation(conversation_id: str, tenant: Tenant, store: Store) -> ConversationDetail:
+        record = await store.read_record(conversation_id)
+        entries = (
+            None
+            if record is None or record.scope != tenant
+            else await store.load_entries(conversation_id, scope=tenant)
+        )
+        if record is None or entries is None:
+            raise UnknownConversation(conversation_id)
+        dumped: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(
+            [entry.message for entry in entries], mode='json'
+        )
+        messages = [
+            TranscriptMessage(
+                position=position,
+                entry_id=entry.id,
+                role=message_role(entry.message),
+                text=searchable_text(entry.message),
+                message=data,
+            )
+            for position, (entry, data) in enumerate(zip(entries, dumped, strict=True))
+        ]
+        return ConversationDetail(conversation=_summary(record), messages=messages)
+
+    return app
