@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._capability import ConversationRecall
+    from ._codec import RecallDataCodec, message_codec_plugin
     from ._recall import search_history
     from ._store_provider import StoreProvider
     from .activities import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY, RecallActivities
@@ -41,6 +42,7 @@ __all__ = (
     'ConversationSummary',
     'ConversationWorkflow',
     'RecallActivities',
+    'RecallDataCodec',
     'RecallDeps',
     'RecallError',
     'RunPromptInput',
@@ -56,6 +58,7 @@ __all__ = (
     'TurnOutput',
     'build_worker',
     'load_history',
+    'message_codec_plugin',
     'open_store',
     'recall',
     'search_history',
@@ -63,6 +66,8 @@ __all__ = (
 
 _LOCATIONS = {
     'ConversationRecall': '._capability',
+    'RecallDataCodec': '._codec',
+    'message_codec_plugin': '._codec',
     'search_history': '._recall',
     'StoreProvider': '._store_provider',
     'LOAD_HISTORY_ACTIVITY': '.activities',

@@ -22,7 +22,7 @@ LONG_POSTING_LIST = 1_000
 
 
 @runtime_checkable
-class ImpactReader(Protocol):
+class ImpactReader(IndexReader, Protocol):
     """Optional reads that let a scope-wide search skip most of a common term's posting list.
 
     Each returns `None` for a target it does not serve (a conversation or a run); the search then

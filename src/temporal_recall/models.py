@@ -114,6 +114,8 @@ class RunPromptInput(BaseModel):
     """Send the stored conversation to the model as `message_history`."""
     create: bool = True
     """Start the conversation if the store does not have it; `False` fails with `UnknownConversation`."""
+    request_limit: int | None = Field(default=50, ge=1)
+    """Most model requests the run may make (pydantic-ai's `UsageLimits.request_limit`); `None` lifts it."""
 
 
 class RunPromptOutput(BaseModel):

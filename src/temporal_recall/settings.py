@@ -25,6 +25,9 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     'TEMPORAL_RECALL_MODEL': 'Model for the demo agent: `scripted` (default, offline) or e.g. `openai:gpt-4o`.',
     'TEMPORAL_RECALL_HEALTH_PORT': 'Port of the worker health and metrics endpoint; unset disables it.',
     'TEMPORAL_RECALL_LOG_LEVEL': 'Python log level of the worker (default `INFO`).',
+    'TEMPORAL_RECALL_MESSAGE_CODEC': (
+        'Keep message bodies in the store and only references in Temporal history (`true`/`false`).'
+    ),
     'TEMPORAL_ADDRESS': "Temporal frontend `host:port` (Temporal's own variable; default `localhost:7233`).",
     'TEMPORAL_NAMESPACE': "Temporal namespace (Temporal's own variable; default `default`).",
 }
@@ -50,6 +53,8 @@ class Settings:
     health_port: int | None = None
     """Port for `/healthz`, `/readyz` and `/metrics`; `None` serves nothing."""
     log_level: str = 'INFO'
+    message_codec: bool = False
+    """Whether clients and workers use `RecallDataCodec` (all of a namespace's must agree)."""
     temporal: dict[str, Any] = field(default_factory=dict[str, Any])
     """Keyword arguments for `temporalio.client.Client.connect`, from Temporal's environment config."""
 
@@ -60,6 +65,9 @@ class Settings:
 
         temporal = dict(ClientConfig.load_client_connect_config(override_env_vars=dict(env)))
         temporal.setdefault('target_host', 'localhost:7233')
+        codec = (env.get('TEMPORAL_RECALL_MESSAGE_CODEC') or 'false').strip().lower()
+        if codec not in ('true', 'false', '1', '0', 'yes', 'no'):
+            raise ConfigurationError(f'TEMPORAL_RECALL_MESSAGE_CODEC must be true or false, got {codec!r}.')
         port = env.get('TEMPORAL_RECALL_HEALTH_PORT') or None
         if port is not None and not port.isdigit():
             raise ConfigurationError(f'TEMPORAL_RECALL_HEALTH_PORT must be a port number, got {port!r}.')
@@ -71,5 +79,6 @@ class Settings:
             model=env.get('TEMPORAL_RECALL_MODEL') or 'scripted',
             health_port=int(port) if port is not None else None,
             log_level=(env.get('TEMPORAL_RECALL_LOG_LEVEL') or 'INFO').upper(),
+            message_codec=codec in ('true', '1', 'yes'),
             temporal=temporal,
         )

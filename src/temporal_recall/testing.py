@@ -92,10 +92,15 @@ def scripted_model(
     return FunctionModel(respond, model_name='scripted')
 
 
-async def connect(server: DevServer | str, *, namespace: str = 'default', **options: Any) -> Client:
-    """A client for `server` with pydantic-ai's plugin (its data converter carries messages)."""
+async def connect(
+    server: DevServer | str, *, namespace: str = 'default', plugins: Sequence[Any] = (), **options: Any
+) -> Client:
+    """A client for `server` with pydantic-ai's plugin (its data converter carries messages).
+
+    Extra `plugins` (such as `message_codec_plugin(...)`) are added after it, and its workers use them too.
+    """
     address = server if isinstance(server, str) else server.address
-    return await Client.connect(address, namespace=namespace, plugins=[PydanticAIPlugin()], **options)
+    return await Client.connect(address, namespace=namespace, plugins=[PydanticAIPlugin(), *plugins], **options)
 
 
 @dataclass(frozen=True)
@@ -156,17 +161,19 @@ async def replay(
     agents: Sequence[AbstractAgent[Any, Any]] = (),
     include_shipped_workflows: bool = True,
     raise_on_replay_failure: bool = True,
+    plugins: Sequence[Any] = (),
 ) -> WorkflowReplayResults:
     """Replay recorded histories against the current code, with the worker's plugins.
 
     Replay runs workflow code only: activities are not executed (their recorded results are used),
     so neither the store nor the model is called. A non-deterministic change raises
-    `temporalio.workflow.NondeterminismError` (wrapped as the replay failure).
+    `temporalio.workflow.NondeterminismError` (wrapped as the replay failure). Histories recorded
+    with `message_codec_plugin` need the same plugin in `plugins`; it reads bodies from the store.
     """
     register_agents(agents)
     replayer = Replayer(
         workflows=[*(SHIPPED_WORKFLOWS if include_shipped_workflows else ()), *workflows],
-        plugins=[PydanticAIPlugin(), *(AgentPlugin(agent) for agent in agents)],
+        plugins=[PydanticAIPlugin(), *plugins, *(AgentPlugin(agent) for agent in agents)],
     )
 
     async def iterate() -> AsyncIterator[WorkflowHistory]:

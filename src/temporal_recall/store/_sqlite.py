@@ -8,6 +8,7 @@ index follows the log.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -317,6 +318,35 @@ class SqliteConversationStore(ConversationStore):
 
     async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
         return await self._db.read_on_connection_thread(lambda db: _postings(db, target, terms))
+
+    # --- Message bodies (RecallDataCodec) -----------------------------------------------------------
+
+    async def put_bodies(self, scope: str | None, bodies: dict[str, bytes]) -> None:
+        """Store message bodies by hash; a body already stored is left as it is."""
+        rows = [(scope_key(scope), digest, body) for digest, body in bodies.items()]
+
+        async def write(db: Database) -> None:
+            await db.many(
+                'INSERT INTO message_bodies (scope_key, content_hash, body) VALUES (?, ?, ?) '
+                'ON CONFLICT (scope_key, content_hash) DO NOTHING',
+                rows,
+            )
+
+        await self._db.write_on_connection_thread(write)
+
+    async def get_bodies(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]:
+        """The stored bodies among `hashes`, within `scope` only."""
+        key = scope_key(scope)
+
+        async def read(db: Database) -> dict[str, bytes]:
+            rows = await db.rows(
+                'SELECT content_hash, body FROM message_bodies WHERE scope_key = ? '
+                'AND content_hash IN (SELECT value FROM json_each(?))',
+                (key, json.dumps(list(hashes))),
+            )
+            return {row[0]: bytes(row[1]) for row in rows}
+
+        return await self._db.read_on_connection_thread(read)
 
     async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
         return await self._db.read_on_connection_thread(lambda db: _reader.document_frequencies(db, target, terms))

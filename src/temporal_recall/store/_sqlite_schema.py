@@ -153,9 +153,22 @@ _V2 = (
     'CREATE INDEX postings_by_impact ON postings (tenant_id, term_id, term_frequency, length, doc_id)',
 )
 
+_V3 = (
+    # Message bodies for RecallDataCodec, addressed by the SHA-256 of their bytes, per tenant scope.
+    # Independent of conversations on purpose: replaying a history needs them even after the
+    # conversation that produced them was deleted.
+    """CREATE TABLE message_bodies (
+        scope_key TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        body BLOB NOT NULL,
+        PRIMARY KEY (scope_key, content_hash)
+    ) WITHOUT ROWID""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, 'conversation log and search index', _V1),
     Migration(2, 'postings in impact order', _V2),
+    Migration(3, 'message bodies for the payload codec', _V3),
 )
 """Every migration, in version order. Append to it; never edit a released one."""
 

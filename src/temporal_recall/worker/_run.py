@@ -61,7 +61,14 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         from .._metrics import sdk_metrics_port, temporal_runtime
 
         runtime = temporal_runtime(sdk_metrics_port(settings.health_port))
-    client = await Client.connect(**settings.temporal, plugins=[PydanticAIPlugin()], runtime=runtime)
+    plugins: list[Any] = [PydanticAIPlugin()]
+    codec_plugin = None
+    if settings.message_codec:
+        from .._codec import message_codec_plugin
+
+        codec_plugin = message_codec_plugin(settings.store_url)
+        plugins.append(codec_plugin)
+    client = await Client.connect(**settings.temporal, plugins=plugins, runtime=runtime)
     worker = build_worker(
         client,
         task_queue=settings.task_queue,
@@ -102,6 +109,8 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
     if health is not None:
         await health.stop()
     await StoreProvider.default().aclose()
+    if codec_plugin is not None:
+        await codec_plugin.codec.aclose()
     log.info('worker stopped', extra={'fields': {}})
 
 

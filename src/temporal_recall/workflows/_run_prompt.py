@@ -7,6 +7,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import repair_messages
+    from pydantic_ai.usage import UsageLimits
 
     from ..models import RecallDeps, RunPromptInput, RunPromptOutput
     from ._agents import agent_named
@@ -50,6 +51,7 @@ class RunPromptWorkflow:
             message_history=history or None,
             conversation_id=input.conversation_id,
             deps=RecallDeps(scope=input.scope),
+            usage_limits=UsageLimits(request_limit=input.request_limit),
         )
         return RunPromptOutput(
             output=str(result.output),
