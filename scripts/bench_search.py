@@ -1,11 +1,21 @@
 """Search latency and index size at 1k, 10k and 100k stored messages (a script, not a test).
 
     .venv/bin/python scripts/bench_search.py [--sizes 1000,10000,100000] [--store sqlite|postgresql://...]
+    .venv/bin/python scripts/bench_search.py --compare postgresql://postgres@127.0.0.1:5432/test
 
 Generates conversations of realistic text (a Zipf-distributed vocabulary plus rare identifiers:
 ticket ids, order numbers, file paths), writes them the way the persistence capability does (a
-delta at every step boundary), then times one- to three-term queries: in scope `all` over the whole
-store, and inside one 1,000-message conversation. Prints p50/p95 and index bytes per message.
+delta at every step boundary, one `append` per step, sequentially), then times one- to three-term
+queries: in scope `all` over the whole store, and inside one 1,000-message conversation. Prints
+p50/p95 and database bytes per message.
+
+Every size gets a fresh store: a new SQLite file, or a new PostgreSQL schema (`bench_<hex>`, dropped
+afterwards unless `--keep`) in the database the URL names. `--compare URL` runs SQLite and that
+PostgreSQL database on the same generated workload (same seed) and prints them side by side; the
+queries are the same on both, so the latencies compare like for like. `--vacuum` runs
+`VACUUM ANALYZE` on the PostgreSQL schema between the fill and the queries: what autovacuum does
+soon after a bulk of writes on a server where it is on (without statistics and a visibility map,
+PostgreSQL's index-only scans of the postings also read the table).
 """
 
 from __future__ import annotations
@@ -18,8 +28,11 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'src'))
 
@@ -36,7 +49,7 @@ from pydantic_ai.messages import (
 from temporal_recall._recall import search_history
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
-from temporal_recall.store import AppendRequest, open_store
+from temporal_recall.store import AppendRequest, SqliteConversationStore, open_store
 
 VOCABULARY_SIZE = 20_000
 MESSAGES_PER_CONVERSATION = 100
@@ -126,7 +139,19 @@ async def time_queries(store, workload: Workload, request_for, count: int) -> tu
     return percentiles(samples)
 
 
-async def bench(url: str, size: int, seed: int, queries: int) -> None:
+@dataclass
+class Measured:
+    backend: str
+    messages: int
+    write_seconds: float
+    everything: tuple[float, float]
+    one: tuple[float, float]
+    database_bytes: int
+
+
+async def bench(
+    url: str, size: int, seed: int, queries: int, after_fill: Callable[[], Awaitable[None]] | None = None
+) -> Measured:
     store = await open_store(url)
     try:
         workload = Workload.create(seed)
@@ -137,6 +162,8 @@ async def bench(url: str, size: int, seed: int, queries: int) -> None:
         # One long conversation of 1,000 messages inside the same store.
         await fill(store, workload, conversation_id='long', messages=1_000, scope='bench')
         write_seconds = time.perf_counter() - started
+        if after_fill is not None:
+            await after_fill()
         stats = await store.stats()
         everything = await time_queries(
             store,
@@ -147,30 +174,91 @@ async def bench(url: str, size: int, seed: int, queries: int) -> None:
         one = await time_queries(
             store, workload, lambda q: SearchRequest(query=q, scope='bench', conversation_id='long', limit=10), queries
         )
-        messages = stats.entries
-        index_bytes = getattr(stats, 'index_bytes', None)
-        per_message = f'{index_bytes / messages:,.0f}' if index_bytes else 'n/a'
-        print(
-            f'{messages:>8,} msgs | write {write_seconds:6.1f}s | scope all p50 {everything[0]:6.2f} ms '
-            f'p95 {everything[1]:6.2f} ms | 1,000-msg conversation p50 {one[0]:5.2f} ms p95 {one[1]:5.2f} ms | '
-            f'db {stats.database_bytes / messages:,.0f} B/msg, index {per_message} B/msg'
-        )
+        backend = 'sqlite' if isinstance(store, SqliteConversationStore) else 'postgres'
+        return Measured(backend, stats.entries, write_seconds, everything, one, stats.database_bytes)
     finally:
         await store.close()
+
+
+def describe(row: Measured) -> str:
+    return (
+        f'{row.backend:>8} {row.messages:>8,} msgs | write {row.write_seconds:6.1f}s | '
+        f'scope all p50 {row.everything[0]:6.2f} ms p95 {row.everything[1]:6.2f} ms | '
+        f'1,000-msg conversation p50 {row.one[0]:5.2f} ms p95 {row.one[1]:5.2f} ms | '
+        f'db {row.database_bytes / row.messages:,.0f} B/msg'
+    )
+
+
+def with_schema(url: str, schema: str) -> str:
+    parts = urlsplit(url)
+    query = [(name, value) for name, value in parse_qsl(parts.query, keep_blank_values=True) if name != 'schema']
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode([*query, ('schema', schema)]), ''))
+
+
+async def vacuum_schema(url: str, schema: str) -> None:
+    """`VACUUM ANALYZE` every table of the schema: what autovacuum does on a server where it is on."""
+    import asyncpg
+
+    parts = urlsplit(url)
+    connection = await asyncpg.connect(urlunsplit((parts.scheme, parts.netloc, parts.path, '', '')))
+    try:
+        tables = await connection.fetch('SELECT tablename FROM pg_tables WHERE schemaname = $1', schema)
+        for row in tables:
+            await connection.execute(f'VACUUM ANALYZE "{schema}"."{row[0]}"')
+    finally:
+        await connection.close()
+
+
+async def drop_schema(url: str, schema: str) -> None:
+    import asyncpg
+
+    parts = urlsplit(url)
+    connection = await asyncpg.connect(urlunsplit((parts.scheme, parts.netloc, parts.path, '', '')))
+    try:
+        await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await connection.close()
+
+
+async def run_one(store: str, size: int, args: argparse.Namespace) -> Measured:
+    """One size on a fresh store of `store` ("sqlite" or a postgresql:// URL)."""
+    if store == 'sqlite':
+        with tempfile.TemporaryDirectory() as tmp:
+            return await bench(str(Path(tmp) / 'bench.db'), size, args.seed, args.queries)
+    schema = f'bench_{uuid.uuid4().hex[:12]}'
+
+    async def vacuum() -> None:
+        await vacuum_schema(store, schema)
+
+    try:
+        return await bench(with_schema(store, schema), size, args.seed, args.queries, vacuum if args.vacuum else None)
+    finally:
+        if args.keep:
+            print(f'kept schema {schema}')
+        else:
+            await drop_schema(store, schema)
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--sizes', default='1000,10000,100000')
     parser.add_argument('--store', default='sqlite', help='"sqlite" (a temp file) or a postgresql:// URL')
+    parser.add_argument('--compare', metavar='POSTGRESQL_URL', help='run SQLite and this PostgreSQL side by side')
     parser.add_argument('--queries', type=int, default=300)
     parser.add_argument('--seed', type=int, default=7)
+    parser.add_argument('--keep', action='store_true', help='keep the PostgreSQL benchmark schemas')
+    parser.add_argument(
+        '--vacuum',
+        action='store_true',
+        help='PostgreSQL: VACUUM ANALYZE after the fill, before timing (for servers with autovacuum off)',
+    )
     args = parser.parse_args()
-    print(f'cores {os.cpu_count()}, python {sys.version.split()[0]}, store {args.store.split("@")[-1]}')
+    stores = ['sqlite', args.compare] if args.compare else [args.store]
+    shown = ', '.join(store.split('@')[-1] for store in stores)
+    print(f'cores {os.cpu_count()}, python {sys.version.split()[0]}, store {shown}')
     for size in (int(s) for s in args.sizes.split(',')):
-        with tempfile.TemporaryDirectory() as tmp:
-            url = str(Path(tmp) / 'bench.db') if args.store == 'sqlite' else args.store
-            await bench(url, size, args.seed, args.queries)
+        for store in stores:
+            print(describe(await run_one(store, size, args)), flush=True)
 
 
 if __name__ == '__main__':

@@ -1,5 +1,7 @@
 """Saves whole groups of messages in a loop until it is killed; `test_crash.py` runs and SIGKILLs it.
 
+The first argument is anything `open_store` accepts: a SQLite path or a postgresql:// URL.
+
 Each save writes GROUP messages tagged `save <n> part <j>`, alternating between `ConversationStore.save`
 and `append`, over a few conversations, and prints the number of completed saves after each one.
 """
@@ -14,7 +16,7 @@ from pydantic_ai import messages as m
 from pydantic_ai.conversation import Conversation
 
 from temporal_recall.content import content_hash
-from temporal_recall.store import AppendRequest, SqliteConversationStore
+from temporal_recall.store import AppendRequest, open_store
 
 GROUP = 4
 CONVERSATIONS = 5
@@ -33,8 +35,8 @@ def group(n: int) -> list[m.ModelMessage]:
     return messages
 
 
-async def main(path: str, start: int) -> None:
-    async with await SqliteConversationStore.open(path) as store:
+async def main(location: str, start: int) -> None:
+    async with await open_store(location) as store:
         n = start
         while True:
             conversation_id = f'c{n % CONVERSATIONS}'

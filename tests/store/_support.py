@@ -2,19 +2,101 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from collections.abc import AsyncGenerator, Callable
+import uuid
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, closing
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import pytest
 from pydantic_ai import messages as m
 from pydantic_ai.conversation_store import ConversationStore, InMemoryConversationStore
 
 from temporal_recall.content import content_hash
-from temporal_recall.store import SqliteConversationStore
+from temporal_recall.store import PostgresConversationStore, SqliteConversationStore
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[ConversationStore]]
+AnyStore = SqliteConversationStore | PostgresConversationStore
+
+POSTGRES_URL_VARIABLE = 'TEMPORAL_RECALL_TEST_POSTGRES_URL'
+
+
+def postgres_url() -> str:
+    """The test server's URL, or skip the test: PostgreSQL tests run only where a server is configured."""
+    url = os.environ.get(POSTGRES_URL_VARIABLE)
+    if not url:
+        pytest.skip(
+            f'{POSTGRES_URL_VARIABLE} is not set; set it to a PostgreSQL URL such as '
+            'postgresql://postgres@127.0.0.1:5432/test to run the PostgreSQL tests'
+        )
+    return url
+
+
+def with_options(url: str, **options: object) -> str:
+    """`url` with store options added to (or replacing those in) its query string."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    for name, value in options.items():
+        query[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
+
+
+async def drop_schema(url: str, schema: str) -> None:
+    import asyncpg
+
+    connection = await asyncpg.connect(with_options(url.partition('?')[0]))
+    try:
+        await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await connection.close()
+
+
+class SqliteSite:
+    """Where a test's SQLite store lives: every `open()` is another connection to the same file."""
+
+    backend = 'sqlite'
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / 'store.db'
+
+    async def open(self) -> SqliteConversationStore:
+        return await SqliteConversationStore.open(self.path)
+
+    async def close(self) -> None:
+        pass
+
+
+class PostgresSite:
+    """A test's own PostgreSQL schema (`t_<hex>`), dropped afterwards so runs never see each other."""
+
+    backend = 'postgres'
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.schema = f't_{uuid.uuid4().hex}'
+        self.url = with_options(base_url, schema=self.schema)
+
+    async def open(self, **options: object) -> PostgresConversationStore:
+        return await PostgresConversationStore.open(with_options(self.url, **options))
+
+    async def close(self) -> None:
+        await drop_schema(self.base_url, self.schema)
+
+
+Site = SqliteSite | PostgresSite
+
+
+@asynccontextmanager
+async def open_site(backend: str, folder: Path) -> AsyncGenerator[Site]:
+    site: Site = SqliteSite(folder) if backend == 'sqlite' else PostgresSite(postgres_url())
+    try:
+        yield site
+    finally:
+        await site.close()
 
 
 @asynccontextmanager
@@ -31,9 +113,19 @@ async def _sqlite(folder: Path) -> AsyncGenerator[ConversationStore]:
         await store.close()
 
 
-STORE_FACTORIES: dict[str, StoreFactory] = {'memory': _memory, 'sqlite': _sqlite}
-"""Every backend the conformance suite runs against, `memory` being the reference. A PostgreSQL
-backend joins by adding an entry (skipping when its server is not configured)."""
+@asynccontextmanager
+async def _postgres(folder: Path) -> AsyncGenerator[ConversationStore]:
+    async with open_site('postgres', folder) as site:
+        store = await site.open()
+        try:
+            yield store
+        finally:
+            await store.close()
+
+
+STORE_FACTORIES: dict[str, StoreFactory] = {'memory': _memory, 'sqlite': _sqlite, 'postgres': _postgres}
+"""Every backend the conformance suite runs against, `memory` being the reference. PostgreSQL tests
+skip when `TEMPORAL_RECALL_TEST_POSTGRES_URL` is not set (and get the `postgres` marker, see conftest)."""
 
 REFERENCE = 'memory'
 
@@ -71,52 +163,82 @@ def hex_hash(message: m.ModelMessage) -> str:
     return content_hash(message)
 
 
-def index_problems(path: Path) -> list[str]:
-    """Every way the index disagrees with itself or the log (an empty list when consistent)."""
+_PROBLEM_QUERIES = (
+    'SELECT c.conversation_id, c.document_count, c.total_length, count(cd.doc_id), coalesce(sum(d.length), 0) '
+    'FROM conversations c LEFT JOIN conversation_documents cd ON cd.conv_key = c.conv_key '
+    'LEFT JOIN documents d ON d.doc_id = cd.doc_id GROUP BY c.conv_key',
+    'SELECT t.scope_key, t.document_count, t.total_length, count(d.doc_id), coalesce(sum(d.length), 0) '
+    'FROM tenants t LEFT JOIN documents d ON d.tenant_id = t.tenant_id GROUP BY t.tenant_id',
+    'SELECT d.doc_id, d.refs, (SELECT count(*) FROM conversation_documents cd WHERE cd.doc_id = d.doc_id) '
+    'FROM documents d',
+    'SELECT count(*) FROM postings p WHERE NOT EXISTS '
+    '(SELECT 1 FROM documents d WHERE d.doc_id = p.doc_id AND d.tenant_id = p.tenant_id)',
+    'SELECT count(*) FROM conversation_documents cd WHERE NOT EXISTS '
+    '(SELECT 1 FROM documents d WHERE d.doc_id = cd.doc_id) '
+    'OR NOT EXISTS (SELECT 1 FROM entries e WHERE e.entry_key = cd.entry_key)',
+    'SELECT count(*) FROM postings p JOIN documents d ON d.doc_id = p.doc_id WHERE p.length != d.length',
+)
+"""Plain SQL that SQLite and PostgreSQL both run, so one set of checks covers both backends."""
+
+
+def _problems(results: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
+    """Every way the index disagrees with itself or the log, from the rows of `_PROBLEM_QUERIES`."""
+    conversations, tenants, documents, orphans, dangling, wrong_length = results
     problems: list[str] = []
-    with closing(sqlite3.connect(path)) as db:
-        rows = db.execute(
-            'SELECT c.conversation_id, c.document_count, c.total_length, count(cd.doc_id), coalesce(sum(d.length), 0) '
-            'FROM conversations c LEFT JOIN conversation_documents cd ON cd.conv_key = c.conv_key '
-            'LEFT JOIN documents d ON d.doc_id = cd.doc_id GROUP BY c.conv_key'
-        ).fetchall()
-        for conversation_id, count, length, real_count, real_length in rows:
-            if (count, length) != (real_count, real_length):
-                problems.append(f'{conversation_id}: counters {count}/{length}, membership {real_count}/{real_length}')
-        for tenant, count, length, real_count, real_length in db.execute(
-            'SELECT t.scope_key, t.document_count, t.total_length, count(d.doc_id), coalesce(sum(d.length), 0) '
-            'FROM tenants t LEFT JOIN documents d ON d.tenant_id = t.tenant_id GROUP BY t.tenant_id'
-        ):
-            if (count, length) != (real_count, real_length):
-                problems.append(f'tenant {tenant}: counters {count}/{length}, documents {real_count}/{real_length}')
-        for doc_id, refs, real in db.execute(
-            'SELECT d.doc_id, d.refs, (SELECT count(*) FROM conversation_documents cd WHERE cd.doc_id = d.doc_id) '
-            'FROM documents d'
-        ):
-            if refs != real or refs == 0:
-                problems.append(f'document {doc_id}: refs {refs}, memberships {real}')
-        orphans = db.execute(
-            'SELECT count(*) FROM postings p WHERE NOT EXISTS '
-            '(SELECT 1 FROM documents d WHERE d.doc_id = p.doc_id AND d.tenant_id = p.tenant_id)'
-        ).fetchone()[0]
-        if orphans:
-            problems.append(f'{orphans} postings without their document')
-        dangling = db.execute(
-            'SELECT count(*) FROM conversation_documents cd WHERE NOT EXISTS '
-            '(SELECT 1 FROM documents d WHERE d.doc_id = cd.doc_id) '
-            'OR NOT EXISTS (SELECT 1 FROM entries e WHERE e.entry_key = cd.entry_key)'
-        ).fetchone()[0]
-        if dangling:
-            problems.append(f'{dangling} memberships without their document or entry')
-        wrong_length = db.execute(
-            'SELECT count(*) FROM postings p JOIN documents d ON d.doc_id = p.doc_id WHERE p.length != d.length'
-        ).fetchone()[0]
-        if wrong_length:
-            problems.append(f'{wrong_length} postings with a stale length')
+    for conversation_id, count, length, real_count, real_length in conversations:
+        if (count, length) != (real_count, real_length):
+            problems.append(f'{conversation_id}: counters {count}/{length}, membership {real_count}/{real_length}')
+    for tenant, count, length, real_count, real_length in tenants:
+        if (count, length) != (real_count, real_length):
+            problems.append(f'tenant {tenant}: counters {count}/{length}, documents {real_count}/{real_length}')
+    for doc_id, refs, real in documents:
+        if refs != real or refs == 0:
+            problems.append(f'document {doc_id}: refs {refs}, memberships {real}')
+    if orphans[0][0]:
+        problems.append(f'{orphans[0][0]} postings without their document')
+    if dangling[0][0]:
+        problems.append(f'{dangling[0][0]} memberships without their document or entry')
+    if wrong_length[0][0]:
+        problems.append(f'{wrong_length[0][0]} postings with a stale length')
     return problems
 
 
-def table_counts(path: Path) -> dict[str, int]:
-    tables = ('conversations', 'entries', 'documents', 'postings', 'conversation_documents', 'terms', 'applied_writes')
+def index_problems(path: Path) -> list[str]:
+    """Every way the index disagrees with itself or the log (an empty list when consistent)."""
     with closing(sqlite3.connect(path)) as db:
-        return {table: db.execute(f'SELECT count(*) FROM {table}').fetchone()[0] for table in tables}
+        return _problems([db.execute(query).fetchall() for query in _PROBLEM_QUERIES])
+
+
+_TABLES = ('conversations', 'entries', 'documents', 'postings', 'conversation_documents', 'terms', 'applied_writes')
+
+
+def table_counts(path: Path) -> dict[str, int]:
+    with closing(sqlite3.connect(path)) as db:
+        return {table: db.execute(f'SELECT count(*) FROM {table}').fetchone()[0] for table in _TABLES}
+
+
+async def _pg_rows(store: PostgresConversationStore, sql: str) -> list[tuple[Any, ...]]:
+    async with store._db.connection() as connection:
+        return [tuple(row) for row in await connection.fetch(sql)]
+
+
+async def problems_of(store: AnyStore) -> list[str]:
+    """`index_problems` for a store of either backend."""
+    if isinstance(store, SqliteConversationStore):
+        return index_problems(store.path)
+    return _problems([await _pg_rows(store, query) for query in _PROBLEM_QUERIES])
+
+
+async def row_counts(store: AnyStore) -> dict[str, int]:
+    """`table_counts` for a store of either backend."""
+    if isinstance(store, SqliteConversationStore):
+        return table_counts(store.path)
+    return {table: (await _pg_rows(store, f'SELECT count(*) FROM {table}'))[0][0] for table in _TABLES}
+
+
+async def column_of(store: AnyStore, sql: str) -> list[Any]:
+    """The first column of a query's rows, on either backend (for terms, doc ids and the like)."""
+    if isinstance(store, SqliteConversationStore):
+        with closing(sqlite3.connect(store.path)) as db:
+            return [row[0] for row in db.execute(sql)]
+    return [row[0] for row in await _pg_rows(store, sql)]

@@ -8,14 +8,42 @@ from pydantic_ai.conversation_store import ConversationStore
 
 from temporal_recall.store import SqliteConversationStore
 
-from ._support import STORE_FACTORIES
+from ._support import STORE_FACTORIES, AnyStore, Site, open_site
+
+BACKENDS = [pytest.param('sqlite'), pytest.param('postgres', marks=pytest.mark.postgres)]
+"""The real backends, for tests of what both must do alike (append, index, concurrency, bad input)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that runs against PostgreSQL `postgres`, however it picked the backend."""
+    for item in items:
+        callspec = getattr(item, 'callspec', None)
+        if callspec is not None and 'postgres' in callspec.params.values():
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(params=list(STORE_FACTORIES))
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ConversationStore]:
-    """Each backend in turn, fresh for every test (a new SQLite file in `tmp_path`)."""
+    """Each backend in turn, fresh for every test (a new SQLite file in `tmp_path`, a new PostgreSQL schema)."""
     async with STORE_FACTORIES[request.param](tmp_path) as opened:
         yield opened
+
+
+@pytest.fixture(params=BACKENDS)
+async def site(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Site]:
+    """Where a fresh store of each real backend lives; `await site.open()` opens another connection to it."""
+    async with open_site(request.param, tmp_path) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def recall_store(site: Site) -> AsyncIterator[AnyStore]:
+    """A fresh store of each real backend in turn."""
+    store = await site.open()
+    try:
+        yield store
+    finally:
+        await store.close()
 
 
 @pytest.fixture

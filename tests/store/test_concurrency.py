@@ -1,11 +1,14 @@
-"""Several connections writing one file: revisions and `BEGIN IMMEDIATE` keep every message exactly once."""
+"""Several connections writing one store: revisions and write locks keep every message exactly once.
+
+SQLite serialises writers with `BEGIN IMMEDIATE`; PostgreSQL runs them side by side under row locks,
+with several pooled connections per store, so the same races are real races there.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import random
 from contextlib import AsyncExitStack
-from pathlib import Path
 
 import pytest
 from pydantic_ai import messages as m
@@ -13,18 +16,18 @@ from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationConflict
 
 from temporal_recall.errors import HistoryMismatch
-from temporal_recall.store import AppendRequest, SqliteConversationStore
+from temporal_recall.store import AppendRequest
 
-from ._support import hex_hash, index_problems, table_counts, turn, user
-
-
-async def open_many(stack: AsyncExitStack, path: Path, count: int) -> list[SqliteConversationStore]:
-    return [await stack.enter_async_context(await SqliteConversationStore.open(path)) for _ in range(count)]
+from ._support import AnyStore, Site, hex_hash, problems_of, row_counts, turn, user
 
 
-async def test_two_writers_of_one_loaded_conversation_one_wins(db_path: Path) -> None:
+async def open_many(stack: AsyncExitStack, site: Site, count: int) -> list[AnyStore]:
+    return [await stack.enter_async_context(await site.open()) for _ in range(count)]
+
+
+async def test_two_writers_of_one_loaded_conversation_one_wins(site: Site) -> None:
     async with AsyncExitStack() as stack:
-        first, second = await open_many(stack, db_path, 2)
+        first, second = await open_many(stack, site, 2)
         await first.save(Conversation(messages=turn(1), conversation_id='c'))
         mine = await first.load('c')
         theirs = await second.load('c')
@@ -36,12 +39,12 @@ async def test_two_writers_of_one_loaded_conversation_one_wins(db_path: Path) ->
         winner = user('mine') if isinstance(outcomes[1], ConversationConflict) else user('theirs')
         loaded = await first.load('c')
         assert loaded is not None and loaded.messages == [*turn(1), winner]
-        assert table_counts(db_path)['entries'] == 3
+        assert (await row_counts(first))['entries'] == 3
 
 
-async def test_twenty_conversations_saved_concurrently(db_path: Path) -> None:
+async def test_twenty_conversations_saved_concurrently(site: Site) -> None:
     async with AsyncExitStack() as stack:
-        stores = await open_many(stack, db_path, 4)
+        stores = await open_many(stack, site, 4)
 
         async def converse(index: int) -> None:
             store = stores[index % len(stores)]
@@ -56,12 +59,12 @@ async def test_twenty_conversations_saved_concurrently(db_path: Path) -> None:
             loaded = await stores[0].load(f'c{index}')
             assert loaded is not None
             assert loaded.messages == [message for step in range(5) for message in turn(step, f'topic{index}')]
-        assert table_counts(db_path)['entries'] == 20 * 10
-    assert index_problems(db_path) == []
+        assert (await row_counts(stores[0]))['entries'] == 20 * 10
+        assert await problems_of(stores[0]) == []
 
 
 @pytest.mark.parametrize('resend', [False, True], ids=['deltas', 'full-resends'])
-async def test_concurrent_appends_to_one_conversation_store_each_message_once(db_path: Path, resend: bool) -> None:
+async def test_concurrent_appends_to_one_conversation_store_each_message_once(site: Site, resend: bool) -> None:
     """Senders race to push every boundary of one history, duplicated, out of order, some without their key.
 
     A delta that arrives early gets `HistoryMismatch` and retries; one that arrives late is replayed by its
@@ -72,7 +75,7 @@ async def test_concurrent_appends_to_one_conversation_store_each_message_once(db
     rng = random.Random(7)
 
     async with AsyncExitStack() as stack:
-        stores = await open_many(stack, db_path, 3)
+        stores = await open_many(stack, site, 3)
 
         async def push(start: int, end: int, sender: int) -> None:
             store = stores[sender % len(stores)]
@@ -109,5 +112,5 @@ async def test_concurrent_appends_to_one_conversation_store_each_message_once(db
         assert loaded is not None and loaded.messages == history
         record = await stores[0].read_record('c')
         assert record is not None and record.branches == []
-        assert table_counts(db_path)['entries'] == len(history)
-    assert index_problems(db_path) == []
+        assert (await row_counts(stores[0]))['entries'] == len(history)
+        assert await problems_of(stores[0]) == []

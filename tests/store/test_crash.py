@@ -1,4 +1,4 @@
-"""A writer killed with SIGKILL mid-save leaves a sound database holding only whole saves."""
+"""A writer killed with SIGKILL mid-save leaves a sound database holding only whole saves (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from temporal_recall.search._documents import searchable_text
 from temporal_recall.store import SqliteConversationStore
 
 from . import _crash_writer
-from ._support import index_problems
+from ._support import AnyStore, PostgresSite, index_problems, postgres_url, problems_of
 
 WRITER = Path(_crash_writer.__file__)
 ROUNDS = (17, 11)
@@ -26,10 +26,13 @@ ROUNDS = (17, 11)
 _TAG = re.compile(r'^save (\d+) part (\d+) ')
 
 
-def run_and_kill(path: Path, start: int, after: int) -> int:
+def run_and_kill(location: Path | str, start: int, after: int) -> int:
     """Run the writer until it reports `after` more saves, SIGKILL it, return the last save it reported."""
     process = subprocess.Popen(
-        [sys.executable, str(WRITER), str(path), str(start)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, str(WRITER), str(location), str(start)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     last = start
     try:
@@ -65,20 +68,42 @@ async def test_killed_writer_leaves_only_whole_saves(db_path: Path) -> None:
         assert db.execute('PRAGMA foreign_key_check').fetchall() == []
 
     async with await SqliteConversationStore.open(db_path) as store:
-        saves: set[int] = set()
-        total = 0
-        for record in await store.list_conversations():
-            loaded = await store.load(record.conversation_id)
-            assert loaded is not None
-            assert len(loaded.messages) % _crash_writer.GROUP == 0
-            for begin in range(0, len(loaded.messages), _crash_writer.GROUP):
-                group = [tags(message) for message in loaded.messages[begin : begin + _crash_writer.GROUP]]
-                n = group[0][0]
-                assert group == [(n, part) for part in range(_crash_writer.GROUP)]
-                assert loaded.messages[begin : begin + _crash_writer.GROUP] == _crash_writer.group(n)
-                saves.add(n)
-            total += len(loaded.messages)
-        stats = await store.stats()
+        await assert_whole_saves(store)
+    assert index_problems(db_path) == []
+
+
+async def assert_whole_saves(store: AnyStore) -> None:
+    """Every stored message belongs to a whole save, and at least as many saves as were reported landed."""
+    saves: set[int] = set()
+    total = 0
+    for record in await store.list_conversations():
+        loaded = await store.load(record.conversation_id)
+        assert loaded is not None
+        assert len(loaded.messages) % _crash_writer.GROUP == 0
+        for begin in range(0, len(loaded.messages), _crash_writer.GROUP):
+            group = [tags(message) for message in loaded.messages[begin : begin + _crash_writer.GROUP]]
+            n = group[0][0]
+            assert group == [(n, part) for part in range(_crash_writer.GROUP)]
+            assert loaded.messages[begin : begin + _crash_writer.GROUP] == _crash_writer.group(n)
+            saves.add(n)
+        total += len(loaded.messages)
+    stats = await store.stats()
     assert stats.entries == total  # no entry of a torn save survived
     assert len(saves) >= sum(ROUNDS)
-    assert index_problems(db_path) == []
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+async def test_killed_writer_leaves_only_whole_saves_in_postgres() -> None:
+    """The server rolls back the transaction of a client killed mid-write: only whole saves remain."""
+    site = PostgresSite(postgres_url())
+    try:
+        await (await site.open()).close()  # create the schema first, so every round kills a writer mid-save
+        start = 0
+        for after in ROUNDS:
+            start = run_and_kill(site.url, start, after) + 1
+        async with await site.open() as store:
+            await assert_whole_saves(store)
+            assert await problems_of(store) == []
+    finally:
+        await site.close()

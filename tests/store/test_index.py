@@ -1,11 +1,8 @@
-"""The BM25 index is written with the log, in the same transaction, and reads fail closed."""
+"""The BM25 index is written with the log, in the same transaction, and reads fail closed (on every backend)."""
 
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
-from contextlib import closing
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,161 +13,174 @@ from pydantic_ai.conversation_store import ConversationConflict
 from temporal_recall.store import (
     AppendRequest,
     IndexStats,
+    PostgresStoreStats,
     Posting,
     SearchTarget,
     SqliteConversationStore,
+    StoreStats,
     _sqlite_index,
 )
 
-from ._support import hex_hash, index_problems, reply, summary, table_counts, tool_call, tool_return, turn, user
+from ._support import (
+    AnyStore,
+    column_of,
+    hex_hash,
+    problems_of,
+    reply,
+    row_counts,
+    summary,
+    tool_call,
+    tool_return,
+    turn,
+    user,
+)
 
 
 def target(conversation_id: str | None, scope: str | None = None, run_id: str | None = None) -> SearchTarget:
     return SearchTarget(scope=scope, conversation_id=conversation_id, run_id=run_id)
 
 
-async def save(store: SqliteConversationStore, conversation_id: str, messages: list[m.ModelMessage], **kw: Any) -> None:
+async def save(store: AnyStore, conversation_id: str, messages: list[m.ModelMessage], **kw: Any) -> None:
     conversation = await store.load(conversation_id) or Conversation(conversation_id=conversation_id)
     conversation.messages.extend(messages)
     await store.save(conversation, **kw)
 
 
-def terms_of(path: Path) -> list[str]:
-    with closing(sqlite3.connect(path)) as db:
-        return [row[0] for row in db.execute('SELECT term FROM terms ORDER BY term')]
+async def terms_of(store: AnyStore) -> list[str]:
+    return await column_of(store, 'SELECT term FROM terms ORDER BY term')
 
 
-async def test_documents_and_postings_after_a_save(sqlite_store: SqliteConversationStore) -> None:
-    await save(sqlite_store, 'c', [user('the invoice INV-7731 is late'), reply('I will chase the invoice')])
-    stats = await sqlite_store.index_stats(target('c'))
+async def test_documents_and_postings_after_a_save(recall_store: AnyStore) -> None:
+    await save(recall_store, 'c', [user('the invoice INV-7731 is late'), reply('I will chase the invoice')])
+    stats = await recall_store.index_stats(target('c'))
     assert stats == IndexStats(document_count=2, total_length=6 + 5)
-    found = await sqlite_store.postings(target('c'), ['invoice', 'inv', 'missing', 'invoice'])
+    found = await recall_store.postings(target('c'), ['invoice', 'inv', 'missing', 'invoice'])
     assert found == {
         'invoice': [Posting(doc_id=1, term_frequency=1, length=6), Posting(doc_id=2, term_frequency=1, length=5)],
         'inv': [Posting(doc_id=1, term_frequency=1, length=6)],
     }
-    rows = await sqlite_store.documents(target('c'), [2, 1, 99])
+    rows = await recall_store.documents(target('c'), [2, 1, 99])
     assert [(row.doc_id, row.position, row.conversation_id) for row in rows] == [(2, 1, 'c'), (1, 0, 'c')]
     assert rows[1].message == user('the invoice INV-7731 is late')
     assert rows[1].timestamp == user('x').timestamp
-    assert index_problems(sqlite_store.path) == []
+    assert await problems_of(recall_store) == []
 
 
-async def test_a_conflicting_write_leaves_no_index_rows(sqlite_store: SqliteConversationStore) -> None:
-    await save(sqlite_store, 'c', turn(1))
-    a = await sqlite_store.load('c')
-    b = await sqlite_store.load('c')
+async def test_a_conflicting_write_leaves_no_index_rows(recall_store: AnyStore) -> None:
+    await save(recall_store, 'c', turn(1))
+    a = await recall_store.load('c')
+    b = await recall_store.load('c')
     assert a is not None and b is not None
     a.messages.append(user('first writer wins'))
-    await sqlite_store.save(a)
-    counts = table_counts(sqlite_store.path)
+    await recall_store.save(a)
+    counts = await row_counts(recall_store)
     b.messages.append(user('second writer brings zebra words'))
     with pytest.raises(ConversationConflict):
-        await sqlite_store.save(b)
-    assert table_counts(sqlite_store.path) == counts
-    assert 'zebra' not in terms_of(sqlite_store.path)
+        await recall_store.save(b)
+    assert await row_counts(recall_store) == counts
+    assert 'zebra' not in await terms_of(recall_store)
 
 
 async def test_a_failure_while_indexing_rolls_back_the_entries_too(
-    sqlite_store: SqliteConversationStore, monkeypatch: pytest.MonkeyPatch
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await save(sqlite_store, 'c', turn(1))
-    counts = table_counts(sqlite_store.path)
-    record = await sqlite_store.read_record('c')
+    await save(recall_store, 'c', turn(1))
+    counts = await row_counts(recall_store)
+    record = await recall_store.read_record('c')
 
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError('disk gremlin')
 
-    monkeypatch.setattr('temporal_recall.store._sqlite.add_members', broken)
+    monkeypatch.setattr(f'{type(recall_store).__module__}.add_members', broken)
     with pytest.raises(RuntimeError, match='gremlin'):
-        await save(sqlite_store, 'c', turn(2))
-    assert table_counts(sqlite_store.path) == counts
-    assert await sqlite_store.read_record('c') == record
+        await save(recall_store, 'c', turn(2))
+    assert await row_counts(recall_store) == counts
+    assert await recall_store.read_record('c') == record
 
 
-async def test_resent_messages_are_one_document(sqlite_store: SqliteConversationStore) -> None:
-    await save(sqlite_store, 'c', turn(1))
+async def test_resent_messages_are_one_document(recall_store: AnyStore) -> None:
+    await save(recall_store, 'c', turn(1))
     # The same content again later in the conversation (a re-sent history): same document.
-    await save(sqlite_store, 'c', [*turn(1), user('new words here')])
-    assert (await sqlite_store.index_stats(target('c'))) == IndexStats(document_count=3, total_length=6 + 5 + 3)
-    rows = await sqlite_store.documents(target('c'), [1])
+    await save(recall_store, 'c', [*turn(1), user('new words here')])
+    assert (await recall_store.index_stats(target('c'))) == IndexStats(document_count=3, total_length=6 + 5 + 3)
+    rows = await recall_store.documents(target('c'), [1])
     assert rows[0].position == 0  # where it first appeared
-    assert table_counts(sqlite_store.path)['documents'] == 3
-    assert index_problems(sqlite_store.path) == []
+    assert (await row_counts(recall_store))['documents'] == 3
+    assert await problems_of(recall_store) == []
 
 
-async def test_reinstantiated_messages_are_one_document(sqlite_store: SqliteConversationStore) -> None:
+async def test_reinstantiated_messages_are_one_document(recall_store: AnyStore) -> None:
     first = user('hello again')
-    await sqlite_store.append(
+    await recall_store.append(
         AppendRequest(
             conversation_id='c', scope=None, idempotency_key='1', base_length=0, base_hash=None, messages=[first]
         )
     )
     stamped = m.ModelRequest(parts=[m.UserPromptPart('hello again')], run_id='another-run')
-    await save(sqlite_store, 'd', [stamped])
-    assert table_counts(sqlite_store.path)['documents'] == 1
-    assert (await sqlite_store.index_stats(target('d'))) == IndexStats(document_count=1, total_length=2)
+    await save(recall_store, 'd', [stamped])
+    assert (await row_counts(recall_store))['documents'] == 1
+    assert (await recall_store.index_stats(target('d'))) == IndexStats(document_count=1, total_length=2)
 
 
-async def test_fork_in_the_same_scope_shares_documents(sqlite_store: SqliteConversationStore) -> None:
-    await save(sqlite_store, 'c', [*turn(1), *turn(2)], scope='team')
-    documents = table_counts(sqlite_store.path)['documents']
-    await sqlite_store.fork('c', at=3, new_conversation_id='f')
-    assert table_counts(sqlite_store.path)['documents'] == documents
-    assert (await sqlite_store.index_stats(target('f', 'team'))) == IndexStats(document_count=3, total_length=6 + 5 + 6)
-    assert [row.doc_id for row in await sqlite_store.documents(target('f', 'team'), [1, 2, 3, 4])] == [1, 2, 3]
-    assert index_problems(sqlite_store.path) == []
+async def test_fork_in_the_same_scope_shares_documents(recall_store: AnyStore) -> None:
+    await save(recall_store, 'c', [*turn(1), *turn(2)], scope='team')
+    documents = (await row_counts(recall_store))['documents']
+    await recall_store.fork('c', at=3, new_conversation_id='f')
+    assert (await row_counts(recall_store))['documents'] == documents
+    assert (await recall_store.index_stats(target('f', 'team'))) == IndexStats(document_count=3, total_length=6 + 5 + 6)
+    assert [row.doc_id for row in await recall_store.documents(target('f', 'team'), [1, 2, 3, 4])] == [1, 2, 3]
+    assert await problems_of(recall_store) == []
 
 
-async def test_fork_into_another_scope_gets_its_own_documents(sqlite_store: SqliteConversationStore) -> None:
-    await save(sqlite_store, 'c', turn(1), scope='alice')
-    await sqlite_store.fork('c', new_conversation_id='f', scope='bob')
-    assert table_counts(sqlite_store.path)['documents'] == 4
-    alice = await sqlite_store.postings(target(None, 'alice'), ['weather'])
-    bob = await sqlite_store.postings(target(None, 'bob'), ['weather'])
+async def test_fork_into_another_scope_gets_its_own_documents(recall_store: AnyStore) -> None:
+    await save(recall_store, 'c', turn(1), scope='alice')
+    await recall_store.fork('c', new_conversation_id='f', scope='bob')
+    assert (await row_counts(recall_store))['documents'] == 4
+    alice = await recall_store.postings(target(None, 'alice'), ['weather'])
+    bob = await recall_store.postings(target(None, 'bob'), ['weather'])
     assert {p.doc_id for p in alice['weather']}.isdisjoint({p.doc_id for p in bob['weather']})
-    assert await sqlite_store.postings(target('f', 'alice'), ['weather']) == {}
-    assert (await sqlite_store.index_stats(target('f', 'bob'))) == IndexStats(document_count=2, total_length=11)
-    assert index_problems(sqlite_store.path) == []
+    assert await recall_store.postings(target('f', 'alice'), ['weather']) == {}
+    assert (await recall_store.index_stats(target('f', 'bob'))) == IndexStats(document_count=2, total_length=11)
+    assert await problems_of(recall_store) == []
 
 
 async def test_summaries_and_wordless_messages_are_stored_but_not_indexed(
-    sqlite_store: SqliteConversationStore,
+    recall_store: AnyStore,
 ) -> None:
     image = m.ModelRequest(parts=[m.UserPromptPart([m.BinaryImage(data=b'\x89PNG', media_type='image/png')])])
-    await save(sqlite_store, 'c', [user('before the summary'), summary('a summary of everything'), image])
-    assert (await sqlite_store.index_stats(target('c'))) == IndexStats(document_count=1, total_length=3)
-    assert await sqlite_store.postings(target('c'), ['everything']) == {}
-    loaded = await sqlite_store.load('c')
+    await save(recall_store, 'c', [user('before the summary'), summary('a summary of everything'), image])
+    assert (await recall_store.index_stats(target('c'))) == IndexStats(document_count=1, total_length=3)
+    assert await recall_store.postings(target('c'), ['everything']) == {}
+    loaded = await recall_store.load('c')
     assert loaded is not None and len(loaded.messages) == 3
 
 
-async def test_delete_removes_the_index_of_what_nothing_else_holds(sqlite_store: SqliteConversationStore) -> None:
-    await save(sqlite_store, 'keep', turn(1), scope='t')
-    await save(sqlite_store, 'gone', [*turn(1), user('unique pelican words')], scope='t')
-    await sqlite_store.fork('gone', new_conversation_id='other-scope', scope='u')
-    await sqlite_store.delete('gone')
-    assert await sqlite_store.index_stats(target('gone', 't')) is None
-    assert await sqlite_store.postings(target(None, 't'), ['pelican']) == {}
-    assert len((await sqlite_store.postings(target(None, 't'), ['weather']))['weather']) == 2  # 'keep' holds them
-    assert (await sqlite_store.index_stats(target(None, 't'))) == IndexStats(document_count=2, total_length=11)
-    assert len((await sqlite_store.postings(target(None, 'u'), ['pelican']))['pelican']) == 1
-    await sqlite_store.delete('other-scope')
-    await sqlite_store.delete('keep')
-    counts = table_counts(sqlite_store.path)
+async def test_delete_removes_the_index_of_what_nothing_else_holds(recall_store: AnyStore) -> None:
+    await save(recall_store, 'keep', turn(1), scope='t')
+    await save(recall_store, 'gone', [*turn(1), user('unique pelican words')], scope='t')
+    await recall_store.fork('gone', new_conversation_id='other-scope', scope='u')
+    await recall_store.delete('gone')
+    assert await recall_store.index_stats(target('gone', 't')) is None
+    assert await recall_store.postings(target(None, 't'), ['pelican']) == {}
+    assert len((await recall_store.postings(target(None, 't'), ['weather']))['weather']) == 2  # 'keep' holds them
+    assert (await recall_store.index_stats(target(None, 't'))) == IndexStats(document_count=2, total_length=11)
+    assert len((await recall_store.postings(target(None, 'u'), ['pelican']))['pelican']) == 1
+    await recall_store.delete('other-scope')
+    await recall_store.delete('keep')
+    counts = await row_counts(recall_store)
     assert (counts['documents'], counts['postings'], counts['conversation_documents'], counts['entries']) == (
         0,
         0,
         0,
         0,
     )
-    assert index_problems(sqlite_store.path) == []
+    assert await problems_of(recall_store) == []
 
 
-async def test_reader_fails_closed_outside_the_scope(sqlite_store: SqliteConversationStore) -> None:
-    await save(sqlite_store, 'scoped', turn(1), scope='alice')
-    await save(sqlite_store, 'unscoped', turn(2))
-    await save(sqlite_store, 'empty', turn(3), scope='')
+async def test_reader_fails_closed_outside_the_scope(recall_store: AnyStore) -> None:
+    await save(recall_store, 'scoped', turn(1), scope='alice')
+    await save(recall_store, 'unscoped', turn(2))
+    await save(recall_store, 'empty', turn(3), scope='')
     for wrong in (
         target('scoped', 'bob'),
         target('scoped', None),
@@ -179,18 +189,18 @@ async def test_reader_fails_closed_outside_the_scope(sqlite_store: SqliteConvers
         target('empty', None),
         target('missing', 'alice'),
     ):
-        assert await sqlite_store.index_stats(wrong) is None, wrong
-        assert await sqlite_store.postings(wrong, ['weather', 'question']) == {}
-        assert await sqlite_store.documents(wrong, [1, 2, 3, 4, 5, 6]) == []
-    assert await sqlite_store.index_stats(target(None, 'nobody')) == IndexStats(document_count=0, total_length=0)
-    assert [p.doc_id for p in (await sqlite_store.postings(target(None, None), ['question']))['question']] == [3]
-    assert [p.doc_id for p in (await sqlite_store.postings(target(None, ''), ['question']))['question']] == [5]
-    assert [row.conversation_id for row in await sqlite_store.documents(target(None, None), [1, 3, 5])] == ['unscoped']
+        assert await recall_store.index_stats(wrong) is None, wrong
+        assert await recall_store.postings(wrong, ['weather', 'question']) == {}
+        assert await recall_store.documents(wrong, [1, 2, 3, 4, 5, 6]) == []
+    assert await recall_store.index_stats(target(None, 'nobody')) == IndexStats(document_count=0, total_length=0)
+    assert [p.doc_id for p in (await recall_store.postings(target(None, None), ['question']))['question']] == [3]
+    assert [p.doc_id for p in (await recall_store.postings(target(None, ''), ['question']))['question']] == [5]
+    assert [row.conversation_id for row in await recall_store.documents(target(None, None), [1, 3, 5])] == ['unscoped']
 
 
-async def test_run_filters(sqlite_store: SqliteConversationStore) -> None:
+async def test_run_filters(recall_store: AnyStore) -> None:
     run_b = [*turn(2), tool_call('calc', {'q': 'weather'}, 'k')]
-    await sqlite_store.append(
+    await recall_store.append(
         AppendRequest(
             conversation_id='c',
             scope='s',
@@ -201,7 +211,7 @@ async def test_run_filters(sqlite_store: SqliteConversationStore) -> None:
             run_id='run-a',
         )
     )
-    await sqlite_store.append(
+    await recall_store.append(
         AppendRequest(
             conversation_id='c',
             scope='s',
@@ -212,55 +222,54 @@ async def test_run_filters(sqlite_store: SqliteConversationStore) -> None:
             run_id='run-b',
         )
     )
-    assert await sqlite_store.index_stats(target('c', 's', 'run-a')) == IndexStats(document_count=2, total_length=11)
-    run_b_stats = await sqlite_store.index_stats(target('c', 's', 'run-b'))
+    assert await recall_store.index_stats(target('c', 's', 'run-a')) == IndexStats(document_count=2, total_length=11)
+    run_b_stats = await recall_store.index_stats(target('c', 's', 'run-b'))
     assert run_b_stats is not None and run_b_stats.document_count == 3
-    assert await sqlite_store.index_stats(target(None, 's', 'run-b')) == run_b_stats
-    assert await sqlite_store.index_stats(target('c', 's', 'run-z')) == IndexStats(document_count=0, total_length=0)
-    assert await sqlite_store.index_stats(target('c', 'other', 'run-a')) is None
-    weather_b = await sqlite_store.postings(target('c', 's', 'run-b'), ['weather'])
+    assert await recall_store.index_stats(target(None, 's', 'run-b')) == run_b_stats
+    assert await recall_store.index_stats(target('c', 's', 'run-z')) == IndexStats(document_count=0, total_length=0)
+    assert await recall_store.index_stats(target('c', 'other', 'run-a')) is None
+    weather_b = await recall_store.postings(target('c', 's', 'run-b'), ['weather'])
     assert [p.doc_id for p in weather_b['weather']] == [3, 4, 5]
-    assert await sqlite_store.postings(target(None, 's', 'run-b'), ['weather']) == weather_b
-    rows = await sqlite_store.documents(target('c', 's', 'run-b'), [1, 3], context=5)
+    assert await recall_store.postings(target(None, 's', 'run-b'), ['weather']) == weather_b
+    rows = await recall_store.documents(target('c', 's', 'run-b'), [1, 3], context=5)
     assert [(row.doc_id, row.run_id) for row in rows] == [(3, 'run-b')]
     assert [position for position, _ in rows[0].neighbours] == [3, 4]  # same run only
-    rows = await sqlite_store.documents(target(None, 's'), [2], context=1)
+    rows = await recall_store.documents(target(None, 's'), [2], context=1)
     assert [position for position, _ in rows[0].neighbours] == [0]
 
 
-async def test_neighbours_follow_the_head_chain(sqlite_store: SqliteConversationStore) -> None:
-    await save(sqlite_store, 'c', [user('zero'), reply('one'), user('two'), reply('three')])
-    loaded = await sqlite_store.load('c')
+async def test_neighbours_follow_the_head_chain(recall_store: AnyStore) -> None:
+    await save(recall_store, 'c', [user('zero'), reply('one'), user('two'), reply('three')])
+    loaded = await recall_store.load('c')
     assert loaded is not None
-    branched = await sqlite_store.branch('c', at=2, expected_revision=loaded.revision)
+    branched = await recall_store.branch('c', at=2, expected_revision=loaded.revision)
     branched.messages.extend([user('two again'), reply('three again')])
-    await sqlite_store.save(branched)
-    rows = await sqlite_store.documents(target('c'), [2], context=2)
+    await recall_store.save(branched)
+    rows = await recall_store.documents(target('c'), [2], context=2)
     assert [(position, message) for position, message in rows[0].neighbours] == [
         (0, user('zero')),
         (2, user('two again')),
         (3, reply('three again')),
     ]
     # The left branch's entries are still members, with their own neighbours.
-    rows = await sqlite_store.documents(target('c'), [3], context=1)
+    rows = await recall_store.documents(target('c'), [3], context=1)
     assert [position for position, _ in rows[0].neighbours] == [1, 3]
 
 
-async def test_tool_calls_and_returns_are_searchable(sqlite_store: SqliteConversationStore) -> None:
+async def test_tool_calls_and_returns_are_searchable(recall_store: AnyStore) -> None:
     await save(
-        sqlite_store,
+        recall_store,
         'c',
         [tool_call('lookup_order', {'order': 'A-17'}, 'x'), tool_return('lookup_order', {'status': 'shipped'}, 'x')],
     )
-    found = await sqlite_store.postings(target('c'), ['shipped', 'a', 'lookup_order'])
+    found = await recall_store.postings(target('c'), ['shipped', 'a', 'lookup_order'])
     assert set(found) == {'shipped', 'a', 'lookup_order'}
 
 
-async def _answers(store: SqliteConversationStore, targets: list[SearchTarget]) -> list[Any]:
+async def _answers(store: AnyStore, targets: list[SearchTarget]) -> list[Any]:
     """Every reader answer over every target and term, with doc ids replaced by their rank."""
-    with closing(sqlite3.connect(store.path)) as db:
-        terms = [row[0] for row in db.execute('SELECT term FROM terms ORDER BY term')]
-        doc_ids = [row[0] for row in db.execute('SELECT doc_id FROM documents ORDER BY doc_id')]
+    terms = await terms_of(store)
+    doc_ids = await column_of(store, 'SELECT doc_id FROM documents ORDER BY doc_id')
     rank = {doc_id: index for index, doc_id in enumerate(doc_ids)}
     answers: list[Any] = []
     for each in targets:
@@ -285,8 +294,8 @@ async def _answers(store: SqliteConversationStore, targets: list[SearchTarget]) 
     return answers
 
 
-async def test_reindex_answers_exactly_like_the_incremental_index(sqlite_store: SqliteConversationStore) -> None:
-    store = sqlite_store
+async def test_reindex_answers_exactly_like_the_incremental_index(recall_store: AnyStore) -> None:
+    store = recall_store
     await save(store, 'a', [*turn(1), *turn(2)], scope='team')
     await save(store, 'b', [*turn(1, 'taxes'), *turn(2)], scope='team')
     await store.append(
@@ -330,11 +339,11 @@ async def test_reindex_answers_exactly_like_the_incremental_index(sqlite_store: 
     before = await _answers(store, targets)
     progress: list[tuple[int, int]] = []
     documents = await store.reindex(progress=lambda done, total: progress.append((done, total)))
-    assert documents == table_counts(store.path)['documents']
+    assert documents == (await row_counts(store))['documents']
     assert progress[0][0] == 0 and progress[-1][0] == progress[-1][1] > 0
     after = await _answers(store, targets)
     assert after == before
-    assert index_problems(store.path) == []
+    assert await problems_of(store) == []
 
 
 def test_membership_event_order() -> None:
@@ -348,22 +357,27 @@ def test_membership_event_order() -> None:
     assert fork_created_after_4[1] < written_5_elsewhere
 
 
-async def test_a_record_rewritten_into_another_scope_moves_its_index(sqlite_store: SqliteConversationStore) -> None:
-    await save(sqlite_store, 'c', turn(1), scope='old')
-    record = await sqlite_store.read_record('c')
+async def test_a_record_rewritten_into_another_scope_moves_its_index(recall_store: AnyStore) -> None:
+    await save(recall_store, 'c', turn(1), scope='old')
+    record = await recall_store.read_record('c')
     assert record is not None
     moved = dataclasses.replace(record, scope='new', revision='r2')
-    await sqlite_store.write_record(moved, expected_revision=record.revision)
-    assert await sqlite_store.index_stats(target('c', 'old')) is None
-    assert await sqlite_store.index_stats(target('c', 'new')) == IndexStats(document_count=2, total_length=11)
-    assert await sqlite_store.index_stats(target(None, 'old')) == IndexStats(document_count=0, total_length=0)
-    assert index_problems(sqlite_store.path) == []
+    await recall_store.write_record(moved, expected_revision=record.revision)
+    assert await recall_store.index_stats(target('c', 'old')) is None
+    assert await recall_store.index_stats(target('c', 'new')) == IndexStats(document_count=2, total_length=11)
+    assert await recall_store.index_stats(target(None, 'old')) == IndexStats(document_count=0, total_length=0)
+    assert await problems_of(recall_store) == []
 
 
-async def test_stats(sqlite_store: SqliteConversationStore) -> None:
-    await save(sqlite_store, 'c', [*turn(1), *turn(2)])
-    await sqlite_store.fork('c', new_conversation_id='f')
-    stats = await sqlite_store.stats()
+async def test_stats(recall_store: AnyStore) -> None:
+    await save(recall_store, 'c', [*turn(1), *turn(2)])
+    await recall_store.fork('c', new_conversation_id='f')
+    stats = await recall_store.stats()
     assert (stats.conversations, stats.entries, stats.documents) == (2, 4, 4)
-    assert stats.postings == table_counts(sqlite_store.path)['postings'] > 0
-    assert stats.database_bytes > 0 and stats.path == sqlite_store.path
+    assert stats.postings == (await row_counts(recall_store))['postings'] > 0
+    assert stats.database_bytes > 0
+    if isinstance(recall_store, SqliteConversationStore):
+        assert isinstance(stats, StoreStats) and stats.path == recall_store.path
+    else:
+        assert isinstance(stats, PostgresStoreStats)
+        assert (stats.url, stats.schema) == (recall_store.url, recall_store.schema)

@@ -119,3 +119,41 @@ slow_tool_agent = Agent(
         TemporalDurability(activity_config={'start_to_close_timeout': timedelta(seconds=6)}),
     ],
 )
+
+
+def get_weather_slowly(city: str) -> str:
+    """The weather in a city, after a second: long enough that a killed worker leaves tool calls in flight.
+
+    Writes `start` / `end` lines to `$RECALL_TEST_TOOL_LOG` (one file per worker process), so a test
+    can tell that the kill interrupted calls.
+    """
+    import os
+    import time
+    from pathlib import Path
+
+    log = os.environ.get('RECALL_TEST_TOOL_LOG')
+    if log:
+        with Path(log).open('a') as file:
+            file.write('start\n')
+    time.sleep(1.0)
+    if log:
+        with Path(log).open('a') as file:
+            file.write('end\n')
+    return f'It is sunny in {city}, 21 degrees.'
+
+
+pg_weather_agent = Agent(
+    _counted(scripted_model(tool_call('get_weather_slowly', {'city': 'Paris'}), text('Sunny in Paris.'))),
+    name='pg_weather',
+    deps_type=RecallDeps,
+    tools=[get_weather_slowly],
+    capabilities=[
+        ConversationRecall(),
+        # A killed worker's activities (tool, model, store step) are retried elsewhere after 5 s, not 60.
+        TemporalDurability(activity_config={'start_to_close_timeout': timedelta(seconds=5)}),
+    ],
+)
+
+
+tool_loop_200_agent = _durable('tool_loop_200', _tool_loop(200))
+tool_loop_90_agent = _durable('tool_loop_90', _tool_loop(90))

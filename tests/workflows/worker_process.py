@@ -1,6 +1,7 @@
 """A worker in its own process, so tests can SIGKILL it mid-run. Configured by environment:
 
-RECALL_TEST_ADDRESS, RECALL_TEST_QUEUE, RECALL_TEST_STORE, and optionally
+RECALL_TEST_ADDRESS, RECALL_TEST_QUEUE, RECALL_TEST_STORE (a SQLite path or a postgresql:// URL:
+several of these processes may share one PostgreSQL store), and optionally
 RECALL_TEST_KILL_AFTER_COMMIT=<marker path>: the first store write that commits messages kills
 this process with SIGKILL right after the commit, before the activity can report completion
 (once: the marker file records that it happened).
@@ -17,7 +18,7 @@ from typing import Any
 from temporal_recall.store import open_store
 from temporal_recall.testing import connect, running_worker
 
-from .agents import recall_agent, slow_tool_agent, weather_agent
+from .agents import pg_weather_agent, recall_agent, slow_tool_agent, weather_agent
 
 
 class KillAfterCommit:
@@ -45,7 +46,7 @@ async def main() -> None:
     client = await connect(os.environ['RECALL_TEST_ADDRESS'])
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    agents = [weather_agent, recall_agent, slow_tool_agent]
+    agents = [weather_agent, recall_agent, slow_tool_agent, pg_weather_agent]
     async with running_worker(client, agents=agents, store=served, task_queue=os.environ['RECALL_TEST_QUEUE']):
         await stop.wait()
     await store.close()

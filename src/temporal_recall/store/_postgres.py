@@ -26,39 +26,23 @@ from pydantic_ai.exceptions import UserError
 
 from ._postgres_append import append as _append
 from ._postgres_db import Conn, Database
-from ._postgres_index import (
-    Member,
-    add_members,
-    allocate_keys,
-    index_conversation,
-    intern_runs,
-    lock_tenants,
-    rebuild_index,
-    release_members,
-    tenant_of,
-)
-from ._postgres_log import (
-    EntryRow,
-    delete_conversation,
-    entry_keys,
-    history,
-    insert_conversation,
-    insert_entries,
-    lock_conversation,
-    max_entry_key,
-    read_entry_row,
-    read_record,
-    read_records,
-    update_conversation,
-    write_branches,
-)
+from ._postgres_impact import document_frequencies as _document_frequencies
+from ._postgres_impact import postings_for as _postings_for
+from ._postgres_impact import top_postings as _top_postings
+from ._postgres_index import lock_tenants, rebuild_index
+from ._postgres_log import delete_conversation, history, lock_conversation, read_entry_row, read_record, read_records
 from ._postgres_migrate import open_database
 from ._postgres_reader import documents as _documents
 from ._postgres_reader import index_stats as _index_stats
 from ._postgres_reader import postings as _postings
 from ._postgres_url import PostgresOptions, parse_postgres_url
+from ._postgres_write import write_record as _write_record
 from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, RecallStore, SearchTarget
-from ._serialization import MissingEntry, PreparedMessage, RecordColumns, prepare_message, record_columns, scope_key
+from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
+
+if TYPE_CHECKING:
+    from temporal_recall._codec import BodyStore
+    from temporal_recall._recall import ImpactReader
 
 __all__ = ('PostgresConversationStore', 'PostgresStoreStats')
 
@@ -76,61 +60,6 @@ class PostgresStoreStats:
     postings: int
     database_bytes: int
     """Tables, indexes and TOAST of the store's schema (`pg_total_relation_size`)."""
-
-
-def _reachable_new(new_entries: Sequence[ConversationEntry], tips: Sequence[str | None]) -> set[str]:
-    """The ids of `new_entries` that `tips` reach through parent links: the ones to index."""
-    by_id = {entry.id: entry for entry in new_entries}
-    reached: set[str] = set()
-    for tip in tips:
-        entry_id = tip
-        while entry_id is not None and entry_id in by_id and entry_id not in reached:
-            reached.add(entry_id)
-            entry_id = by_id[entry_id].parent_id
-    return reached
-
-
-async def _insert_entries(
-    conn: Conn,
-    new_entries: Sequence[ConversationEntry],
-    prepared: Sequence[PreparedMessage],
-    conflict: ConversationConflict,
-) -> dict[str, Member]:
-    """Insert the entries not stored yet, in order, in one statement; the members they would add, by entry id."""
-    known = await entry_keys(
-        conn, [*(entry.id for entry in new_entries), *(e.parent_id for e in new_entries if e.parent_id is not None)]
-    )
-    todo = [(entry, item) for entry, item in zip(new_entries, prepared, strict=True) if entry.id not in known]
-    runs = await intern_runs(conn, (item.run_id for _, item in todo))
-    keys = iter(await allocate_keys(conn, 'entries', len(todo)))
-    rows: list[EntryRow] = []
-    members: dict[str, Member] = {}
-    for entry, item in todo:
-        if entry.id in known:
-            continue  # Entry ids are immutable: a stored one (or a repeat in this batch) is never rewritten.
-        parent = None if entry.parent_id is None else known.get(entry.parent_id)
-        if entry.parent_id is not None and parent is None:
-            raise conflict  # Its parent was released by a concurrent delete.
-        key, position = next(keys), 0 if parent is None else parent[1] + 1
-        run_key = None if item.run_id is None else runs[item.run_id]
-        known[entry.id] = (key, position)
-        rows.append(
-            EntryRow(
-                entry_key=key,
-                entry_id=entry.id,
-                parent_key=None if parent is None else parent[0],
-                position=position,
-                kind=entry.kind,
-                content_hash=item.content_hash,
-                run_key=run_key,
-                message_json=item.message_json,
-            )
-        )
-        members[entry.id] = Member(
-            entry_key=key, position=position, run_key=run_key, content_hash=item.content_hash, prepared=item
-        )
-    await insert_entries(conn, rows)
-    return members
 
 
 class PostgresConversationStore(ConversationStore):
@@ -247,57 +176,12 @@ class PostgresConversationStore(ConversationStore):
 
         async def body(conn: Conn) -> None:
             try:
-                await self._write_record(conn, record, new_entries, prepared, columns, expected_revision, conflict)
+                await _write_record(conn, record, new_entries, prepared, columns, expected_revision, conflict)
             except (pg.UniqueViolationError, pg.ForeignKeyViolationError) as error:
                 # Created by a concurrent writer, or an entry it names was released by a concurrent delete.
                 raise conflict from error
 
         await self._db.write(body)
-
-    async def _write_record(
-        self,
-        conn: Conn,
-        record: ConversationRecord,
-        new_entries: Sequence[ConversationEntry],
-        prepared: Sequence[PreparedMessage],
-        columns: RecordColumns,
-        expected_revision: str | None,
-        conflict: ConversationConflict,
-    ) -> None:
-        row = await lock_conversation(conn, record.conversation_id)
-        if (row.revision if row is not None else None) != expected_revision:
-            raise conflict
-        tenant_id = await tenant_of(conn, record.scope)
-        await lock_tenants(conn, [tenant_id] if row is None else [tenant_id, row.tenant_id])
-        created_seq = await max_entry_key(conn)
-        members = await _insert_entries(conn, new_entries, prepared, conflict)
-        tips = [*([] if record.head_id is None else [record.head_id]), *record.branches]
-        known = await entry_keys(conn, tips)
-        if any(tip not in known for tip in tips):
-            raise conflict
-        head_key = None if record.head_id is None else known[record.head_id][0]
-        branch_keys = [known[tip][0] for tip in record.branches]
-        by_key = {member.entry_key: member for member in members.values()}
-        if row is None:
-            conv_key = await insert_conversation(
-                conn, columns, tenant_id=tenant_id, head_key=head_key, created_seq=created_seq
-            )
-            await write_branches(conn, conv_key, branch_keys)
-            await index_conversation(conn, conv_key, tenant_id, by_key)
-            return
-        await update_conversation(conn, row.conv_key, columns, tenant_id=tenant_id, head_key=head_key)
-        if branch_keys != row.branch_keys:
-            await write_branches(conn, row.conv_key, branch_keys)
-        if tenant_id != row.tenant_id:
-            # The scope changed: its documents belong to the old tenant. Index it afresh, as if re-created now.
-            await release_members(conn, row.conv_key)
-            await conn.execute(
-                'UPDATE conversations SET created_seq = $1 WHERE conv_key = $2', created_seq, row.conv_key
-            )
-            await index_conversation(conn, row.conv_key, tenant_id, by_key)
-            return
-        reached = _reachable_new(new_entries, [record.head_id, *record.branches])
-        await add_members(conn, row.conv_key, tenant_id, [members[id_] for id_ in members if id_ in reached])
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         """Delete a conversation and everything only it holds, in one transaction.
@@ -347,6 +231,54 @@ class PostgresConversationStore(ConversationStore):
             raise ValueError('context must not be negative.')
         return await self._db.read(lambda conn: _documents(conn, target, doc_ids, context=context), snapshot=False)
 
+    # --- ImpactReader (scope-wide searches read only the head of a common term's postings) -----------
+
+    async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
+        return await self._db.read(lambda conn: _document_frequencies(conn, target, terms), snapshot=False)
+
+    async def top_postings(
+        self, target: SearchTarget, term: str, per_group: int
+    ) -> tuple[list[Posting], list[tuple[int, int]]] | None:
+        return await self._db.read(lambda conn: _top_postings(conn, target, term, per_group), snapshot=False)
+
+    async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]:
+        return await self._db.read(lambda conn: _postings_for(conn, target, term, doc_ids), snapshot=False)
+
+    # --- Message bodies (RecallDataCodec) -----------------------------------------------------------
+
+    async def put_bodies(self, scope: str | None, bodies: dict[str, bytes]) -> None:
+        """Store message bodies by hash; a body already stored is left as it is."""
+        if not bodies:
+            return
+        key = scope_key(scope)
+
+        async def body(conn: Conn) -> None:
+            await conn.execute(
+                'INSERT INTO message_bodies (scope_key, content_hash, body) '
+                'SELECT $1, h, b FROM unnest($2::text[], $3::bytea[]) AS x(h, b) '
+                'ON CONFLICT (scope_key, content_hash) DO NOTHING',
+                key,
+                list(bodies),
+                list(bodies.values()),
+            )
+
+        await self._db.write(body)
+
+    async def get_bodies(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]:
+        """The stored bodies among `hashes`, within `scope` only."""
+        if not hashes:
+            return {}
+
+        async def body(conn: Conn) -> dict[str, bytes]:
+            rows = await conn.fetch(
+                'SELECT content_hash, body FROM message_bodies WHERE scope_key = $1 AND content_hash = ANY($2::text[])',
+                scope_key(scope),
+                list(hashes),
+            )
+            return {row[0]: bytes(row[1]) for row in rows}
+
+        return await self._db.read(body, snapshot=False)
+
     # --- Maintenance ------------------------------------------------------------------------------
 
     async def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
@@ -380,5 +312,7 @@ class PostgresConversationStore(ConversationStore):
 
 
 if TYPE_CHECKING:
-    # Makes pyright check that the store satisfies the protocol the activities use.
+    # Makes pyright check that the store satisfies the protocols the activities, the search and the codec use.
     _CONFORMS: type[RecallStore] = PostgresConversationStore
+    _IMPACT: type[ImpactReader] = PostgresConversationStore
+    _BODIES: type[BodyStore] = PostgresConversationStore

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import repeat
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage
@@ -108,9 +109,9 @@ async def index_stats(conn: Conn, target: SearchTarget) -> IndexStats | None:
 
 
 _TARGET = (
-    'WITH tenant AS (SELECT tenant_id FROM tenants WHERE scope_key = $1), '
-    'conv AS (SELECT conv_key FROM conversations '
-    'WHERE conversation_id = $2 AND tenant_id = (SELECT tenant_id FROM tenant)), '
+    'WITH tenant AS (SELECT tenant_id, document_count FROM tenants WHERE scope_key = $1), '
+    'conv AS (SELECT conv_key, document_count * 4 <= (SELECT document_count FROM tenant) AS small '
+    'FROM conversations WHERE conversation_id = $2 AND tenant_id = (SELECT tenant_id FROM tenant)), '
     'run AS (SELECT run_key FROM runs WHERE run_id = $3) '
 )
 """Resolves a target inside the query that uses it ($1 scope key, $2 conversation id, $3 run id): one
@@ -122,27 +123,74 @@ def _target_params(target: SearchTarget) -> tuple[object, ...]:
     return (scope_key(target.scope), target.conversation_id, target.run_id)
 
 
-_POSTINGS = (
-    'SELECT q.n, p.doc_id, p.term_frequency, p.length '
-    'FROM unnest($4::text[]) WITH ORDINALITY AS q(term, n) JOIN terms t ON t.term = q.term '
-    'JOIN postings p ON p.tenant_id = (SELECT tenant_id FROM tenant) AND p.term_id = t.term_id '
-)
-_IN_CONVERSATION = (
-    'JOIN conversation_documents cd ON cd.conv_key = (SELECT conv_key FROM conv) AND cd.doc_id = p.doc_id '
-)
-_IN_RUN = 'WHERE p.doc_id IN (SELECT doc_id FROM conversation_documents WHERE run_key = (SELECT run_key FROM run)) '
+_MEMBERS = 'FROM conversation_documents cd WHERE cd.conv_key = (SELECT conv_key FROM conv) '
+_OF_RUN = 'AND cd.run_key = (SELECT run_key FROM run) '
+_HIT = 'SELECT p.doc_id, p.term_frequency, p.length '
+_TERM = 'p.tenant_id = (SELECT tenant_id FROM tenant) AND p.term_id = t.term_id '
+_PROBE = 'CROSS JOIN LATERAL (' + _HIT + 'FROM postings p WHERE ' + _TERM + 'AND p.doc_id = cd.doc_id OFFSET 0) AS p '
+_SCAN = 'JOIN postings p ON ' + _TERM + 'AND p.doc_id = cd.doc_id '
+_RUN_DOCS = 'AND p.doc_id IN (SELECT doc_id FROM conversation_documents WHERE run_key = (SELECT run_key FROM run)) '
 
 
 def _postings_sql(target: SearchTarget) -> str:
-    """One query for every term ($4), each term's rows in `doc_id` order, the target enforced in SQL."""
-    sql = _TARGET + _POSTINGS
-    if target.conversation_id is not None:
-        sql += _IN_CONVERSATION
-        if target.run_id is not None:
-            sql += 'AND cd.run_key = (SELECT run_key FROM run) '
-    elif target.run_id is not None:
-        sql += _IN_RUN
-    return sql + 'ORDER BY q.n, p.doc_id'
+    """One row per term ($4) with its posting list as three `doc_id`-ordered arrays, the target enforced in SQL.
+
+    Arrays rather than a row per posting: a common term has tens of thousands of postings, and
+    decoding three integer arrays costs far less than building as many row objects. Each term's list
+    is aggregated in its own subquery ordered by `doc_id`, which the postings key already delivers,
+    so no sort runs (an `ORDER BY` inside `array_agg` would sort every aggregate's input again).
+
+    In one conversation there are two ways to find a term's postings, and which is cheap depends on
+    sizes the planner cannot see (the term id comes from a join, so it estimates every posting list
+    at the average length). When the conversation holds at most a quarter of its tenant's documents,
+    the query probes the postings key once per (member, term) — cost bounded by the conversation's
+    size, however common the term; otherwise it scans the term's posting list and joins the
+    membership. The choice is made in the query (`small`, from the stored counters) and the other
+    branch is never executed.
+    """
+    if target.conversation_id is None:
+        hits = _HIT + 'FROM postings p WHERE ' + _TERM + (_RUN_DOCS if target.run_id is not None else '')
+    else:
+        members = _MEMBERS + (_OF_RUN if target.run_id is not None else '')
+        hits = (
+            'SELECT * FROM ('  # noqa: S608 (constant SQL fragments only; values are parameters)
+            + _HIT
+            + 'FROM (SELECT cd.doc_id '
+            + members
+            + 'AND (SELECT small FROM conv)) AS cd '
+            + _PROBE
+            + 'UNION ALL '
+            + _HIT
+            + 'FROM (SELECT cd.doc_id '
+            + members
+            + 'AND NOT (SELECT small FROM conv)) AS cd '
+            + _SCAN
+            + ') AS p'
+        )
+    return (
+        _TARGET  # noqa: S608 (constant SQL fragments only; values are parameters)
+        + 'SELECT q.n, x.doc_ids, x.frequencies, x.lengths '
+        'FROM unnest($4::text[]) WITH ORDINALITY AS q(term, n) JOIN terms t ON t.term = q.term '
+        'CROSS JOIN LATERAL (SELECT array_agg(h.doc_id) AS doc_ids, array_agg(h.term_frequency) AS frequencies, '
+        'array_agg(h.length) AS lengths FROM (' + hits + ' ORDER BY p.doc_id) AS h) AS x '
+        'WHERE x.doc_ids IS NOT NULL'
+    )
+
+
+def _in_doc_order(doc_ids: list[int], *columns: list[int]) -> tuple[list[int], ...]:
+    """The arrays as fetched, or re-sorted by `doc_id` if a plan ever delivered them in another order.
+
+    Aggregating an ordered subquery keeps its order in practice, but PostgreSQL does not promise it;
+    checking costs one C-speed pass (`sorted` of a sorted list), reordering only happens if needed.
+    """
+    if doc_ids == sorted(doc_ids):
+        return (doc_ids, *columns)
+    order = sorted(range(len(doc_ids)), key=doc_ids.__getitem__)
+    return tuple([values[index] for index in order] for values in (doc_ids, *columns))
+
+
+_new_posting = tuple.__new__
+"""Builds a `Posting` from a `(doc_id, term_frequency, length)` tuple without a Python-level call."""
 
 
 async def postings(conn: Conn, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
@@ -150,14 +198,10 @@ async def postings(conn: Conn, target: SearchTarget, terms: Sequence[str]) -> di
     if not wanted:
         return {}
     found: dict[str, list[Posting]] = {}
-    current = -1
-    bucket: list[Posting] = []
-    for row in await conn.fetch(_postings_sql(target), *_target_params(target), wanted):
-        if row[0] != current:
-            current = row[0]
-            bucket = found.setdefault(wanted[current - 1], [])
-        bucket.append(Posting(row[1], row[2], row[3]))
-    return found
+    for n, doc_ids, frequencies, lengths in await conn.fetch(_postings_sql(target), *_target_params(target), wanted):
+        columns = _in_doc_order(doc_ids, frequencies, lengths)
+        found[wanted[n - 1]] = list(map(_new_posting, repeat(Posting), zip(*columns, strict=True)))
+    return {term: found[term] for term in wanted if term in found}
 
 
 _ROW_COLUMNS = (

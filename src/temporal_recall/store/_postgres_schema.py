@@ -131,6 +131,29 @@ _V1 = (
     """,
 )
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, 'conversation log and search index', _V1),)
+_V2 = (
+    # Postings of one term in impact order (highest term frequency, then shortest): a scope-wide search
+    # reads only the head of each frequency group of a common term (see `_recall` and `_postgres_impact`).
+    'CREATE INDEX postings_by_impact ON postings (tenant_id, term_id, term_frequency, length, doc_id)',
+)
+
+_V3 = (
+    # Message bodies for RecallDataCodec, addressed by the SHA-256 of their bytes, per tenant scope;
+    # independent of conversations, so replaying a history finds them after its conversation is gone.
+    """
+    CREATE TABLE message_bodies (
+        scope_key TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        body BYTEA NOT NULL,
+        PRIMARY KEY (scope_key, content_hash)
+    )
+    """,
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, 'conversation log and search index', _V1),
+    Migration(2, 'postings in impact order', _V2),
+    Migration(3, 'message bodies for the payload codec', _V3),
+)
 """Every migration, in version order. Append to it; never edit a released one. Version numbers and
 names match the SQLite migrations that make the same change, so both backends report one version."""

@@ -1,0 +1,218 @@
+"""PostgreSQL migrations: recorded like SQLite's, applied once under an advisory lock, refused when too new.
+
+The race that matters in production: several workers starting together against an empty database.
+`test_workers_opening_an_empty_database_at_once_migrate_it_once` makes the window wide (a migration
+that sleeps) and opens the store from separate processes at the same moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from asyncpg import exceptions as pg
+from pydantic_ai.conversation import Conversation
+
+from temporal_recall.errors import SchemaTooNew, StoreReadOnly
+from temporal_recall.store import _postgres_schema
+from temporal_recall.store._postgres_schema import MIGRATIONS
+from temporal_recall.store._sqlite_schema import Migration
+
+from ._support import PostgresSite, postgres_url, turn
+
+pytestmark = pytest.mark.postgres
+
+ROOT = Path(__file__).resolve().parents[2]
+EXTRA = Migration(2, 'conversation notes', ['CREATE TABLE conversation_notes (conv_key BIGINT, note TEXT)'])
+SLOW = Migration(2, 'slow', ['SELECT pg_sleep(0.5)', 'CREATE TABLE slow_notes (note TEXT)'])
+
+
+@pytest.fixture
+async def pg_site() -> AsyncIterator[PostgresSite]:
+    site = PostgresSite(postgres_url())
+    try:
+        yield site
+    finally:
+        await site.close()
+
+
+async def catalog(site: PostgresSite) -> dict[str, object]:
+    """What a migration could change: the schema's tables, their columns, and the recorded versions."""
+    connection = await asyncpg.connect(site.base_url)
+    try:
+        columns = await connection.fetch(
+            'SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = $1 '
+            'ORDER BY 1, 2',
+            site.schema,
+        )
+        recorded: list[tuple[int, str]] = []
+        if any(row[0] == 'schema_migrations' for row in columns):
+            recorded = [
+                (row[0], row[1])
+                for row in await connection.fetch(
+                    f'SELECT version, name FROM "{site.schema}".schema_migrations ORDER BY version'
+                )
+            ]
+        return {'columns': [tuple(row) for row in columns], 'recorded': recorded}
+    finally:
+        await connection.close()
+
+
+async def recorded(site: PostgresSite) -> list[tuple[int, str]]:
+    found = (await catalog(site))['recorded']
+    assert isinstance(found, list)
+    return found
+
+
+async def tables(site: PostgresSite) -> set[str]:
+    columns = (await catalog(site))['columns']
+    assert isinstance(columns, list)
+    return {row[0] for row in columns}
+
+
+async def make_v1(site: PostgresSite) -> None:
+    async with await site.open() as store:
+        await store.save(Conversation(messages=turn(1), conversation_id='c'))
+
+
+async def test_a_new_store_records_every_migration(pg_site: PostgresSite) -> None:
+    await make_v1(pg_site)
+    assert await recorded(pg_site) == [(migration.version, migration.name) for migration in MIGRATIONS]
+    connection = await asyncpg.connect(pg_site.base_url)
+    try:
+        applied_at = await connection.fetchval(f'SELECT applied_at FROM "{pg_site.schema}".schema_migrations')
+    finally:
+        await connection.close()
+    assert applied_at.startswith('20')
+
+
+async def test_reopening_applies_nothing_twice(pg_site: PostgresSite) -> None:
+    await make_v1(pg_site)
+    async with await pg_site.open() as store:
+        assert await store.load('c') is not None
+    assert await recorded(pg_site) == [(1, MIGRATIONS[0].name)]
+
+
+async def test_an_older_store_gets_the_missing_migrations(
+    pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await make_v1(pg_site)
+    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
+    async with await pg_site.open() as store:
+        loaded = await store.load('c')
+        assert loaded is not None and loaded.messages == turn(1)
+    assert await recorded(pg_site) == [(1, MIGRATIONS[0].name), (2, 'conversation notes')]
+    assert 'conversation_notes' in await tables(pg_site)
+
+
+async def test_a_failing_migration_leaves_the_old_version(
+    pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await make_v1(pg_site)
+    broken = Migration(2, 'half done', ['CREATE TABLE half_done (x INT)', 'CREATE TABLE entries (x INT)'])
+    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (*MIGRATIONS, broken))
+    with pytest.raises(pg.DuplicateTableError, match='already exists'):
+        await pg_site.open()
+    assert await recorded(pg_site) == [(1, MIGRATIONS[0].name)]
+    assert 'half_done' not in await tables(pg_site)
+    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', MIGRATIONS)
+    async with await pg_site.open() as store:
+        assert await store.load('c') is not None
+
+
+async def test_a_failing_first_migration_leaves_no_schema(
+    pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = Migration(1, 'broken', ['CREATE TABLE one (x INT)', 'CREATE TABLE one (x INT)'])
+    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (broken,))
+    with pytest.raises(pg.DuplicateTableError):
+        await pg_site.open()
+    connection = await asyncpg.connect(pg_site.base_url)
+    try:
+        assert await connection.fetchval('SELECT 1 FROM pg_namespace WHERE nspname = $1', pg_site.schema) is None
+    finally:
+        await connection.close()
+
+
+async def test_a_newer_store_is_left_untouched(pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
+    await make_v1(pg_site)
+    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', MIGRATIONS)
+    before = await catalog(pg_site)
+    with pytest.raises(
+        SchemaTooNew, match='schema version 2, but this temporal-recall knows versions up to 1'
+    ) as raised:
+        await pg_site.open()
+    assert pg_site.schema in str(raised.value) and 'left untouched' in str(raised.value)
+    assert await catalog(pg_site) == before
+
+
+async def test_read_only_cannot_migrate(pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    await make_v1(pg_site)
+    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
+    with pytest.raises(StoreReadOnly, match='needs migrating to 2'):
+        await pg_site.open(read_only=True)
+    assert await recorded(pg_site) == [(1, MIGRATIONS[0].name)]
+
+
+async def test_stores_opening_an_empty_schema_at_once_migrate_it_once(
+    pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight stores (eight sessions) race to create a store whose migrations take half a second."""
+    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (*MIGRATIONS, SLOW))
+    outcomes = await asyncio.gather(*(pg_site.open() for _ in range(8)), return_exceptions=True)
+    opened = [outcome for outcome in outcomes if not isinstance(outcome, BaseException)]
+    try:
+        assert len(opened) == 8, [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+        await opened[3].save(Conversation(messages=turn(1), conversation_id='c'))
+        loaded = await opened[5].load('c')
+        assert loaded is not None and loaded.messages == turn(1)
+    finally:
+        for store in opened:
+            await store.close()
+    assert await recorded(pg_site) == [(1, MIGRATIONS[0].name), (2, 'slow')]
+
+
+_OPENER = """
+import asyncio, sys, time
+from temporal_recall.store import _postgres_schema, open_store
+from temporal_recall.store._sqlite_schema import Migration
+
+_postgres_schema.MIGRATIONS = (*_postgres_schema.MIGRATIONS, Migration(2, 'slow', ['SELECT pg_sleep(0.5)']))
+
+
+async def main(url: str, start: float) -> None:
+    time.sleep(max(0.0, start - time.time()))
+    store = await open_store(url)
+    await store.close()
+    print('opened')
+
+
+asyncio.run(main(sys.argv[1], float(sys.argv[2])))
+"""
+
+
+def test_workers_opening_an_empty_database_at_once_migrate_it_once(pg_site: PostgresSite) -> None:
+    """Separate processes, started together: the shape of a fleet of workers booting against a new database."""
+    start = time.time() + 2.0
+    processes = [
+        subprocess.Popen(
+            [sys.executable, '-c', _OPENER, pg_site.url, str(start)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outcomes = [process.communicate(timeout=60) for process in processes]
+    for process, (stdout, stderr) in zip(processes, outcomes, strict=True):
+        assert process.returncode == 0, stderr
+        assert stdout.strip() == 'opened'
+    assert asyncio.run(recorded(pg_site)) == [(1, MIGRATIONS[0].name), (2, 'slow')]
