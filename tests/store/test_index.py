@@ -13,6 +13,7 @@ from pydantic_ai.conversation_store import ConversationConflict
 from temporal_recall.store import (
     AppendRequest,
     IndexStats,
+    PostgresConversationStore,
     PostgresStoreStats,
     Posting,
     SearchTarget,
@@ -91,7 +92,8 @@ async def test_a_failure_while_indexing_rolls_back_the_entries_too(
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError('disk gremlin')
 
-    monkeypatch.setattr(f'{type(recall_store).__module__}.add_members', broken)
+    writer = {SqliteConversationStore: '_sqlite', PostgresConversationStore: '_postgres_write'}[type(recall_store)]
+    monkeypatch.setattr(f'temporal_recall.store.{writer}.add_members', broken)
     with pytest.raises(RuntimeError, match='gremlin'):
         await save(recall_store, 'c', turn(2))
     assert await row_counts(recall_store) == counts

@@ -21,7 +21,7 @@ from pydantic_ai.conversation import Conversation
 
 from temporal_recall.errors import SchemaTooNew, StoreReadOnly
 from temporal_recall.store import _postgres_schema
-from temporal_recall.store._postgres_schema import MIGRATIONS
+from temporal_recall.store._postgres_schema import MIGRATIONS, latest_version
 from temporal_recall.store._sqlite_schema import Migration
 
 from ._support import PostgresSite, postgres_url, turn
@@ -29,8 +29,11 @@ from ._support import PostgresSite, postgres_url, turn
 pytestmark = pytest.mark.postgres
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRA = Migration(2, 'conversation notes', ['CREATE TABLE conversation_notes (conv_key BIGINT, note TEXT)'])
-SLOW = Migration(2, 'slow', ['SELECT pg_sleep(0.5)', 'CREATE TABLE slow_notes (note TEXT)'])
+LATEST = latest_version(MIGRATIONS)
+NEXT = LATEST + 1
+EXTRA = Migration(NEXT, 'conversation notes', ['CREATE TABLE conversation_notes (conv_key BIGINT, note TEXT)'])
+SLOW = Migration(NEXT, 'slow', ['SELECT pg_sleep(0.5)', 'CREATE TABLE slow_notes (note TEXT)'])
+RECORDED = [(migration.version, migration.name) for migration in MIGRATIONS]
 
 
 @pytest.fixture
@@ -83,7 +86,7 @@ async def make_v1(site: PostgresSite) -> None:
 
 async def test_a_new_store_records_every_migration(pg_site: PostgresSite) -> None:
     await make_v1(pg_site)
-    assert await recorded(pg_site) == [(migration.version, migration.name) for migration in MIGRATIONS]
+    assert await recorded(pg_site) == RECORDED
     connection = await asyncpg.connect(pg_site.base_url)
     try:
         applied_at = await connection.fetchval(f'SELECT applied_at FROM "{pg_site.schema}".schema_migrations')
@@ -96,7 +99,7 @@ async def test_reopening_applies_nothing_twice(pg_site: PostgresSite) -> None:
     await make_v1(pg_site)
     async with await pg_site.open() as store:
         assert await store.load('c') is not None
-    assert await recorded(pg_site) == [(1, MIGRATIONS[0].name)]
+    assert await recorded(pg_site) == RECORDED
 
 
 async def test_an_older_store_gets_the_missing_migrations(
@@ -107,7 +110,7 @@ async def test_an_older_store_gets_the_missing_migrations(
     async with await pg_site.open() as store:
         loaded = await store.load('c')
         assert loaded is not None and loaded.messages == turn(1)
-    assert await recorded(pg_site) == [(1, MIGRATIONS[0].name), (2, 'conversation notes')]
+    assert await recorded(pg_site) == [*RECORDED, (NEXT, 'conversation notes')]
     assert 'conversation_notes' in await tables(pg_site)
 
 
@@ -115,11 +118,11 @@ async def test_a_failing_migration_leaves_the_old_version(
     pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await make_v1(pg_site)
-    broken = Migration(2, 'half done', ['CREATE TABLE half_done (x INT)', 'CREATE TABLE entries (x INT)'])
+    broken = Migration(NEXT, 'half done', ['CREATE TABLE half_done (x INT)', 'CREATE TABLE entries (x INT)'])
     monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (*MIGRATIONS, broken))
     with pytest.raises(pg.DuplicateTableError, match='already exists'):
         await pg_site.open()
-    assert await recorded(pg_site) == [(1, MIGRATIONS[0].name)]
+    assert await recorded(pg_site) == RECORDED
     assert 'half_done' not in await tables(pg_site)
     monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', MIGRATIONS)
     async with await pg_site.open() as store:
@@ -146,7 +149,7 @@ async def test_a_newer_store_is_left_untouched(pg_site: PostgresSite, monkeypatc
     monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', MIGRATIONS)
     before = await catalog(pg_site)
     with pytest.raises(
-        SchemaTooNew, match='schema version 2, but this temporal-recall knows versions up to 1'
+        SchemaTooNew, match=f'schema version {NEXT}, but this temporal-recall knows versions up to {LATEST}'
     ) as raised:
         await pg_site.open()
     assert pg_site.schema in str(raised.value) and 'left untouched' in str(raised.value)
@@ -156,9 +159,9 @@ async def test_a_newer_store_is_left_untouched(pg_site: PostgresSite, monkeypatc
 async def test_read_only_cannot_migrate(pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch) -> None:
     await make_v1(pg_site)
     monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
-    with pytest.raises(StoreReadOnly, match='needs migrating to 2'):
+    with pytest.raises(StoreReadOnly, match=f'needs migrating to {NEXT}'):
         await pg_site.open(read_only=True)
-    assert await recorded(pg_site) == [(1, MIGRATIONS[0].name)]
+    assert await recorded(pg_site) == RECORDED
 
 
 async def test_stores_opening_an_empty_schema_at_once_migrate_it_once(
@@ -176,7 +179,7 @@ async def test_stores_opening_an_empty_schema_at_once_migrate_it_once(
     finally:
         for store in opened:
             await store.close()
-    assert await recorded(pg_site) == [(1, MIGRATIONS[0].name), (2, 'slow')]
+    assert await recorded(pg_site) == [*RECORDED, (NEXT, 'slow')]
 
 
 _OPENER = """
@@ -184,7 +187,10 @@ import asyncio, sys, time
 from temporal_recall.store import _postgres_schema, open_store
 from temporal_recall.store._sqlite_schema import Migration
 
-_postgres_schema.MIGRATIONS = (*_postgres_schema.MIGRATIONS, Migration(2, 'slow', ['SELECT pg_sleep(0.5)']))
+_postgres_schema.MIGRATIONS = (
+    *_postgres_schema.MIGRATIONS,
+    Migration(_postgres_schema.latest_version() + 1, 'slow', ['SELECT pg_sleep(0.5)']),
+)
 
 
 async def main(url: str, start: float) -> None:
@@ -215,4 +221,4 @@ def test_workers_opening_an_empty_database_at_once_migrate_it_once(pg_site: Post
     for process, (stdout, stderr) in zip(processes, outcomes, strict=True):
         assert process.returncode == 0, stderr
         assert stdout.strip() == 'opened'
-    assert asyncio.run(recorded(pg_site)) == [(1, MIGRATIONS[0].name), (2, 'slow')]
+    assert asyncio.run(recorded(pg_site)) == [*RECORDED, (NEXT, 'slow')]

@@ -103,13 +103,15 @@ async def postings_for(conn: Conn, target: SearchTarget, term: str, doc_ids: Seq
     """The term's postings among `doc_ids` (exact lookups by key)."""
     if not _serves(target) or not doc_ids:
         return []
+    # A join with the ids, not `doc_id = ANY($3)`: a prepared (generic) plan tests a parameter array
+    # linearly per row, and a candidate list can hold thousands of ids; here each is one key probe.
     rows = await conn.fetch(
-        'SELECT p.doc_id, p.term_frequency, p.length FROM postings p '
-        'WHERE p.tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = $1) '
-        'AND p.term_id = (SELECT term_id FROM terms WHERE term = $2) AND p.doc_id = ANY($3::bigint[]) '
+        'SELECT p.doc_id, p.term_frequency, p.length FROM unnest($3::bigint[]) AS wanted(doc_id) '
+        'JOIN postings p ON p.tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = $1) '
+        'AND p.term_id = (SELECT term_id FROM terms WHERE term = $2) AND p.doc_id = wanted.doc_id '
         'ORDER BY p.doc_id',
         scope_key(target.scope),
         term,
-        [int(doc_id) for doc_id in doc_ids],
+        sorted({int(doc_id) for doc_id in doc_ids}),
     )
     return [Posting(row[0], row[1], row[2]) for row in rows]
