@@ -63,7 +63,8 @@ class PostgresStoreStats:
 
 
 class PostgresConversationStore(ConversationStore):
-    """A `ConversationStore` in a PostgreSQL schema, which is also a `DeltaWriter` and an `IndexReader`.
+    """A `ConversationStore` in a PostgreSQL schema, also a `DeltaWriter`, an `IndexReader` (with the
+    `ImpactReader` reads) and the `BodyStore` of `RecallDataCodec`, like `SqliteConversationStore`.
 
     Open it with [`open`][temporal_recall.store.PostgresConversationStore.open] (or `open_store` with a
     `postgresql://` URL) and close it when done (or use `async with`). One store holds a pool of

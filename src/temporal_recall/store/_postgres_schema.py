@@ -20,6 +20,8 @@ Differences from SQLite, and why:
   returns).
 - No `entries (content_hash)` index: no query reads entries by hash.
 - The conversation id's unique constraint is named, so a lost creation race is recognised by name.
+
+Migrations 2 (the impact-order postings index) and 3 (`message_bodies`) match SQLite's 2 and 3.
 """
 
 from __future__ import annotations
