@@ -73,6 +73,7 @@ async def _resolve(db: Database, target: SearchTarget) -> _Target | None:
         filtered=target.run_id is not None,
         document_count=conversation[1],
         total_length=conversation[2],
+        tenant_document_count=tenant[1],
     )
 
 
