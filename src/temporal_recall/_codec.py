@@ -1,22 +1,31 @@
-"""Keep Temporal history small: store each pydantic-ai message once, put only its hash in payloads.
+"""Keep Temporal history small: large payloads live in the store, content-addressed; history keeps hashes.
 
 pydantic-ai's Temporal integration sends the whole message history into every model-request
-activity, so a run's history grows with the square of its length and long runs hit Temporal's
-50 MB history limit. This payload codec replaces every message inside a large payload with a
-reference to its body, stored once per tenant scope in the conversation store and addressed by the
-SHA-256 of its bytes. A history of N model requests then carries N small lists of references
-instead of N copies of a growing history.
+activity, and every activity also carries the serialized run context and tool definitions, so a
+run's history grows with the square of its length and long runs hit Temporal's 50 MB history
+limit. This payload codec turns a large JSON payload into a Merkle DAG of bodies stored once per
+tenant scope in the conversation store, each addressed by the SHA-256 of its bytes, and leaves in
+the payload only the hash of its root:
+
+- every pydantic-ai message becomes a body of its own, whatever its size, so a message re-sent by
+  every later model request (or by a later run, or shared by a fork) is stored once;
+- a list longer than `CHUNK` items is cut into fixed-position chunks of `CHUNK`; a full chunk never
+  changes as the list grows, so request N+1's message list reuses request N's chunks and adds only
+  its tail (storage per request stays O(n / CHUNK + CHUNK) references, not O(n));
+- any other object or list whose JSON is at least `subtree_bytes` becomes a body, so parts that
+  repeat across activities (tool definitions, usage limits, model request parameters) are stored
+  once, and the run context that changes at every step is stored, not carried in history.
 
 Codecs run outside workflow code (in the client and the worker's payload path), so the store I/O
 here never enters the workflow sandbox. A replay decodes from the store exactly as the original run
-did, which is the operational contract: the bodies table must be kept (and backed up) as long as
-the namespace can replay histories that reference it; deleting a conversation does not delete them.
+did. That is the operational contract: the bodies table must be kept (and backed up) as long as the
+namespace can replay histories that reference it; deleting a conversation does not delete bodies.
 If the store is unreachable, encoding or decoding raises, the workflow task or activity fails and
 Temporal retries it; nothing is dropped or replaced silently.
 
-    RecallDataCodec
-    encode: payload JSON  ->  same JSON, each message dict replaced by {"$recall": "<sha256>"}
-    decode: references    ->  bodies fetched in one batch, verified against their hash
+    encoded payload:   {"$recall": "<sha256 of the root body>"}
+    a body:            JSON in which {"$recall": h} stands for body h, and a list item
+                       {"$recall-items": h} for the items of body h (a list), spliced in place
 """
 
 from __future__ import annotations
@@ -35,17 +44,31 @@ from temporalio.plugin import SimplePlugin
 from ._store_provider import StoreProvider
 from .errors import RecallError
 
-__all__ = ('BodyStore', 'MessageCodecPlugin', 'MissingMessageBody', 'RecallDataCodec', 'message_codec_plugin')
+__all__ = (
+    'CHUNK',
+    'BodyStore',
+    'MessageCodecPlugin',
+    'MissingMessageBody',
+    'RecallDataCodec',
+    'message_codec_plugin',
+)
 
 ENCODING = b'binary/temporal-recall-refs'
-"""Payload encoding of a payload whose messages were moved to the store."""
+"""Payload encoding of a payload whose content was moved to the store."""
+
+CHUNK = 32
+"""Items per stored chunk of a long list (a message history, most often)."""
 
 _ORIGINAL_ENCODING = 'temporal-recall-encoding'
 _REF = '$recall'
+_SPLICE = '$recall-items'
+_RESERVED = (_REF, _SPLICE)
+_MAX_DEPTH = 64
+"""Fetch rounds before a reference chain is refused: bodies nest a handful of levels deep."""
 
 
 class MissingMessageBody(RecallError):
-    """A payload references a message body the store does not hold, or holds corrupted."""
+    """A payload references a body the store does not hold, or holds corrupted."""
 
 
 class BodyStore(Protocol):
@@ -54,55 +77,109 @@ class BodyStore(Protocol):
     async def get_bodies(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]: ...
 
 
+class _ReservedKey(Exception):
+    """The payload already uses our reference keys; it is left inline rather than made ambiguous."""
+
+
+def _dump(value: Any) -> bytes:
+    return json.dumps(value, separators=(',', ':'), ensure_ascii=False).encode()
+
+
 def _is_message(value: dict[str, Any]) -> bool:
     return value.get('kind') in ('request', 'response') and isinstance(value.get('parts'), list)
 
 
-def _extract(value: Any, bodies: dict[str, bytes]) -> Any:
-    """`value` with every message dict replaced by a reference; the bodies collected by hash."""
-    if isinstance(value, dict):
-        if _is_message(value):  # pyright: ignore[reportUnknownArgumentType]
-            body = json.dumps(value, separators=(',', ':'), ensure_ascii=False).encode()
-            digest = hashlib.sha256(body).hexdigest()
-            bodies[digest] = body
-            return {_REF: digest}
-        return {key: _extract(item, bodies) for key, item in value.items()}  # pyright: ignore[reportUnknownVariableType]
-    if isinstance(value, list):
-        return [_extract(item, bodies) for item in value]  # pyright: ignore[reportUnknownVariableType]
-    return value
+def _reference(value: Any, key: str = _REF) -> str | None:
+    """The hash `value` refers to under `key`, if it is exactly such a reference."""
+    if isinstance(value, dict) and len(value) == 1:  # pyright: ignore[reportUnknownArgumentType]
+        digest = value.get(key)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(digest, str):
+            return digest
+    return None
 
 
-def _references(value: Any, found: set[str]) -> None:
+@dataclasses.dataclass
+class _Addresser:
+    """One payload's walk: replaces large subtrees by references, collecting the bodies by hash."""
+
+    subtree_bytes: int
+    bodies: dict[str, bytes] = dataclasses.field(default_factory=dict[str, bytes])
+
+    def store(self, value: Any) -> str:
+        body = _dump(value)
+        digest = hashlib.sha256(body).hexdigest()
+        self.bodies[digest] = body
+        return digest
+
+    def address(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            if any(key in _RESERVED for key in value):  # pyright: ignore[reportUnknownVariableType]
+                raise _ReservedKey
+            node = {key: self.address(item) for key, item in value.items()}  # pyright: ignore[reportUnknownVariableType]
+            if _is_message(value):  # pyright: ignore[reportUnknownArgumentType]
+                return {_REF: self.store(node)}
+            return self._maybe_store(node)
+        if isinstance(value, list):
+            items = [self.address(item) for item in value]  # pyright: ignore[reportUnknownVariableType]
+            if len(items) > CHUNK:
+                full = len(items) - len(items) % CHUNK
+                chunks = [{_SPLICE: self.store(items[i : i + CHUNK])} for i in range(0, full, CHUNK)]
+                items = [*chunks, *items[full:]]
+            return self._maybe_store(items)
+        return value
+
+    def _maybe_store(self, node: Any) -> Any:
+        if len(_dump(node)) >= self.subtree_bytes:
+            return {_REF: self.store(node)}
+        return node
+
+
+def _references_in(value: Any, found: set[str]) -> None:
     if isinstance(value, dict):
-        if len(value) == 1 and isinstance(value.get(_REF), str):  # pyright: ignore[reportUnknownMemberType]
-            found.add(value[_REF])
+        digest = _reference(value) or _reference(value, _SPLICE)
+        if digest is not None:
+            found.add(digest)
             return
         for item in value.values():  # pyright: ignore[reportUnknownVariableType]
-            _references(item, found)
+            _references_in(item, found)
     elif isinstance(value, list):
         for item in value:  # pyright: ignore[reportUnknownVariableType]
-            _references(item, found)
+            _references_in(item, found)
 
 
-def _restore(value: Any, bodies: dict[str, Any]) -> Any:
+def _restore(value: Any, bodies: OrderedDict[str, tuple[Any, int]]) -> Any:
+    digest = _reference(value)
+    if digest is not None:
+        return _restore(bodies[digest][0], bodies)
     if isinstance(value, dict):
-        if len(value) == 1 and isinstance(value.get(_REF), str):  # pyright: ignore[reportUnknownMemberType]
-            return bodies[value[_REF]]
         return {key: _restore(item, bodies) for key, item in value.items()}  # pyright: ignore[reportUnknownVariableType]
     if isinstance(value, list):
-        return [_restore(item, bodies) for item in value]  # pyright: ignore[reportUnknownVariableType]
+        restored: list[Any] = []
+        for item in value:  # pyright: ignore[reportUnknownVariableType]
+            spliced = _reference(item, _SPLICE)
+            if spliced is None:
+                restored.append(_restore(item, bodies))
+                continue
+            chunk = _restore(bodies[spliced][0], bodies)
+            if not isinstance(chunk, list):
+                raise MissingMessageBody(f'Body {spliced} is spliced into a list but is not a list.')
+            restored.extend(chunk)  # pyright: ignore[reportUnknownArgumentType]
+        return restored
     return value
 
 
 class RecallDataCodec(PayloadCodec):
-    """A payload codec that stores pydantic-ai message bodies once and writes references instead.
+    """A payload codec that stores large payloads as content-addressed bodies and keeps only hashes.
 
     Args:
         store: Where bodies live (a URL, a `StoreProvider`, or an open store); the default is the
             worker's store.
         scope: The tenant scope bodies belong to. References only resolve within it.
-        threshold_bytes: Payloads smaller than this stay inline untouched.
-        cache_size: Bodies kept in memory per process, so a run's repeated history is fetched once.
+        threshold_bytes: JSON payloads smaller than this stay inline untouched.
+        subtree_bytes: Inside an encoded payload, objects and lists whose JSON is at least this
+            long become bodies of their own (messages always do).
+        cache_bytes: Decoded bodies kept in memory per process (by their stored size), so a run's
+            repeated history and run context are fetched once.
     """
 
     def __init__(
@@ -110,14 +187,22 @@ class RecallDataCodec(PayloadCodec):
         store: str | StoreProvider | Any | None = None,
         *,
         scope: str | None = None,
-        threshold_bytes: int = 4096,
-        cache_size: int = 20_000,
+        threshold_bytes: int = 512,
+        subtree_bytes: int = 256,
+        cache_bytes: int = 64 * 1024 * 1024,
     ) -> None:
+        if threshold_bytes < 0 or subtree_bytes < 0 or cache_bytes < 0:
+            raise ValueError(
+                'RecallDataCodec needs threshold_bytes, subtree_bytes and cache_bytes >= 0, got '
+                f'{threshold_bytes}, {subtree_bytes} and {cache_bytes}.'
+            )
         self.store = StoreProvider.coerce(store)
         self.scope = scope
         self.threshold_bytes = threshold_bytes
-        self._cache: OrderedDict[str, Any] = OrderedDict()
-        self._cache_size = cache_size
+        self.subtree_bytes = subtree_bytes
+        self._cache: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._cache_bytes = cache_bytes
+        self._cached_bytes = 0
 
     async def _bodies(self) -> BodyStore:
         store = await self.store.get()
@@ -129,11 +214,22 @@ class RecallDataCodec(PayloadCodec):
         """Close the store this codec opened from a URL (a worker's shutdown, or a test's end)."""
         await self.store.aclose()
 
-    def _remember(self, digest: str, body: Any) -> None:
-        self._cache[digest] = body
-        self._cache.move_to_end(digest)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+    def _remember(self, digest: str, value: Any, size: int) -> None:
+        """Cache a body that is known to be in the store, evicting the least recently used ones."""
+        previous = self._cache.pop(digest, None)
+        if previous is not None:
+            self._cached_bytes -= previous[1]
+        self._cache[digest] = (value, size)
+        self._cached_bytes += size
+        while self._cached_bytes > self._cache_bytes and len(self._cache) > 1:
+            _, (_, evicted) = self._cache.popitem(last=False)
+            self._cached_bytes -= evicted
+
+    def _touch(self, digest: str) -> bool:
+        if digest in self._cache:
+            self._cache.move_to_end(digest)
+            return True
+        return False
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         encoded: list[Payload] = []
@@ -142,23 +238,27 @@ class RecallDataCodec(PayloadCodec):
             if len(payload.data) < self.threshold_bytes or payload.metadata.get('encoding') != b'json/plain':
                 encoded.append(payload)
                 continue
-            bodies: dict[str, bytes] = {}
-            stripped = _extract(json.loads(payload.data), bodies)
-            if not bodies:
+            walk = _Addresser(self.subtree_bytes)
+            try:
+                root = walk.address(json.loads(payload.data))
+            except _ReservedKey:
                 encoded.append(payload)
                 continue
-            for digest, body in bodies.items():
-                if digest not in self._cache:
+            if not walk.bodies:
+                encoded.append(payload)
+                continue
+            for digest, body in walk.bodies.items():
+                if not self._touch(digest):
                     pending[digest] = body
             metadata = dict(payload.metadata)
             metadata[_ORIGINAL_ENCODING] = metadata['encoding']
             metadata['encoding'] = ENCODING
-            encoded.append(Payload(metadata=metadata, data=json.dumps(stripped, separators=(',', ':')).encode()))
+            encoded.append(Payload(metadata=metadata, data=_dump(root)))
         if pending:
             store = await self._bodies()
             await store.put_bodies(self.scope, pending)
             for digest, body in pending.items():
-                self._remember(digest, json.loads(body))
+                self._remember(digest, json.loads(body), len(body))
         return encoded
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
@@ -169,25 +269,9 @@ class RecallDataCodec(PayloadCodec):
                 parsed.append(None)
                 continue
             value = json.loads(payload.data)
-            _references(value, wanted)
+            _references_in(value, wanted)
             parsed.append(value)
-        missing = [digest for digest in wanted if digest not in self._cache]
-        if missing:
-            store = await self._bodies()
-            fetched = await store.get_bodies(self.scope, missing)
-            for digest in missing:
-                body = fetched.get(digest)
-                if body is None:
-                    raise MissingMessageBody(
-                        f'Message body {digest} is not in the store for scope {self.scope!r}; the history that '
-                        'references it cannot be decoded. Restore the store backup that holds it.'
-                    )
-                if hashlib.sha256(body).hexdigest() != digest:
-                    raise MissingMessageBody(
-                        f'Message body {digest} in scope {self.scope!r} does not match its hash: the stored body '
-                        'is corrupted. Restore it from a backup.'
-                    )
-                self._remember(digest, json.loads(body))
+        needed = await self._fetch(wanted)
         decoded: list[Payload] = []
         for payload, value in zip(payloads, parsed, strict=True):
             if value is None:
@@ -195,16 +279,62 @@ class RecallDataCodec(PayloadCodec):
                 continue
             metadata = dict(payload.metadata)
             metadata['encoding'] = metadata.pop(_ORIGINAL_ENCODING)
-            data = json.dumps(_restore(value, self._cache), separators=(',', ':'), ensure_ascii=False).encode()
-            decoded.append(Payload(metadata=metadata, data=data))
+            decoded.append(Payload(metadata=metadata, data=_dump(_restore(value, needed))))
         return decoded
+
+    async def _fetch(self, wanted: set[str]) -> OrderedDict[str, tuple[Any, int]]:
+        """Every body reachable from `wanted`, one batched store read per level of nesting.
+
+        Returns the bodies by hash, held independently of the cache so an eviction in the middle
+        of a large decode cannot lose one.
+        """
+        found: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        for _ in range(_MAX_DEPTH):
+            missing: list[str] = []
+            nested: set[str] = set()
+            for digest in wanted - found.keys():
+                if self._touch(digest):
+                    found[digest] = self._cache[digest]
+                    _references_in(found[digest][0], nested)
+                else:
+                    missing.append(digest)
+            if missing:
+                store = await self._bodies()
+                fetched = await store.get_bodies(self.scope, missing)
+                for digest in missing:
+                    body = self._verified(digest, fetched.get(digest))
+                    value = json.loads(body)
+                    found[digest] = (value, len(body))
+                    self._remember(digest, value, len(body))
+                    _references_in(value, nested)
+            wanted = nested - found.keys()
+            if not wanted:
+                return found
+        raise MissingMessageBody(f'References nest deeper than {_MAX_DEPTH} levels in scope {self.scope!r}.')
+
+    def _verified(self, digest: str, body: bytes | None) -> bytes:
+        if body is None:
+            raise MissingMessageBody(
+                f'Message body {digest} is not in the store for scope {self.scope!r}; the history that '
+                'references it cannot be decoded. Restore the store backup that holds it.'
+            )
+        if hashlib.sha256(body).hexdigest() != digest:
+            raise MissingMessageBody(
+                f'Message body {digest} in scope {self.scope!r} does not match its hash: the stored body '
+                'is corrupted. Restore it from a backup.'
+            )
+        return body
 
 
 def message_codec_plugin(
-    store: str | StoreProvider | Any | None = None, *, scope: str | None = None, threshold_bytes: int = 4096
+    store: str | StoreProvider | Any | None = None,
+    *,
+    scope: str | None = None,
+    threshold_bytes: int = 512,
+    subtree_bytes: int = 256,
 ) -> MessageCodecPlugin:
     """One line to opt in: pass the result in `plugins=[...]` of the client (and so its workers) and the Replayer."""
-    codec = RecallDataCodec(store, scope=scope, threshold_bytes=threshold_bytes)
+    codec = RecallDataCodec(store, scope=scope, threshold_bytes=threshold_bytes, subtree_bytes=subtree_bytes)
     plugin = MessageCodecPlugin('temporal-recall.message-codec', codec=codec)
 
     def with_codec(converter: DataConverter | None) -> DataConverter:

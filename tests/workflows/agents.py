@@ -24,13 +24,23 @@ def big_report(size: int) -> str:
     return 'x' * size
 
 
-def _tool_loop(calls: int):
-    """A model that calls `get_weather` `calls` times, one call per response, then answers."""
+def get_forecast(city: str) -> str:
+    """A 24-hour forecast for a city: about 1.8 KB, the size of a typical weather API answer."""
+    winds = ('N', 'NE', 'E', 'SE', 'S', 'SW', 'W', 'NW')
+    return '\n'.join(
+        f'{hour:02d}:00 {city}: {12 + (hour * 7) % 11} C, wind {5 + hour % 9} km/h from {winds[hour % 8]}, '
+        f'humidity {40 + (hour * 13) % 50}%, precipitation {(hour * 3) % 10 * 10}%'
+        for hour in range(24)
+    )
+
+
+def _tool_loop(calls: int, tool: str = 'get_weather'):
+    """A model that calls `tool` `calls` times, one call per response, then answers."""
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         done = sum(1 for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart))
         if done < calls:
-            return ModelResponse(parts=[ToolCallPart('get_weather', {'city': f'city-{done}'}, tool_call_id=f'c{done}')])
+            return ModelResponse(parts=[ToolCallPart(tool, {'city': f'city-{done}'}, tool_call_id=f'c{done}')])
         return ModelResponse(parts=[TextPart(f'Checked {calls} cities.')])
 
     return FunctionModel(respond, model_name='tool-loop')
@@ -157,3 +167,6 @@ pg_weather_agent = Agent(
 
 tool_loop_200_agent = _durable('tool_loop_200', _tool_loop(200))
 tool_loop_90_agent = _durable('tool_loop_90', _tool_loop(90))
+forecast_45_agent = _durable('forecast_45', _tool_loop(45, 'get_forecast'), tools=(get_forecast,))
+forecast_200_agent = _durable('forecast_200', _tool_loop(200, 'get_forecast'), tools=(get_forecast,))
+"""The same agent with 45 and 200 calls of a tool whose answers are realistically sized (RecallDataCodec tests)."""

@@ -1,47 +1,93 @@
-"""RecallDataCodec under Temporal: smaller history, same results, replay from the store alone."""
+"""RecallDataCodec under Temporal: a small history, the same results, replay from the store alone."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
-from temporalio.client import Client
+from pydantic_ai import Agent
+from temporalio.api.history.v1 import History
+from temporalio.client import Client, WorkflowFailureError
 
 from temporal_recall import RunPromptInput, RunPromptWorkflow, message_codec_plugin
 from temporal_recall.testing import DevServer, connect, export_history, replay, running_worker
 
-from .agents import many_tools_agent
+from .agents import forecast_45_agent, forecast_200_agent, many_tools_agent
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
+HISTORY_LIMIT = 50 * 1024 * 1024
+"""Temporal's default history size limit (`limit.historySize.error`); the dev server enforces it too."""
 
-async def _run(client: Client, store_url: str) -> tuple[str, int, str]:
+
+@dataclass(frozen=True)
+class Run:
+    output: str | None
+    """`None` when the run did not complete."""
+    history_bytes: int
+    largest_payload: int
+    events: int
+    last_event: str
+    workflow_id: str
+
+
+def _largest_payload(history: History) -> int:
+    largest = 0
+    for event in history.events:
+        if event.HasField('activity_task_scheduled_event_attributes'):
+            payloads = event.activity_task_scheduled_event_attributes.input.payloads
+        elif event.HasField('activity_task_completed_event_attributes'):
+            payloads = event.activity_task_completed_event_attributes.result.payloads
+        else:
+            continue
+        largest = max([largest, *(payload.ByteSize() for payload in payloads)])
+    return largest
+
+
+async def _run(client: Client, agent: Agent[Any, str], store_url: str) -> Run:
     workflow_id = f'codec-{uuid.uuid4()}'
-    async with running_worker(client, agents=[many_tools_agent], store=store_url) as worker:
-        result = await client.execute_workflow(
-            RunPromptWorkflow.run,
-            RunPromptInput(prompt='go', conversation_id=workflow_id, agent='many_tools', continue_history=False),
-            id=workflow_id,
-            task_queue=worker.task_queue,
-        )
+    request = RunPromptInput(
+        prompt='go', conversation_id=workflow_id, agent=agent.name or '', continue_history=False, request_limit=None
+    )
+    output: str | None = None
+    async with running_worker(client, agents=[agent], store=store_url) as worker:
+        try:
+            result = await client.execute_workflow(
+                RunPromptWorkflow.run,
+                request,
+                id=workflow_id,
+                task_queue=worker.task_queue,
+            )
+            output = result.output
+        except WorkflowFailureError:
+            pass  # the caller asserts on how the history ended
     history = await client.get_workflow_handle(workflow_id).fetch_history()
-    return result.output, sum(event.ByteSize() for event in history.events), workflow_id
+    return Run(
+        output=output,
+        history_bytes=sum(event.ByteSize() for event in history.events),
+        largest_payload=_largest_payload(history),
+        events=len(history.events),
+        last_event=history.events[-1].WhichOneof('attributes') or '',
+        workflow_id=workflow_id,
+    )
 
 
 async def test_codec_shrinks_history_and_replays_from_the_store(
     temporal_dev_server: DevServer, temporal_client: Client, store_url: str
 ):
-    plain_output, plain_bytes, _ = await _run(temporal_client, store_url)
+    plain = await _run(temporal_client, many_tools_agent, store_url)
     plugin = message_codec_plugin(store_url)
     try:
         coded_client = await connect(temporal_dev_server, plugins=[plugin])
-        coded_output, coded_bytes, workflow_id = await _run(coded_client, store_url)
-        history = await export_history(coded_client, workflow_id)
+        coded = await _run(coded_client, many_tools_agent, store_url)
+        history = await export_history(coded_client, coded.workflow_id)
     finally:
         await plugin.codec.aclose()
-    print(f'45 tool calls: history {plain_bytes:,} B without the codec, {coded_bytes:,} B with it')
-    assert coded_output == plain_output == 'Checked 45 cities.'
-    assert coded_bytes < plain_bytes / 2
+    print(f'45 tool calls: history {plain.history_bytes:,} B without the codec, {coded.history_bytes:,} B with it')
+    assert coded.output == plain.output == 'Checked 45 cities.'
+    assert coded.history_bytes <= 0.15 * plain.history_bytes
 
     # A fresh codec (empty cache) replays the history with the store as the only source of bodies.
     replay_plugin = message_codec_plugin(store_url)
@@ -49,3 +95,37 @@ async def test_codec_shrinks_history_and_replays_from_the_store(
         await replay([history], agents=[many_tools_agent], plugins=[replay_plugin])
     finally:
         await replay_plugin.codec.aclose()
+
+
+async def test_45_and_200_tool_calls_with_and_without_the_codec(
+    temporal_dev_server: DevServer, temporal_client: Client, store_url: str
+):
+    """The issue's measurement: one agent whose tool answers ~1.8 KB, 45 and 200 calls, both ways."""
+    plugin = message_codec_plugin(store_url)
+    try:
+        coded_client = await connect(temporal_dev_server, plugins=[plugin])
+        runs = {
+            ('45', 'no codec'): await _run(temporal_client, forecast_45_agent, store_url),
+            ('45', 'codec'): await _run(coded_client, forecast_45_agent, store_url),
+            ('200', 'codec'): await _run(coded_client, forecast_200_agent, store_url),
+            ('200', 'no codec'): await _run(temporal_client, forecast_200_agent, store_url),
+        }
+    finally:
+        await plugin.codec.aclose()
+    for (calls, codec), run in runs.items():
+        print(
+            f'{calls:>3} tool calls, {codec:8}: history {run.history_bytes:>12,} B, largest payload '
+            f'{run.largest_payload:>9,} B, {run.events:>5,} events, ended with {run.last_event}'
+        )
+    plain_45, coded_45 = runs['45', 'no codec'], runs['45', 'codec']
+    coded_200, plain_200 = runs['200', 'codec'], runs['200', 'no codec']
+    print(f'45 calls: the codec history is {coded_45.history_bytes / plain_45.history_bytes:.1%} of the plain one')
+
+    assert coded_45.output == plain_45.output == 'Checked 45 cities.'
+    assert coded_45.history_bytes <= 0.15 * plain_45.history_bytes
+    assert coded_200.output == 'Checked 200 cities.'
+    assert coded_200.history_bytes < 10_000_000
+    # Without the codec, the server itself stops the 200-call run at its history size limit.
+    assert plain_200.output is None
+    assert plain_200.last_event == 'workflow_execution_terminated_event_attributes'
+    assert plain_200.history_bytes > HISTORY_LIMIT
