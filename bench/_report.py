@@ -50,8 +50,13 @@ def messages_in(result: dict[str, Any]) -> int:
     return 2 * len(result['writes'])
 
 
-def rows(phases: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> list[Row]:
-    """Rows from `(dataset name, ours, reference-or-None)` per phase, in a fixed reading order."""
+def rows(
+    phases: list[tuple[str, dict[str, Any], dict[str, Any] | None]], temporal: dict[str, Any] | None = None
+) -> list[Row]:
+    """Rows from `(dataset name, ours, reference-or-None)` per phase, in a fixed reading order.
+
+    `temporal` is `_temporal.measure`'s result (`{'ours': ..., 'reference': ...}`); its rows come last.
+    """
     out: list[Row] = []
     for name, ours, reference in phases:
         if name == 'growth':
@@ -97,12 +102,67 @@ def rows(phases: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> lis
                         note,
                     )
                 )
+    if temporal is not None:
+        out += temporal_rows(temporal['ours'], temporal['reference'])
     return out
 
 
-def fmt(value: float | None) -> str:
+TEMPORAL_WORKLOADS = {'three_step': '3-step run', 'tool_loop_45': '45-tool-call run'}
+"""Workload name (`_sidekit.TEMPORAL_WORKLOADS`) -> how the table calls it."""
+
+TEMPORAL_COSTS = (
+    ('activities', 'activities', 'count'),
+    ('events', 'history events', 'count'),
+    ('activity_input_bytes', 'activity-input bytes', 'B'),
+    ('history_bytes', 'history bytes', 'B'),
+)
+"""(result key, what the row calls it, unit), in reading order."""
+
+
+def temporal_figures(runs: dict[str, dict[str, int]]) -> list[tuple[str, float, str]]:
+    """`(what, value, unit)` for one side's one workload, from `{'none' | 'persisted': cost}`.
+
+    Each configuration's absolute cost, what the persisted run left in its store (a check that
+    persistence really wrote), then what persistence adds over the same side's run without it.
+    """
+    none, persisted = runs['none'], runs['persisted']
+    out = [
+        (f'{heading}: {name}', float(run[key]), unit)
+        for heading, run in (('no persistence', none), ('with persistence', persisted))
+        for key, name, unit in TEMPORAL_COSTS
+    ]
+    out.append(('with persistence: messages in the store', float(persisted['stored_messages']), 'count'))
+    out += [
+        (f'added by persistence: {name}', float(persisted[key] - none[key]), unit) for key, name, unit in TEMPORAL_COSTS
+    ]
+    extra = persisted['activity_input_bytes'] - none['activity_input_bytes']
+    out.append(('added by persistence: activity-input bytes', 100 * extra / none['activity_input_bytes'], '%'))
+    return out
+
+
+def temporal_rows(ours: dict[str, Any], reference: dict[str, Any] | None) -> list[Row]:
+    """Rows from each side's `{workload: {'none' | 'persisted': cost}}` (see `_sidekit.history_cost`).
+
+    The "added by persistence" rows are the comparison. The "no persistence" rows show both sides
+    start from nearly the same baseline: each runs its own pydantic-ai's Temporal integration (2.68
+    for us, 2.62 for the reference) and our runs carry `RecallDeps`, so their bytes differ by a few
+    percent while the activity and event counts match.
+    """
+    out: list[Row] = []
+    for workload, label in TEMPORAL_WORKLOADS.items():
+        if workload not in ours:
+            continue
+        theirs = temporal_figures(reference[workload]) if reference and workload in reference else None
+        for index, (what, mine, unit) in enumerate(temporal_figures(ours[workload])):
+            out.append(Row(f'Temporal {label}, {what}', mine, theirs[index][1] if theirs else None, unit))
+    return out
+
+
+def fmt(value: float | None, *, whole: bool = False) -> str:
     if value is None:
         return '—'
+    if whole:
+        return f'{value:,.0f}'
     if value >= 100:
         return f'{value:,.0f}'
     if value >= 10:
@@ -118,7 +178,9 @@ def table_lines(table: list[Row]) -> list[str]:
     header = '| metric | unit | temporal-recall | reference (harness 0.62) | reference ÷ ours | queries (ours/ref) |'
     lines = [header, '|---|---|---:|---:|---:|---|']
     for row in table:
-        cells = [row.metric, row.unit, fmt(row.ours), fmt(row.reference), ratio_text(row), row.note]
+        whole = row.unit == 'count'
+        cells = [row.metric, row.unit, fmt(row.ours, whole=whole), fmt(row.reference, whole=whole), ratio_text(row)]
+        cells.append(row.note)
         lines.append('| ' + ' | '.join(cells) + ' |')
     return lines
 
@@ -135,7 +197,15 @@ def machine() -> dict[str, str]:
     return {'cores': str(os.cpu_count()), 'memory': memory, 'platform': os.uname().sysname + ' ' + os.uname().release}
 
 
-def markdown(table: list[Row], *, when: str, command: str, ours: dict, reference: dict | None, notes: list[str]) -> str:
+def markdown(
+    table: list[Row],
+    *,
+    when: str,
+    command: str,
+    ours: dict[str, str],
+    reference: dict[str, str] | None,
+    notes: list[str],
+) -> str:
     host = machine()
     lines = [
         '# Benchmarks: temporal-recall vs pydantic-ai-harness (reference)',

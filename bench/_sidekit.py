@@ -3,20 +3,24 @@
 Each side is a script run by its own virtualenv's Python, so this module must import nothing but
 the standard library: the reference side loads it next to itself, from the script's directory.
 Keeping the loop here means both sides time exactly the same thing in the same way; only the two
-callables (write one step boundary, run one search) differ.
+callables (write one step boundary, run one search) differ. The Temporal rows share the same way:
+the scripted model turns, the tool, and how a run's history is counted.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sqlite3
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 
 def parse_args() -> argparse.Namespace:
@@ -100,3 +104,110 @@ def write_result(path: Path, **result: Any) -> None:
 
 def load_dataset(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
+
+
+# --- The Temporal rows: one scripted workload, two durable integrations ---------------------------
+
+TEMPORAL_PROMPT = 'What is the weather?'
+TEMPORAL_WORKLOADS: dict[str, tuple[str, ...]] = {
+    'three_step': ('Paris',),
+    'tool_loop_45': tuple(f'city-{number}' for number in range(45)),
+}
+"""Workload name -> the cities the model asks `get_weather` about, one call per model response.
+
+`three_step` is model → tool → model; `tool_loop_45` is 45 such calls and then the answer (91
+activities without persistence). Both sides script their `FunctionModel` from this table through
+`scripted_turn`, so they send the same calls, arguments and ids in the same order.
+"""
+
+
+WORKFLOW_TASK_TIMEOUT = timedelta(seconds=60)
+"""Set on both sides' workflows instead of Temporal's 10 s default.
+
+A workflow task that times out is retried, and the retry adds events to the history we count. The
+reference's first task rebuilds its agents in the sandbox, 3 s and more on 2.62 (see `_temporal_reference.py`),
+and a busy 2-core machine could stretch that past 10 s. `history_cost` reports any retry that
+happened anyway, and the driver refuses such a result.
+"""
+
+
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f'It is sunny in {city}, 21 degrees.'
+
+
+def scripted_turn(workload: str, tool_returns: int) -> tuple[str, dict[str, str], str] | str:
+    """The model's next turn after `tool_returns` tool results: `(tool, args, call id)` or the answer text.
+
+    Chosen from the history rather than a counter, so a retried or replayed request gets the same answer.
+    """
+    cities = TEMPORAL_WORKLOADS[workload]
+    if tool_returns < len(cities):
+        return 'get_weather', {'city': cities[tool_returns]}, f'call-{tool_returns}'
+    return f'Checked {len(cities)} cities.'
+
+
+def agent_name(workload: str, persisted: bool) -> str:
+    """Same length with and without persistence, so activity names weigh the same in history bytes."""
+    return f'{workload}_{"with" if persisted else "none"}'
+
+
+@functools.cache
+def parse_temporal_args(*, step_store: bool = False) -> argparse.Namespace:
+    """The Temporal side scripts' command line; `step_store` adds the reference's `--step-store FILE`.
+
+    Cached because the reference's workflow sandbox re-executes its script, which reads its arguments
+    at import: this module is passed through, so the sandbox gets the worker's parsed arguments back
+    instead of running argparse there (it calls `locale`, which the sandbox forbids).
+    """
+    parser = argparse.ArgumentParser(description='Run the Temporal workloads with and without persistence.')
+    parser.add_argument('address', help='Temporal frontend, host:port (the driver starts one dev server)')
+    parser.add_argument('out', type=Path, help='where to write the measurements (JSON)')
+    parser.add_argument('--workloads', default=','.join(TEMPORAL_WORKLOADS), help='comma-separated names')
+    if step_store:
+        parser.add_argument('--step-store', type=Path, required=True, help='SQLite file for StepPersistence')
+    args = parser.parse_args()
+    args.workloads = args.workloads.split(',')
+    unknown = set(args.workloads) - set(TEMPORAL_WORKLOADS)
+    if unknown:
+        parser.error(f'unknown workloads {sorted(unknown)}; known: {", ".join(TEMPORAL_WORKLOADS)}')
+    return args
+
+
+def history_cost(events: Iterable[Any]) -> dict[str, int]:
+    """What one workflow run cost Temporal, from its history events (temporalio protobuf messages).
+
+    Activities are the `ActivityTaskScheduled` events; their input bytes are the encoded payloads
+    the worker sent to the server (what counts against Temporal's blob-size limit and is stored
+    with the history). Both sides run exactly this count, duck-typed so this module stays stdlib only.
+    """
+    events = list(events)
+    scheduled = [
+        event.activity_task_scheduled_event_attributes
+        for event in events
+        if event.HasField('activity_task_scheduled_event_attributes')
+    ]
+    retried = ('workflow_task_timed_out_event_attributes', 'workflow_task_failed_event_attributes')
+    return {
+        'workflow_task_retries': sum(any(event.HasField(kind) for kind in retried) for event in events),
+        'activities': len(scheduled),
+        'events': len(events),
+        'activity_input_bytes': sum(payload.ByteSize() for a in scheduled for payload in a.input.payloads),
+        'history_bytes': sum(event.ByteSize() for event in events),
+    }
+
+
+def write_result_and_exit(path: Path, **result: Any) -> NoReturn:
+    """Write the result file whole, then leave without interpreter finalization.
+
+    A process that ran a Temporal worker can abort while Python finalizes (temporalio's Rust core
+    still holds threads: "Fatal Python error: PyGILState_Release", exit status 134), after all its
+    work is done. Skipping finalization with `os._exit` avoids that; the rename makes the file
+    appear complete or not at all, so the driver never reads half a result.
+    """
+    partial = path.with_suffix('.partial')
+    partial.write_text(json.dumps(result))
+    partial.replace(path)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

