@@ -1,6 +1,7 @@
 """Re-record the histories under tests/replay/histories/ from real runs on a local dev server.
 
-    .venv/bin/python -m tests.replay.record_histories
+    .venv/bin/python -m tests.replay.record_histories          # everything
+    .venv/bin/python -m tests.replay.record_histories codec    # only the RecallDataCodec history
 
 Run it after a deliberate, versioned change to workflow code, and commit the new files together
 with the change. Each scenario is one JSON file (a continue-as-new chain gives one file per run).
@@ -12,19 +13,29 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import uuid
 from pathlib import Path
 
-from temporal_recall import ConversationInput, ConversationWorkflow, RunPromptInput, RunPromptWorkflow, TurnInput
+from temporal_recall import (
+    ConversationInput,
+    ConversationWorkflow,
+    RunPromptInput,
+    RunPromptWorkflow,
+    TurnInput,
+    message_codec_plugin,
+)
 from temporal_recall.testing import connect, dev_server, export_history, running_worker
 
 from ..workflows.agents import recall_agent, slow_tool_agent, weather_agent
 from .workflows import RecallDirectlyWorkflow
 
 HISTORIES = Path(__file__).parent / 'histories'
+CODEC = Path(__file__).parent / 'codec'
+"""A history recorded with `RecallDataCodec`, and the bodies database it references (its only source)."""
 AGENTS = [weather_agent, recall_agent, slow_tool_agent]
 
 
@@ -116,14 +127,44 @@ async def record_killed_worker(server_address: str, client, store_url: str) -> N
     _save('worker_killed_mid_run', await export_history(client, 'replay-killed-worker'))
 
 
-async def main() -> None:
+async def record_codec(server, store_url: str, folder: Path) -> None:
+    """A tool run whose payloads went through RecallDataCodec; its bodies are saved next to it."""
+    bodies = folder / 'bodies.db'
+    plugin = message_codec_plugin(str(bodies))
+    try:
+        client = await connect(server, plugins=[plugin])
+        async with running_worker(client, agents=AGENTS, store=store_url) as worker:
+            await client.execute_workflow(
+                RunPromptWorkflow.run,
+                RunPromptInput(prompt='Weather in Paris?', conversation_id='replay-codec', agent='weather'),
+                id='replay-codec-tool',
+                task_queue=worker.task_queue,
+            )
+        history = await export_history(client, 'replay-codec-tool')
+    finally:
+        await plugin.codec.aclose()
+    CODEC.mkdir(exist_ok=True)
+    (CODEC / 'one_prompt_with_tool.json').write_text(json.dumps(json.loads(history), indent=1) + '\n')
+    # One self-contained file (no WAL), holding only what this history references.
+    target = CODEC / 'bodies.db'
+    target.unlink(missing_ok=True)
+    with sqlite3.connect(bodies) as source:
+        source.execute('VACUUM INTO ?', (str(target),))
+    print('recorded codec/one_prompt_with_tool with codec/bodies.db')
+
+
+async def main(scenarios: list[str]) -> None:
+    everything = not scenarios
     with tempfile.TemporaryDirectory() as tmp:
         store_url = f'sqlite:///{tmp}/record.db'
         async with dev_server() as server:
             client = await connect(server)
-            await record(client, store_url)
-            await record_killed_worker(server.address, client, store_url)
+            if everything:
+                await record(client, store_url)
+                await record_killed_worker(server.address, client, store_url)
+            if everything or 'codec' in scenarios:
+                await record_codec(server, store_url, Path(tmp))
 
 
 if __name__ == '__main__':
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))

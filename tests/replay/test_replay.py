@@ -5,14 +5,11 @@ Re-record with `.venv/bin/python -m tests.replay.record_histories` after a delib
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from temporalio.workflow import NondeterminismError
 
-from temporal_recall import StoreProvider
 from temporal_recall.testing import replay
 
 from ..workflows import agents
@@ -20,26 +17,6 @@ from .workflows import ChangedRunPromptWorkflow, RecallDirectlyWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / 'histories').glob('*.json'))
 AGENTS = [agents.weather_agent, agents.recall_agent, agents.slow_tool_agent]
-
-
-class StoreThatMustNotBeCalled:
-    """Fails on any use: replay must read activity results from history, never from the store."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        self.calls.append(name)
-        raise AssertionError(f'replay touched the store: {name}')
-
-
-@pytest.fixture
-def forbidden_store() -> Iterator[StoreThatMustNotBeCalled]:
-    provider = StoreProvider.default()
-    store = StoreThatMustNotBeCalled()
-    provider.configure(store=store)  # type: ignore[arg-type]
-    yield store
-    provider.configure('sqlite:///unused-after-replay.db')
 
 
 def test_every_scenario_has_a_recorded_history():

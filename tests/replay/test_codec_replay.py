@@ -1,0 +1,74 @@
+"""A history recorded with RecallDataCodec replays with the bodies store as its only source of payloads.
+
+`codec/one_prompt_with_tool.json` holds references only; `codec/bodies.db` holds what they point to.
+Re-record both with `.venv/bin/python -m tests.replay.record_histories codec`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from temporal_recall import message_codec_plugin
+from temporal_recall._codec import ENCODING
+from temporal_recall.testing import replay
+
+from ..workflows import agents
+from .conftest import StoreThatMustNotBeCalled
+from .test_replay import AGENTS
+
+CODEC = Path(__file__).parent / 'codec'
+HISTORY = (CODEC / 'one_prompt_with_tool.json').read_text()
+
+
+@pytest.fixture
+def bodies(tmp_path: Path) -> Path:
+    """A copy of the recorded bodies: replay may open it for writing, the committed file stays as is."""
+    copy = tmp_path / 'bodies.db'
+    shutil.copyfile(CODEC / 'bodies.db', copy)
+    return copy
+
+
+def test_the_recorded_history_carries_references_not_messages():
+    requests = [
+        event['activityTaskScheduledEventAttributes']['input']['payloads'][0]
+        for event in json.loads(HISTORY)['events']
+        if event.get('activityTaskScheduledEventAttributes', {})
+        .get('activityType', {})
+        .get('name', '')
+        .endswith('__model_request')
+    ]
+    assert len(requests) == 2
+    for payload in requests:
+        assert base64.b64decode(payload['metadata']['encoding']) == ENCODING
+        assert b'"parts"' not in base64.b64decode(payload['data'])  # the messages live in the bodies only
+
+
+async def test_replays_from_the_store_alone(bodies: Path, forbidden_store: StoreThatMustNotBeCalled):
+    model_calls_before = len(agents.MODEL_CALLS)
+    plugin = message_codec_plugin(str(bodies))
+    try:
+        results = await replay([HISTORY], agents=AGENTS, plugins=[plugin])
+    finally:
+        await plugin.codec.aclose()
+    assert all(result.replay_failure is None for result in results.replay_failures.values())
+    assert forbidden_store.calls == []
+    assert len(agents.MODEL_CALLS) == model_calls_before
+
+
+async def test_without_the_bodies_replay_fails_naming_the_missing_hash(
+    bodies: Path, forbidden_store: StoreThatMustNotBeCalled
+):
+    with sqlite3.connect(bodies) as db:
+        db.execute('DELETE FROM message_bodies')
+    plugin = message_codec_plugin(str(bodies))
+    try:
+        with pytest.raises(Exception, match=r'Message body [0-9a-f]{64} is not in the store'):
+            await replay([HISTORY], agents=AGENTS, plugins=[plugin])
+    finally:
+        await plugin.codec.aclose()
