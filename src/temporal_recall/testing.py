@@ -36,10 +36,12 @@ from .workflows._agents import register_agents
 
 __all__ = (
     'DevServer',
+    'HistorySize',
     'RunningWorker',
     'connect',
     'dev_server',
     'export_history',
+    'history_size',
     'replay',
     'running_worker',
     'scripted_model',
@@ -140,6 +142,39 @@ async def running_worker(
             yield RunningWorker(worker=worker, task_queue=queue)
     finally:
         await StoreProvider.default().aclose()
+
+
+@dataclass(frozen=True)
+class HistorySize:
+    """How much Temporal stores for one workflow run: what its 50 MB history and 2 MB payload limits see."""
+
+    total_bytes: int
+    """Every event's serialized size, summed."""
+    largest_payload: int
+    """The largest single activity input or result payload."""
+    events: int
+    last_event: str
+    """The closing event's attribute name, e.g. `workflow_execution_terminated_event_attributes`."""
+
+
+async def history_size(client: Client, workflow_id: str, *, run_id: str | None = None) -> HistorySize:
+    """Measure a run's history, e.g. to check in a test that a long agent run stays far from the limits."""
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    largest = 0
+    for event in history.events:
+        if event.HasField('activity_task_scheduled_event_attributes'):
+            payloads = event.activity_task_scheduled_event_attributes.input.payloads
+        elif event.HasField('activity_task_completed_event_attributes'):
+            payloads = event.activity_task_completed_event_attributes.result.payloads
+        else:
+            continue
+        largest = max([largest, *(payload.ByteSize() for payload in payloads)])
+    return HistorySize(
+        total_bytes=sum(event.ByteSize() for event in history.events),
+        largest_payload=largest,
+        events=len(history.events),
+        last_event=(history.events[-1].WhichOneof('attributes') or '') if history.events else '',
+    )
 
 
 async def export_history(client: Client, workflow_id: str, *, run_id: str | None = None) -> str:

@@ -8,11 +8,18 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent
-from temporalio.api.history.v1 import History
 from temporalio.client import Client, WorkflowFailureError
 
 from temporal_recall import RunPromptInput, RunPromptWorkflow, message_codec_plugin
-from temporal_recall.testing import DevServer, connect, export_history, replay, running_worker
+from temporal_recall.testing import (
+    DevServer,
+    HistorySize,
+    connect,
+    export_history,
+    history_size,
+    replay,
+    running_worker,
+)
 
 from .agents import forecast_45_agent, forecast_200_agent, many_tools_agent
 
@@ -26,24 +33,8 @@ HISTORY_LIMIT = 50 * 1024 * 1024
 class Run:
     output: str | None
     """`None` when the run did not complete."""
-    history_bytes: int
-    largest_payload: int
-    events: int
-    last_event: str
+    size: HistorySize
     workflow_id: str
-
-
-def _largest_payload(history: History) -> int:
-    largest = 0
-    for event in history.events:
-        if event.HasField('activity_task_scheduled_event_attributes'):
-            payloads = event.activity_task_scheduled_event_attributes.input.payloads
-        elif event.HasField('activity_task_completed_event_attributes'):
-            payloads = event.activity_task_completed_event_attributes.result.payloads
-        else:
-            continue
-        largest = max([largest, *(payload.ByteSize() for payload in payloads)])
-    return largest
 
 
 async def _run(client: Client, agent: Agent[Any, str], store_url: str) -> Run:
@@ -63,15 +54,7 @@ async def _run(client: Client, agent: Agent[Any, str], store_url: str) -> Run:
             output = result.output
         except WorkflowFailureError:
             pass  # the caller asserts on how the history ended
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
-    return Run(
-        output=output,
-        history_bytes=sum(event.ByteSize() for event in history.events),
-        largest_payload=_largest_payload(history),
-        events=len(history.events),
-        last_event=history.events[-1].WhichOneof('attributes') or '',
-        workflow_id=workflow_id,
-    )
+    return Run(output=output, size=await history_size(client, workflow_id), workflow_id=workflow_id)
 
 
 async def test_codec_shrinks_history_and_replays_from_the_store(
@@ -85,9 +68,10 @@ async def test_codec_shrinks_history_and_replays_from_the_store(
         history = await export_history(coded_client, coded.workflow_id)
     finally:
         await plugin.codec.aclose()
-    print(f'45 tool calls: history {plain.history_bytes:,} B without the codec, {coded.history_bytes:,} B with it')
+    plain_bytes, coded_bytes = plain.size.total_bytes, coded.size.total_bytes
+    print(f'45 tool calls: history {plain_bytes:,} B without the codec, {coded_bytes:,} B with it')
     assert coded.output == plain.output == 'Checked 45 cities.'
-    assert coded.history_bytes <= 0.15 * plain.history_bytes
+    assert coded.size.total_bytes <= 0.15 * plain.size.total_bytes
 
     # A fresh codec (empty cache) replays the history with the store as the only source of bodies.
     replay_plugin = message_codec_plugin(store_url)
@@ -114,18 +98,19 @@ async def test_45_and_200_tool_calls_with_and_without_the_codec(
         await plugin.codec.aclose()
     for (calls, codec), run in runs.items():
         print(
-            f'{calls:>3} tool calls, {codec:8}: history {run.history_bytes:>12,} B, largest payload '
-            f'{run.largest_payload:>9,} B, {run.events:>5,} events, ended with {run.last_event}'
+            f'{calls:>3} tool calls, {codec:8}: history {run.size.total_bytes:>12,} B, largest payload '
+            f'{run.size.largest_payload:>9,} B, {run.size.events:>5,} events, ended with {run.size.last_event}'
         )
     plain_45, coded_45 = runs['45', 'no codec'], runs['45', 'codec']
     coded_200, plain_200 = runs['200', 'codec'], runs['200', 'no codec']
-    print(f'45 calls: the codec history is {coded_45.history_bytes / plain_45.history_bytes:.1%} of the plain one')
+    ratio = coded_45.size.total_bytes / plain_45.size.total_bytes
+    print(f'45 calls: the codec history is {ratio:.1%} of the plain one')
 
     assert coded_45.output == plain_45.output == 'Checked 45 cities.'
-    assert coded_45.history_bytes <= 0.15 * plain_45.history_bytes
+    assert coded_45.size.total_bytes <= 0.15 * plain_45.size.total_bytes
     assert coded_200.output == 'Checked 200 cities.'
-    assert coded_200.history_bytes < 10_000_000
+    assert coded_200.size.total_bytes < 10_000_000
     # Without the codec, the server itself stops the 200-call run at its history size limit.
     assert plain_200.output is None
-    assert plain_200.last_event == 'workflow_execution_terminated_event_attributes'
-    assert plain_200.history_bytes > HISTORY_LIMIT
+    assert plain_200.size.last_event == 'workflow_execution_terminated_event_attributes'
+    assert plain_200.size.total_bytes > HISTORY_LIMIT
