@@ -16,8 +16,11 @@ from temporal_recall.store import AppendRequest, SqliteConversationStore
 VOCABULARY = ['the', 'a', 'order', 'refund', 'paris', 'invoice', 'late', 'box', 'blue', 'x']
 
 
+@pytest.mark.parametrize('first_read', [1, 32], ids=['deepening', 'first-read'])
 @pytest.mark.parametrize('seed', range(6))
-async def test_impact_ordered_search_equals_a_full_ranking(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+async def test_impact_ordered_search_equals_a_full_ranking(
+    seed: int, first_read: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     rng = random.Random(seed)
     store = await SqliteConversationStore.open(tmp_path / 'pruning.db')
     try:
@@ -45,6 +48,7 @@ async def test_impact_ordered_search_equals_a_full_ranking(seed: int, tmp_path: 
             monkeypatch.setattr(_recall, 'LONG_POSTING_LIST', 10**9)
             full = [await search_history(store, request) for request in requests]
             monkeypatch.setattr(_recall, 'LONG_POSTING_LIST', 3)
+            monkeypatch.setattr(_recall, 'FIRST_READ_PER_GROUP', first_read)
             pruned = [await search_history(store, request) for request in requests]
             for a, b in zip(full, pruned, strict=True):
                 assert [(h.entry_id, h.score) for h in a.hits] == [(h.entry_id, h.score) for h in b.hits]

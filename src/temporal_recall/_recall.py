@@ -6,7 +6,8 @@ code in `temporal_recall.search`, so SQLite and PostgreSQL give the same answers
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Protocol, runtime_checkable
 
 from .errors import InvalidSearchParameters, UnknownConversation
@@ -19,6 +20,9 @@ __all__ = ('LONG_POSTING_LIST', 'ImpactReader', 'search_history', 'target_of')
 
 LONG_POSTING_LIST = 1_000
 """A term in more documents than this is read in impact order in a scope-wide search."""
+
+FIRST_READ_PER_GROUP = 32
+"""Postings first read per frequency group of a long term (at least twice the page size)."""
 
 
 @runtime_checkable
@@ -130,38 +134,108 @@ async def _ranked_by_impact(
 
     Within one term, a document's weight grows with its term frequency and shrinks with its length,
     so the best documents of a term are the shortest ones of each frequency group. Short lists are
-    read whole; long ones only to `per_group` documents per frequency, and every candidate found
-    anywhere gets its exact frequency for every term. A document found nowhere cannot score more
-    than the sum of each long term's best unread weight; when the k-th result beats that bound
-    strictly (a tie might lose on doc_id), the answer equals a full ranking, and otherwise the
-    read widens and repeats.
+    read whole; long ones only to a per-term depth per frequency (their heads). A candidate (a
+    document in some head or short list) is looked up in the other long terms only if it could
+    still make the page (see `_worth_probing`). A document found nowhere cannot score more than the
+    sum of each long term's best unread weight; when the k-th result beats that bound strictly (a
+    tie might lose on doc_id), the page equals a full ranking, which `rank` then computes over the
+    postings read. Otherwise only the term whose unread part could add the most is read deeper: a
+    very common term has a small weight, so reading deep into its long list would cost the most and
+    tighten the bound the least.
     """
-    present = [term for term in dict.fromkeys(terms) if term in frequencies]
-    short = [term for term in present if frequencies[term] <= LONG_POSTING_LIST]
-    long = [term for term in present if frequencies[term] > LONG_POSTING_LIST]
+    order = [term for term in dict.fromkeys(terms) if term in frequencies]
+    short = [term for term in order if frequencies[term] <= LONG_POSTING_LIST]
+    long = [term for term in order if frequencies[term] > LONG_POSTING_LIST]
     short_postings = await reader.postings(target, short) if short else {}
     average_length = stats.total_length / stats.document_count if stats.document_count else 0.0
-    per_group = max(2 * limit, 32)
+    idf_of = {term: term_idf(stats.document_count, frequencies[term]) for term in order}
+
+    def weights(term: str, postings: Iterable[Posting]) -> dict[int, float]:
+        idf = idf_of[term]
+        return {
+            p.doc_id: term_weight(idf, p.term_frequency, p.length, average_length, parameters)
+            for p in postings
+            if p.term_frequency > 0
+        }
+
+    depth = dict.fromkeys(long, max(2 * limit, FIRST_READ_PER_GROUP))
+    heads: dict[str, list[Posting]] = {}
+    unread_best: dict[str, float] = {}
+    probed: dict[str, dict[int, Posting | None]] = {term: {} for term in long}
+    """Per long term: candidates looked up outside its heads, with their posting or `None` if absent."""
+    known: dict[str, dict[int, float]] = {term: weights(term, found) for term, found in short_postings.items()}
+    """Per term, the exact weight of every document read for it so far."""
+    stale = set(long)
     while True:
-        heads: dict[str, list[Posting]] = {}
-        bound = 0.0
-        exhausted = True
-        for term in long:
-            read = await reader.top_postings(target, term, per_group)
+        for term in stale:
+            read = await reader.top_postings(target, term, depth[term])
             assert read is not None  # the same target answered document_frequencies
             heads[term], frontier = read
-            exhausted = exhausted and not frontier
-            weight_of_term = term_idf(stats.document_count, frequencies[term])
-            bound += max(
-                (term_weight(weight_of_term, tf, dl, average_length, parameters) for tf, dl in frontier), default=0.0
+            unread_best[term] = max(
+                (term_weight(idf_of[term], tf, dl, average_length, parameters) for tf, dl in frontier), default=0.0
             )
-        candidates = {posting.doc_id for found in (*short_postings.values(), *heads.values()) for posting in found}
-        postings: dict[str, list[Posting]] = {term: list(found) for term, found in short_postings.items()}
-        for term in long:
-            known = {posting.doc_id for posting in heads[term]}
-            missing = [doc_id for doc_id in candidates if doc_id not in known]
-            postings[term] = [*heads[term], *(await reader.postings_for(target, term, missing) if missing else [])]
-        ranked = rank(stats, postings, terms, parameters=parameters, limit=limit, document_frequencies=frequencies)
-        if exhausted or (len(ranked) == limit and ranked[-1].score > bound):
-            return ranked
-        per_group *= 4
+            found = [posting for posting in probed[term].values() if posting is not None]
+            known[term] = weights(term, [*heads[term], *found])
+        stale.clear()
+        resolved = {term: known[term].keys() | probed[term].keys() for term in long}
+        for term, missing in _worth_probing(order, known, resolved, unread_best, limit).items():
+            found = {posting.doc_id: posting for posting in await reader.postings_for(target, term, missing)}
+            probed[term].update((doc_id, found.get(doc_id)) for doc_id in missing)
+            known[term].update(weights(term, found.values()))
+        page = heapq.nsmallest(limit, _scores(order, known).items(), key=lambda item: (-item[1], item[0]))
+        widen = [term for term in long if unread_best[term] > 0.0]
+        if not widen or (len(page) == limit and page[-1][1] > sum(unread_best.values())):
+            break
+        deepest = max(widen, key=lambda term: unread_best[term])
+        depth[deepest] *= 8
+        stale.add(deepest)
+    postings: dict[str, list[Posting]] = {term: list(found) for term, found in short_postings.items()}
+    for term in long:
+        in_heads = {posting.doc_id for posting in heads[term]}
+        extra = [posting for doc_id, posting in probed[term].items() if posting is not None and doc_id not in in_heads]
+        postings[term] = [*heads[term], *extra]
+    return rank(stats, postings, terms, parameters=parameters, limit=limit, document_frequencies=frequencies)
+
+
+def _scores(order: Sequence[str], known: dict[str, dict[int, float]]) -> dict[int, float]:
+    """Each document's known weights, added in query-term order exactly as `rank` adds them."""
+    scores: dict[int, float] = {}
+    for term in order:
+        for doc_id, weight in known.get(term, {}).items():
+            scores[doc_id] = scores.get(doc_id, 0.0) + weight
+    return scores
+
+
+def _worth_probing(
+    order: Sequence[str],
+    known: dict[str, dict[int, float]],
+    resolved: Mapping[str, Set[int]],
+    unread_best: dict[str, float],
+    limit: int,
+) -> dict[str, list[int]]:
+    """Per long term, the candidates whose frequency for it must be looked up to rank them exactly.
+
+    A candidate's known weights add up to a lower bound of its score; each long term it has not
+    been resolved for (it is in none of the term's heads and was not looked up) can add at most
+    that term's best unread weight. The `limit`-th best lower bound is a score the page reaches for
+    sure, so a candidate whose upper bound stays below it cannot make the page and is not looked
+    up: its partial score stays below every exactly scored document of the page.
+    """
+    lower = _scores(order, known)
+    if len(lower) >= limit:
+        threshold = heapq.nlargest(limit, lower.values())[-1]
+        # Sums in another order than `rank` uses may differ in the last bits: err towards looking up.
+        threshold -= 1e-9 * max(1.0, abs(threshold))
+    else:
+        threshold = float('-inf')
+    unknown = {term: lower.keys() - done for term, done in resolved.items()}
+    upper = dict(lower)
+    for term, documents in unknown.items():
+        for doc_id in documents:
+            upper[doc_id] += unread_best[term]
+    wanted: dict[str, list[int]] = {}
+    for term, documents in unknown.items():
+        chosen = [doc_id for doc_id in documents if upper[doc_id] >= threshold]
+        if chosen:
+            wanted[term] = chosen
+    return wanted
