@@ -174,6 +174,15 @@ _ROW_COLUMNS = (
     'JOIN conversations c ON c.conv_key = cd.conv_key LEFT JOIN runs r ON r.run_key = cd.run_key '
 )
 
+_SCOPE_ROWS = (
+    'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, r.run_id, e.entry_id, e.message, '
+    'c.conversation_id, c.head_key '
+    'FROM json_each(?) AS wanted CROSS JOIN conversation_documents cd ON cd.doc_id = wanted.value '
+    'JOIN documents d ON d.doc_id = cd.doc_id JOIN conversations c ON c.conv_key = cd.conv_key '
+    'JOIN entries e ON e.entry_key = cd.entry_key LEFT JOIN runs r ON r.run_key = cd.run_key '
+    'WHERE d.tenant_id = ? AND c.tenant_id = ?'
+)
+
 
 async def documents(
     db: Database, target: SearchTarget, doc_ids: Sequence[int], *, context: int = 0
@@ -192,14 +201,12 @@ async def documents(
             (resolved.conv_key, ids, *run_params),
         )
     else:
-        # The document must be the tenant's, and so (documents being per tenant) is every conversation holding it.
+        # The document must be the tenant's, and so (documents being per tenant) is every conversation
+        # holding it. Driven from the wanted ids (CROSS JOIN fixes SQLite's join order), so the cost
+        # follows the page, not the tenant's number of conversations.
         rows = await db.rows(
-            _ROW_COLUMNS  # noqa: S608 (constant SQL fragments only; values are parameters)
-            + 'JOIN documents d ON d.doc_id = cd.doc_id '
-            'WHERE d.tenant_id = ? AND c.tenant_id = ? AND cd.doc_id IN (SELECT value FROM json_each(?))'
-            + run_filter
-            + ' ORDER BY cd.entry_key, cd.conv_key',
-            (resolved.tenant_id, resolved.tenant_id, ids, *run_params),
+            _SCOPE_ROWS + run_filter + ' ORDER BY cd.entry_key, cd.conv_key',
+            (ids, resolved.tenant_id, resolved.tenant_id, *run_params),
         )
     first: dict[int, Row] = {}
     for row in rows:
