@@ -298,10 +298,10 @@ async def _conversations(args: argparse.Namespace) -> int:
 
 
 def _transcript(entries: Sequence[Any]) -> list[dict[str, Any]]:
-    from .search import message_role, searchable_text
+    from .search import message_role, transcript_text
 
     return [
-        {'position': i, 'entry_id': e.id, 'role': message_role(e.message), 'text': searchable_text(e.message)}
+        {'position': i, 'entry_id': e.id, 'role': message_role(e.message), 'text': transcript_text(e.message)}
         for i, e in enumerate(entries)
     ]
 

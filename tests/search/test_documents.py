@@ -148,3 +148,17 @@ def test_recall_tool_returns_are_not_searchable_but_its_calls_are():
     called = ModelResponse(parts=[ToolCallPart(RECALL_TOOL_NAME, {'query': 'invoice'}, tool_call_id='r')])
     assert searchable_text(returned) == ''
     assert 'invoice' in searchable_text(called)
+
+
+def test_a_transcript_shows_what_search_leaves_out_on_purpose():
+    """`recall show`, the API and the demo display recall returns and summaries; search skips them."""
+    from temporal_recall.search import transcript_text
+    from temporal_recall.search._documents import RECALL_TOOL_NAME
+
+    returned = request(m.ToolReturnPart(RECALL_TOOL_NAME, '[1] you said: invoice INV-7731', tool_call_id='r'))
+    summary = response(m.CompactionPart(content='Summary: the user asked about invoice 4521.'))
+    plain = request(m.UserPromptPart('where is my parcel?'), m.SystemPromptPart('be brief'))
+    assert transcript_text(returned) == f'{RECALL_TOOL_NAME}\n[1] you said: invoice INV-7731'
+    assert transcript_text(summary) == 'Summary: the user asked about invoice 4521.'
+    assert transcript_text(plain) == searchable_text(plain)
+    assert transcript_text(request(m.UserPromptPart([PNG]))) == ''

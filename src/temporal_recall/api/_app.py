@@ -55,7 +55,7 @@ from ..errors import (
     UnknownConversation,
 )
 from ..models import SearchRequest
-from ..search import MAX_LIMIT, SearchHit, message_role, searchable_text
+from ..search import MAX_LIMIT, SearchHit, message_role, transcript_text
 from ..store import IndexReader
 
 __all__ = ('API_PREFIX', 'MAX_BODY_BYTES', 'MIN_TOKEN_LENGTH', 'ApiStore', 'create_app', 'load_tokens')
@@ -550,7 +550,7 @@ def create_app(
                 position=position,
                 entry_id=entry.id,
                 role=message_role(entry.message),
-                text=searchable_text(entry.message),
+                text=transcript_text(entry.message),
                 message=data,
             )
             for position, (entry, data) in enumerate(zip(entries, dumped, strict=True))

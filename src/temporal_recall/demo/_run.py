@@ -79,10 +79,10 @@ async def run_demo(*, store_url: str | None = None, model: str | None = None) ->
         f'(continue-as-new every 3 turns). Store: {stats.entries} messages, {stats.documents} indexed, '
         f'{stats.database_bytes:,} bytes.'
     )
-    from ..search import message_role, searchable_text
+    from ..search import message_role, transcript_text
 
     for index, entry in enumerate(entries):
-        text = searchable_text(entry.message).replace('\n', ' ')
+        text = transcript_text(entry.message).replace('\n', ' ')
         print(f'  [{index:2d}] {message_role(entry.message):9} {text[:110]}')
     print('\nDemo finished; the dev server and worker were stopped.')
     return 0

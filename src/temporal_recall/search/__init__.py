@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from temporal_recall.search._assemble import build_hits, render_for_model
 from temporal_recall.search._bm25 import DEFAULT_PARAMETERS, BM25Parameters, ScoredDocument, idf, rank
-from temporal_recall.search._documents import is_summary, message_role, searchable_text
+from temporal_recall.search._documents import is_summary, message_role, searchable_text, transcript_text
 from temporal_recall.search._excerpt import excerpt
 from temporal_recall.search._query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, Query, parse_query
 from temporal_recall.search._results import (
@@ -57,4 +57,5 @@ __all__ = (
     'term_frequencies',
     'term_spans',
     'tokenize',
+    'transcript_text',
 )

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic_ai import messages as m
 
-__all__ = ('RECALL_TOOL_NAME', 'is_summary', 'message_role', 'searchable_text')
+__all__ = ('RECALL_TOOL_NAME', 'is_summary', 'message_role', 'searchable_text', 'transcript_text')
 
 RECALL_TOOL_NAME = 'search_conversation_history'
 """The model's recall tool. Its returns quote other messages, so they are stored but not indexed:
@@ -45,8 +45,10 @@ def _user_content_text(content: str | Iterable[Any]) -> Iterable[str]:
             yield item.content
 
 
-def _part_texts(part: Any) -> Iterable[str]:
+def _part_texts(part: Any, *, indexed: bool = True) -> Iterable[str]:
     if isinstance(part, m.CompactionPart):
+        if not indexed and isinstance(part.content, str):
+            yield part.content
         return
     if isinstance(part, m.SystemPromptPart | m.TextPart):
         yield part.content
@@ -56,7 +58,7 @@ def _part_texts(part: Any) -> Iterable[str]:
         yield part.tool_name
         yield part.args if isinstance(part.args, str) else _text_of(part.args)
     elif isinstance(part, m.BaseToolReturnPart):
-        if part.tool_name == RECALL_TOOL_NAME:
+        if indexed and part.tool_name == RECALL_TOOL_NAME:
             return
         yield part.tool_name
         content = part.content
@@ -72,6 +74,12 @@ def _part_texts(part: Any) -> Iterable[str]:
 def searchable_text(message: m.ModelMessage) -> str:
     """The text of `message` that search should find, parts joined by newlines; `''` if none."""
     return '\n'.join(text for part in message.parts for text in _part_texts(part) if text)
+
+
+def transcript_text(message: m.ModelMessage) -> str:
+    """What a person reading the conversation should see: the searchable text, plus the recall
+    tool's own returns and compaction summaries, which are stored but deliberately not indexed."""
+    return '\n'.join(text for part in message.parts for text in _part_texts(part, indexed=False) if text)
 
 
 def is_summary(message: m.ModelMessage) -> bool:
