@@ -177,13 +177,17 @@ _PROBLEM_QUERIES = (
     '(SELECT 1 FROM documents d WHERE d.doc_id = cd.doc_id) '
     'OR NOT EXISTS (SELECT 1 FROM entries e WHERE e.entry_key = cd.entry_key)',
     'SELECT count(*) FROM postings p JOIN documents d ON d.doc_id = p.doc_id WHERE p.length != d.length',
+    'SELECT (SELECT count(*) FROM term_documents s WHERE s.document_count != '
+    '(SELECT count(*) FROM postings p WHERE p.tenant_id = s.tenant_id AND p.term_id = s.term_id)) + '
+    '(SELECT count(*) FROM (SELECT DISTINCT tenant_id, term_id FROM postings) p WHERE NOT EXISTS '
+    '(SELECT 1 FROM term_documents s WHERE s.tenant_id = p.tenant_id AND s.term_id = p.term_id))',
 )
 """Plain SQL that SQLite and PostgreSQL both run, so one set of checks covers both backends."""
 
 
 def _problems(results: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
     """Every way the index disagrees with itself or the log, from the rows of `_PROBLEM_QUERIES`."""
-    conversations, tenants, documents, orphans, dangling, wrong_length = results
+    conversations, tenants, documents, orphans, dangling, wrong_length, wrong_frequency = results
     problems: list[str] = []
     for conversation_id, count, length, real_count, real_length in conversations:
         if (count, length) != (real_count, real_length):
@@ -200,6 +204,8 @@ def _problems(results: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
         problems.append(f'{dangling[0][0]} memberships without their document or entry')
     if wrong_length[0][0]:
         problems.append(f'{wrong_length[0][0]} postings with a stale length')
+    if wrong_frequency[0][0]:
+        problems.append(f'{wrong_frequency[0][0]} term document frequencies that disagree with the postings')
     return problems
 
 

@@ -10,10 +10,10 @@ import pytest
 from pydantic_ai.conversation import Conversation
 
 from temporal_recall.errors import SchemaTooNew, StoreReadOnly
-from temporal_recall.store import SqliteConversationStore, _sqlite_schema
+from temporal_recall.store import SearchTarget, SqliteConversationStore, _sqlite_schema
 from temporal_recall.store._sqlite_schema import MIGRATIONS, Migration
 
-from ._support import turn
+from ._support import index_problems, turn
 
 LATEST = _sqlite_schema.latest_version()
 NEXT = LATEST + 1
@@ -68,17 +68,25 @@ async def test_reopening_applies_nothing_twice(db_path: Path) -> None:
     assert recorded(db_path) == CURRENT
 
 
-async def test_a_version_1_store_gets_the_real_later_migrations(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', MIGRATIONS[:1])
-    await make_v1(db_path)
+async def test_a_version_1_store_gets_the_real_later_migrations(db_path: Path) -> None:
+    """A store written at version 1 (made here by undoing what later migrations added) is upgraded in
+    place: the impact index appears and the per-term document frequencies are backfilled."""
+    async with await SqliteConversationStore.open(db_path) as store:
+        await store.save(Conversation(messages=[*turn(1), *turn(2, 'invoice')], conversation_id='c'))
+    with closing(sqlite3.connect(db_path)) as db:
+        db.executescript(
+            'DROP INDEX postings_by_impact; DROP TABLE message_bodies; DROP TABLE term_documents; '
+            'DELETE FROM schema_migrations WHERE version > 1;'
+        )
     assert recorded(db_path) == CURRENT[:1]
-    assert 'postings_by_impact' not in indexes(db_path)
-    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', MIGRATIONS)
     async with await SqliteConversationStore.open(db_path) as store:
         loaded = await store.load('c')
-        assert loaded is not None and loaded.messages == turn(1)
+        assert loaded is not None and loaded.messages == [*turn(1), *turn(2, 'invoice')]
+        target = SearchTarget(scope=None, conversation_id=None, run_id=None)
+        assert await store.document_frequencies(target, ['answer', 'invoice', 'absent']) == {'answer': 2, 'invoice': 2}
     assert recorded(db_path) == CURRENT
     assert 'postings_by_impact' in indexes(db_path)
+    assert index_problems(db_path) == []
 
 
 async def test_an_older_store_gets_the_missing_migrations(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,11 +20,11 @@ from asyncpg import exceptions as pg
 from pydantic_ai.conversation import Conversation
 
 from temporal_recall.errors import SchemaTooNew, StoreReadOnly
-from temporal_recall.store import _postgres_schema
+from temporal_recall.store import SearchTarget, _postgres_schema
 from temporal_recall.store._postgres_schema import MIGRATIONS, latest_version
 from temporal_recall.store._sqlite_schema import Migration
 
-from ._support import PostgresSite, postgres_url, turn
+from ._support import PostgresSite, postgres_url, problems_of, turn
 
 pytestmark = pytest.mark.postgres
 
@@ -222,3 +222,21 @@ def test_workers_opening_an_empty_database_at_once_migrate_it_once(pg_site: Post
         assert process.returncode == 0, stderr
         assert stdout.strip() == 'opened'
     assert asyncio.run(recorded(pg_site)) == [*RECORDED, (NEXT, 'slow')]
+
+
+async def test_a_version_3_store_gets_its_term_frequencies_backfilled(pg_site: PostgresSite) -> None:
+    """A store written before migration 4 (made here by undoing it) is upgraded in place and agrees with itself."""
+    async with await pg_site.open() as store:
+        await store.save(Conversation(messages=[*turn(1), *turn(2, 'invoice')], conversation_id='c'))
+    connection = await asyncpg.connect(pg_site.base_url)
+    try:
+        await connection.execute(f'DROP TABLE "{pg_site.schema}".term_documents')
+        await connection.execute(f'DELETE FROM "{pg_site.schema}".schema_migrations WHERE version > 3')
+    finally:
+        await connection.close()
+    assert await recorded(pg_site) == RECORDED[:3]
+    async with await pg_site.open() as store:
+        target = SearchTarget(scope=None, conversation_id=None, run_id=None)
+        assert await store.document_frequencies(target, ['answer', 'invoice', 'absent']) == {'answer': 2, 'invoice': 2}
+        assert await problems_of(store) == []
+    assert await recorded(pg_site) == RECORDED

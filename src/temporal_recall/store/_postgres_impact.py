@@ -28,8 +28,8 @@ async def document_frequencies(conn: Conn, target: SearchTarget, terms: Sequence
         return None
     rows = await conn.fetch(
         'WITH tenant AS (SELECT tenant_id FROM tenants WHERE scope_key = $1) '
-        'SELECT t.term, (SELECT count(*) FROM postings p '
-        'WHERE p.tenant_id = tenant.tenant_id AND p.term_id = t.term_id) '
+        'SELECT t.term, (SELECT s.document_count FROM term_documents s '
+        'WHERE s.tenant_id = tenant.tenant_id AND s.term_id = t.term_id) '
         'FROM tenant LEFT JOIN (unnest($2::text[]) AS q(term) JOIN terms t ON t.term = q.term) ON true',
         scope_key(target.scope),
         list(dict.fromkeys(terms)),

@@ -23,6 +23,7 @@ deadlock; the loser just reads the winner's ids.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, TypeVar
 
@@ -193,6 +194,18 @@ async def _create_documents(
         [encode_term_ids([term_ids[word] for word in terms.frequencies]) for _, terms in new],
         *(list(column) for column in zip(*postings, strict=True)),
     )
+    counts = sorted(Counter(term_ids[word] for _, terms in new for word in terms.frequencies).items())
+    # Rows in term order, as every writer takes them, so two writers sharing terms cannot deadlock.
+    await conn.execute(
+        'INSERT INTO term_documents (tenant_id, term_id, document_count) '
+        'SELECT $1, x.term_id, x.count FROM unnest($2::bigint[], $3::bigint[]) AS x(term_id, count) '
+        'ORDER BY x.term_id '
+        'ON CONFLICT (tenant_id, term_id) DO UPDATE '
+        'SET document_count = term_documents.document_count + excluded.document_count',
+        tenant_id,
+        [term_id for term_id, _ in counts],
+        [count for _, count in counts],
+    )
     created = {bytes(row[1]): int(row[0]) for row in rows}
     return {member.content_hash: (created[member.content_hash], terms.length) for member, terms in new}
 
@@ -296,6 +309,29 @@ async def release_members(conn: Conn, conv_key: int) -> None:
         'WHERE p.tenant_id = d.tenant_id AND p.term_id = d.term_id AND p.doc_id = d.doc_id',
         *(list(column) for column in zip(*doomed, strict=True)),
     )
+    emptied = sorted(Counter((tenant_id, term_id) for tenant_id, term_id, _ in doomed).items())
+    tenants, terms, counts = [key[0] for key, _ in emptied], [key[1] for key, _ in emptied], [n for _, n in emptied]
+    # Lock the rows in term order first (see `_create_documents`), then count down and drop the zeros.
+    await conn.execute(
+        'SELECT 1 FROM term_documents s JOIN unnest($1::bigint[], $2::bigint[]) AS d(tenant_id, term_id) '
+        'ON s.tenant_id = d.tenant_id AND s.term_id = d.term_id ORDER BY s.tenant_id, s.term_id FOR UPDATE OF s',
+        tenants,
+        terms,
+    )
+    await conn.execute(
+        'UPDATE term_documents s SET document_count = s.document_count - d.count '
+        'FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS d(tenant_id, term_id, count) '
+        'WHERE s.tenant_id = d.tenant_id AND s.term_id = d.term_id',
+        tenants,
+        terms,
+        counts,
+    )
+    await conn.execute(
+        'DELETE FROM term_documents s USING unnest($1::bigint[], $2::bigint[]) AS d(tenant_id, term_id) '
+        'WHERE s.tenant_id = d.tenant_id AND s.term_id = d.term_id AND s.document_count <= 0',
+        tenants,
+        terms,
+    )
     await conn.execute('DELETE FROM documents WHERE doc_id = ANY($1::bigint[])', [int(row[0]) for row in orphans])
     released: dict[int, tuple[int, int]] = {}
     for row in orphans:
@@ -359,10 +395,11 @@ async def rebuild_index(conn: Conn, progress: Callable[[int, int], None] | None 
     """
     await conn.execute(
         'LOCK TABLE tenants, conversations, conversation_branches, entries, runs, documents, terms, postings, '
-        'conversation_documents IN EXCLUSIVE MODE'
+        'term_documents, conversation_documents IN EXCLUSIVE MODE'
     )
     for statement in (
         'DELETE FROM postings',
+        'DELETE FROM term_documents',
         'DELETE FROM conversation_documents',
         'DELETE FROM documents',
         'DELETE FROM terms',

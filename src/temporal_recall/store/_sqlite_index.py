@@ -16,6 +16,7 @@ by entry key). `membership_order` states that rule; the write path follows it by
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -158,6 +159,14 @@ async def _create_documents(
             for word, frequency in terms.frequencies.items()
         ],
     )
+    await db.many(
+        'INSERT INTO term_documents (tenant_id, term_id, document_count) VALUES (?, ?, ?) '
+        'ON CONFLICT (tenant_id, term_id) DO UPDATE SET document_count = document_count + excluded.document_count',
+        [
+            (tenant_id, term_id, count)
+            for term_id, count in Counter(term_ids[word] for _, terms in new for word in terms.frequencies).items()
+        ],
+    )
     await db.run(
         'UPDATE tenants SET document_count = document_count + ?, total_length = total_length + ? WHERE tenant_id = ?',
         (len(new), sum(terms.length for _, terms in new), tenant_id),
@@ -224,13 +233,19 @@ async def release_members(db: Database, conv_key: int) -> None:
             'WHERE doc_id IN (SELECT value FROM json_each(?)) AND refs <= 0',
             (keys,),
         )
+        dropped = [
+            (tenant_id, term_id, doc_id)
+            for doc_id, tenant_id, _, term_ids in rows
+            for term_id in decode_term_ids(term_ids)
+        ]
+        await db.many('DELETE FROM postings WHERE tenant_id = ? AND term_id = ? AND doc_id = ?', dropped)
+        emptied = Counter((tenant_id, term_id) for tenant_id, term_id, _ in dropped)
         await db.many(
-            'DELETE FROM postings WHERE tenant_id = ? AND term_id = ? AND doc_id = ?',
-            [
-                (tenant_id, term_id, doc_id)
-                for doc_id, tenant_id, _, term_ids in rows
-                for term_id in decode_term_ids(term_ids)
-            ],
+            'UPDATE term_documents SET document_count = document_count - ? WHERE tenant_id = ? AND term_id = ?',
+            [(count, tenant_id, term_id) for (tenant_id, term_id), count in emptied.items()],
+        )
+        await db.many(
+            'DELETE FROM term_documents WHERE tenant_id = ? AND term_id = ? AND document_count <= 0', list(emptied)
         )
         for doc_id, tenant_id, length, _ in rows:
             orphans.append(doc_id)
@@ -296,6 +311,7 @@ async def rebuild_index(db: Database, progress: Callable[[int, int], None] | Non
     """Drop the index and rebuild it from the log, in membership-event order. Returns the document count."""
     for statement in (
         'DELETE FROM postings',
+        'DELETE FROM term_documents',
         'DELETE FROM conversation_documents',
         'DELETE FROM documents',
         'DELETE FROM terms',

@@ -312,17 +312,14 @@ async def document_frequencies(db: Database, target: SearchTarget, terms: Sequen
     resolved = _tenant_target(await _resolve(db, target))
     if resolved is None:
         return None
-    found: dict[str, int] = {}
-    for term in dict.fromkeys(terms):
-        term_id = await db.value('SELECT term_id FROM terms WHERE term = ?', (term,))
-        if term_id is None:
-            continue
-        count = await db.value(
-            'SELECT count(*) FROM postings WHERE tenant_id = ? AND term_id = ?', (resolved.tenant_id, term_id)
-        )
-        if count:
-            found[term] = int(count)
-    return found
+    rows = await db.rows(
+        # CROSS JOIN keeps SQLite's join order: from the query's few terms to their rows, never the reverse.
+        'SELECT t.term, s.document_count FROM terms t '
+        'CROSS JOIN term_documents s ON s.tenant_id = ? AND s.term_id = t.term_id '
+        'WHERE t.term IN (SELECT value FROM json_each(?))',
+        (resolved.tenant_id, json.dumps(list(dict.fromkeys(terms)))),
+    )
+    return {term: int(count) for term, count in rows if count}
 
 
 _FREQUENCY_GROUPS = """

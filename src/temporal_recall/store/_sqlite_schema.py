@@ -165,10 +165,24 @@ _V3 = (
     ) WITHOUT ROWID""",
 )
 
+_V4 = (
+    # Each term's document frequency per tenant, kept with the postings in the same transactions, so
+    # a scope-wide search reads a common term's frequency in one row instead of counting its postings.
+    """CREATE TABLE term_documents (
+        tenant_id INTEGER NOT NULL,
+        term_id INTEGER NOT NULL,
+        document_count INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, term_id)
+    ) WITHOUT ROWID""",
+    'INSERT INTO term_documents (tenant_id, term_id, document_count) '
+    'SELECT tenant_id, term_id, count(*) FROM postings GROUP BY tenant_id, term_id',
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, 'conversation log and search index', _V1),
     Migration(2, 'postings in impact order', _V2),
     Migration(3, 'message bodies for the payload codec', _V3),
+    Migration(4, 'document frequency per term', _V4),
 )
 """Every migration, in version order. Append to it; never edit a released one."""
 
