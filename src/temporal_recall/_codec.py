@@ -105,8 +105,9 @@ class _Addresser:
     subtree_bytes: int
     bodies: dict[str, bytes] = dataclasses.field(default_factory=dict[str, bytes])
 
-    def store(self, value: Any) -> str:
-        body = _dump(value)
+    def store(self, value: Any, body: bytes | None = None) -> str:
+        """Collect `value` as a body; `body` is its JSON when the caller has already dumped it."""
+        body = _dump(value) if body is None else body
         digest = hashlib.sha256(body).hexdigest()
         self.bodies[digest] = body
         return digest
@@ -129,8 +130,9 @@ class _Addresser:
         return value
 
     def _maybe_store(self, node: Any) -> Any:
-        if len(_dump(node)) >= self.subtree_bytes:
-            return {_REF: self.store(node)}
+        body = _dump(node)
+        if len(body) >= self.subtree_bytes:
+            return {_REF: self.store(node, body)}
         return node
 
 
