@@ -11,18 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from itertools import repeat
 from typing import Any
-
-from pydantic_ai.messages import ModelMessage
-
-from temporal_recall.content import load_message
 
 from ._postgres_db import Conn
 from ._postgres_log import head_chain
 from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
-from ._serialization import scope_key
+from ._serialization import document_rows, scope_key
 
 __all__ = ('documents', 'index_stats', 'postings')
 
@@ -232,40 +227,12 @@ async def documents(conn: Conn, target: SearchTarget, doc_ids: Sequence[int], *,
         return []
     ids = [int(doc_id) for doc_id in doc_ids]
     rows = await conn.fetch(_documents_sql(target), *_target_params(target), ids)
-    first: dict[int, Any] = {}
-    for row in rows:
-        first.setdefault(int(row[0]), row)
-    result: list[DocumentRow] = []
-    for doc_id in dict.fromkeys(ids):
-        row = first.get(doc_id)
-        if row is not None:
-            result.append(await _document_row(conn, row, context))
-    return result
 
-
-def _timestamp(message: ModelMessage) -> datetime | None:
-    stamp = getattr(message, 'timestamp', None)
-    return stamp if isinstance(stamp, datetime) else None
-
-
-async def _document_row(conn: Conn, row: Any, context: int) -> DocumentRow:
-    doc_id, entry_key, position, run_key, run_id, entry_id, message_json, conversation_id, head_key = row
-    message = load_message(message_json)
-    neighbours: list[tuple[int, ModelMessage]] = []
-    if context > 0:
+    async def neighbours(entry_key: int, run_key: int | None, head_key: int | None) -> list[Any]:
         before = await _ancestors(conn, entry_key, run_key, context)
-        after = await _descendants(conn, entry_key, run_key, head_key, context)
-        neighbours = [(int(item[1]), load_message(item[3])) for item in [*before, *after]]
-    return DocumentRow(
-        doc_id=doc_id,
-        conversation_id=conversation_id,
-        entry_id=entry_id,
-        run_id=run_id,
-        position=position,
-        message=message,
-        timestamp=_timestamp(message),
-        neighbours=neighbours,
-    )
+        return [*before, *await _descendants(conn, entry_key, run_key, head_key, context)]
+
+    return await document_rows(ids, rows, neighbours if context > 0 else None)
 
 
 async def _ancestors(conn: Conn, entry_key: int, run_key: int | None, context: int) -> list[Any]:

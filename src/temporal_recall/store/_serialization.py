@@ -9,7 +9,7 @@ message compares `==` to the one saved; the content hash is only ever used for m
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -21,10 +21,12 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import RunUsage
 
-from temporal_recall.content import content_hash, dump_message
+from temporal_recall.content import content_hash, dump_message, load_message
 from temporal_recall.errors import MessageNotSerializable, UnknownEntry
 from temporal_recall.search._documents import is_summary, searchable_text
 from temporal_recall.search._tokens import term_frequencies
+
+from ._protocol import DocumentRow
 
 __all__ = (
     'IndexTerms',
@@ -32,6 +34,7 @@ __all__ = (
     'PreparedMessage',
     'RecordColumns',
     'decode_term_ids',
+    'document_rows',
     'dump_deferred',
     'dump_usage',
     'encode_term_ids',
@@ -279,3 +282,43 @@ def decode_term_ids(data: bytes) -> list[int]:
         value = 0
         shift = 0
     return term_ids
+
+
+NeighbourReader = Callable[[int, 'int | None', 'int | None'], Awaitable[Sequence[Sequence[Any]]]]
+"""`(entry_key, run_key, head_key) -> rows of (entry_key, position, run_key, message JSON)` around an entry."""
+
+
+async def document_rows(
+    doc_ids: Sequence[int], rows: Iterable[Sequence[Any]], neighbours: NeighbourReader | None
+) -> list[DocumentRow]:
+    """One `DocumentRow` per wanted document, in `doc_ids` order, from a backend's document query.
+
+    `rows` are `(doc_id, entry_key, position, run_key, run_id, entry_id, message JSON, conversation_id,
+    head_key)` in first-appearance order, so a document held by several conversations is shown where
+    it first appeared. `neighbours` reads the context around an entry; `None` when none was asked for.
+    """
+    first: dict[int, Sequence[Any]] = {}
+    for row in rows:
+        first.setdefault(int(row[0]), row)
+    found: list[DocumentRow] = []
+    for doc_id in dict.fromkeys(int(doc_id) for doc_id in doc_ids):
+        row = first.get(doc_id)
+        if row is None:
+            continue
+        _, entry_key, position, run_key, run_id, entry_id, message_json, conversation_id, head_key = row
+        message = load_message(message_json)
+        around = await neighbours(entry_key, run_key, head_key) if neighbours is not None else ()
+        stamp = getattr(message, 'timestamp', None)
+        found.append(
+            DocumentRow(
+                doc_id=doc_id,
+                conversation_id=conversation_id,
+                entry_id=entry_id,
+                run_id=run_id,
+                position=position,
+                message=message,
+                timestamp=stamp if isinstance(stamp, datetime) else None,
+                neighbours=[(int(item[1]), load_message(item[3])) for item in around],
+            )
+        )
+    return found

@@ -10,14 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-
-from pydantic_ai.messages import ModelMessage
-
-from temporal_recall.content import load_message
 
 from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
-from ._serialization import scope_key
+from ._serialization import document_rows, scope_key
 from ._sqlite_db import Database, Row
 from ._sqlite_log import head_chain
 
@@ -208,40 +203,12 @@ async def documents(
             _SCOPE_ROWS + run_filter + ' ORDER BY cd.entry_key, cd.conv_key',
             (ids, resolved.tenant_id, resolved.tenant_id, *run_params),
         )
-    first: dict[int, Row] = {}
-    for row in rows:
-        first.setdefault(row[0], row)
-    result: list[DocumentRow] = []
-    for doc_id in dict.fromkeys(int(doc_id) for doc_id in doc_ids):
-        row = first.get(doc_id)
-        if row is not None:
-            result.append(await _document_row(db, row, context))
-    return result
 
-
-def _timestamp(message: ModelMessage) -> datetime | None:
-    stamp = getattr(message, 'timestamp', None)
-    return stamp if isinstance(stamp, datetime) else None
-
-
-async def _document_row(db: Database, row: Row, context: int) -> DocumentRow:
-    doc_id, entry_key, position, run_key, run_id, entry_id, message_json, conversation_id, head_key = row
-    message = load_message(message_json)
-    neighbours: list[tuple[int, ModelMessage]] = []
-    if context > 0:
+    async def neighbours(entry_key: int, run_key: int | None, head_key: int | None) -> list[Row]:
         before = await _ancestors(db, entry_key, run_key, context)
-        after = await _descendants(db, entry_key, run_key, head_key, context)
-        neighbours = [(item[1], load_message(item[3])) for item in [*before, *after]]
-    return DocumentRow(
-        doc_id=doc_id,
-        conversation_id=conversation_id,
-        entry_id=entry_id,
-        run_id=run_id,
-        position=position,
-        message=message,
-        timestamp=_timestamp(message),
-        neighbours=neighbours,
-    )
+        return [*before, *await _descendants(db, entry_key, run_key, head_key, context)]
+
+    return await document_rows(doc_ids, rows, neighbours if context > 0 else None)
 
 
 async def _ancestors(db: Database, entry_key: int, run_key: int | None, context: int) -> list[Row]:
