@@ -21,10 +21,9 @@ from temporal_recall import (
     RunPromptWorkflow,
     message_codec_plugin,
 )
-from temporal_recall.content import content_hash
-from temporal_recall.store import open_store
 from temporal_recall.testing import DevServer, connect, running_worker
 
+from ._stored import assert_stored_once
 from .agents import weather_agent
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
@@ -46,17 +45,6 @@ async def _wait_for_failed_workflow_task(handle: WorkflowHandle) -> list[str]:
             return failures
         await asyncio.sleep(0.1)
     raise AssertionError('no workflow task failed although the codec store is unreachable')
-
-
-async def _stored_once(path: Path, conversation_id: str) -> int:
-    store = await open_store(path)
-    try:
-        entries = await store.load_entries(conversation_id)
-    finally:
-        await store.close()
-    assert entries is not None
-    assert len({content_hash(entry.message) for entry in entries}) == len(entries)
-    return len(entries)
 
 
 async def test_an_unreachable_store_while_encoding_fails_the_task_and_recovers(
@@ -84,7 +72,7 @@ async def test_an_unreachable_store_while_encoding_fails_the_task_and_recovers(
     finally:
         await plugin.codec.aclose()
     assert result.output == 'Sunny in Paris.'
-    assert await _stored_once(store_path, 'codec-encode-outage') == 4
+    await assert_stored_once(store_path, 'codec-encode-outage', 4)
 
 
 async def test_an_unreachable_store_while_decoding_fails_the_task_and_recovers(
@@ -123,4 +111,4 @@ async def test_an_unreachable_store_while_decoding_fails_the_task_and_recovers(
         await client_side.codec.aclose()
         await worker_side.codec.aclose()
     assert result.output == 'Sunny in Paris.'
-    assert await _stored_once(store_path, 'codec-decode-outage') == 4
+    await assert_stored_once(store_path, 'codec-decode-outage', 4)

@@ -13,10 +13,10 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from temporal_recall import RunPromptInput, RunPromptWorkflow
-from temporal_recall.content import content_hash
 from temporal_recall.store import open_store
 from temporal_recall.testing import running_worker
 
+from ._stored import assert_stored_once
 from .agents import big_tool_agent, weather_agent
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
@@ -34,16 +34,6 @@ async def _wait_for_visible_retry(handle: WorkflowHandle, needle: str) -> str:
     raise AssertionError(f'no pending activity retried with a failure mentioning {needle!r}')
 
 
-async def _assert_stored_once(path: Path, conversation_id: str, expected: int) -> None:
-    store = await open_store(path)
-    try:
-        entries = await store.load_entries(conversation_id)
-    finally:
-        await store.close()
-    assert entries is not None and len(entries) == expected
-    assert len({content_hash(e.message) for e in entries}) == expected
-
-
 async def test_unreachable_store_is_retried_visibly_and_recovers(temporal_client: Client, tmp_path: Path):
     missing = tmp_path / 'not-yet'
     path = missing / 'recall.db'
@@ -59,7 +49,7 @@ async def test_unreachable_store_is_retried_visibly_and_recovers(temporal_client
         missing.mkdir()  # the outage ends
         result = await asyncio.wait_for(handle.result(), timeout=120)
     assert result.output == 'Sunny in Paris.'
-    await _assert_stored_once(path, 'conv-outage', 4)
+    await assert_stored_once(path, 'conv-outage', 4)
 
 
 async def test_locked_store_is_retried_visibly_and_recovers(temporal_client: Client, tmp_path: Path):
@@ -84,7 +74,7 @@ async def test_locked_store_is_retried_visibly_and_recovers(temporal_client: Cli
     finally:
         blocker.close()
     assert result.output == 'Sunny in Paris.'
-    await _assert_stored_once(path, 'conv-locked', 4)
+    await assert_stored_once(path, 'conv-locked', 4)
 
 
 async def test_a_message_too_large_for_a_payload_fails_fast_and_clearly(temporal_client: Client, store_url: str):

@@ -12,10 +12,7 @@ would have) must answer a search identically.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -32,10 +29,10 @@ from temporal_recall.store import PostgresConversationStore
 from temporal_recall.testing import DevServer
 
 from ..store._support import PostgresSite, postgres_url, problems_of
+from ._processes import spawn_worker, stop_worker
 
 pytestmark = [pytest.mark.temporal, pytest.mark.postgres, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 3
 CONVERSATIONS = 60
 KILL_AFTER_COMPLETED = 5
@@ -51,27 +48,6 @@ async def pg_site() -> AsyncIterator[PostgresSite]:
         yield site
     finally:
         await site.close()
-
-
-def _worker(server: DevServer, queue: str, store_url: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        'RECALL_TEST_ADDRESS': server.address,
-        'RECALL_TEST_QUEUE': queue,
-        'RECALL_TEST_STORE': store_url,
-        'RECALL_TEST_TOOL_LOG': str(log),
-    }
-    return subprocess.Popen([sys.executable, '-m', 'tests.workflows.worker_process'], env=env, cwd=ROOT)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _lines(path: Path, word: str) -> int:
@@ -110,7 +86,9 @@ async def test_workers_sharing_a_postgres_store_survive_a_kill(
     queue = f'multi-worker-{uuid.uuid4()}'
     run = f'mw-{uuid.uuid4().hex[:8]}'
     logs = [tmp_path / f'worker-{number}.log' for number in range(WORKERS)]
-    workers = [_worker(temporal_dev_server, queue, pg_site.url, log) for log in logs]
+    workers = [
+        spawn_worker(temporal_dev_server.address, queue, pg_site.url, RECALL_TEST_TOOL_LOG=str(log)) for log in logs
+    ]
     pending: set[asyncio.Future[RunPromptOutput]] = set()
     try:
         handles = await _start_all(temporal_client, queue, run)
@@ -139,7 +117,7 @@ async def test_workers_sharing_a_postgres_store_survive_a_kill(
         for future in pending:
             future.cancel()
         for worker in workers:
-            _stop(worker)
+            stop_worker(worker)
     assert all(output.output == 'Sunny in Paris.' for output in outputs)
     assert in_flight > 0
     assert _lines(logs[number], 'start') > _lines(logs[number], 'end')  # its interrupted calls never finished there

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -17,30 +14,9 @@ from temporal_recall import RunPromptInput, RunPromptWorkflow
 from temporal_recall.content import content_hash
 from temporal_recall.testing import DevServer
 
+from ._processes import spawn_worker, stop_worker
+
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _worker(server: DevServer, queue: str, store_url: str, **extra: str) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        'RECALL_TEST_ADDRESS': server.address,
-        'RECALL_TEST_QUEUE': queue,
-        'RECALL_TEST_STORE': store_url,
-        **extra,
-    }
-    return subprocess.Popen([sys.executable, '-m', 'tests.workflows.worker_process'], env=env, cwd=ROOT)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 async def _wait_for(path: Path, seconds: float = 60) -> None:
@@ -63,7 +39,7 @@ async def test_worker_killed_during_a_tool_activity(
 ):
     queue = f'killed-tool-{uuid.uuid4()}'
     marker = tmp_path / 'tool-started'
-    first = _worker(temporal_dev_server, queue, store_url, RECALL_TEST_TOOL_MARKER=str(marker))
+    first = spawn_worker(temporal_dev_server.address, queue, store_url, RECALL_TEST_TOOL_MARKER=str(marker))
     try:
         handle = await temporal_client.start_workflow(
             RunPromptWorkflow.run,
@@ -75,12 +51,12 @@ async def test_worker_killed_during_a_tool_activity(
         first.send_signal(signal.SIGKILL)
         first.wait()
     finally:
-        _stop(first)
-    second = _worker(temporal_dev_server, queue, store_url)
+        stop_worker(first)
+    second = spawn_worker(temporal_dev_server.address, queue, store_url)
     try:
         result = await asyncio.wait_for(handle.result(), timeout=90)
     finally:
-        _stop(second)
+        stop_worker(second)
     assert result.output == 'Done waiting.'
     await _assert_stored_once(read_store, 'conv-killed-tool', 4)
 
@@ -90,7 +66,7 @@ async def test_worker_killed_after_a_store_commit_before_the_activity_completed(
 ):
     queue = f'killed-commit-{uuid.uuid4()}'
     marker = tmp_path / 'killed-after-commit'
-    first = _worker(temporal_dev_server, queue, store_url, RECALL_TEST_KILL_AFTER_COMMIT=str(marker))
+    first = spawn_worker(temporal_dev_server.address, queue, store_url, RECALL_TEST_KILL_AFTER_COMMIT=str(marker))
     try:
         handle = await temporal_client.start_workflow(
             RunPromptWorkflow.run,
@@ -102,11 +78,11 @@ async def test_worker_killed_after_a_store_commit_before_the_activity_completed(
         first.wait(timeout=30)
         assert first.returncode == -signal.SIGKILL
     finally:
-        _stop(first)
-    second = _worker(temporal_dev_server, queue, store_url)
+        stop_worker(first)
+    second = spawn_worker(temporal_dev_server.address, queue, store_url)
     try:
         result = await asyncio.wait_for(handle.result(), timeout=90)
     finally:
-        _stop(second)
+        stop_worker(second)
     assert result.output == 'Done waiting.'
     await _assert_stored_once(read_store, 'conv-killed-commit', 4)
