@@ -85,13 +85,8 @@ async def _migrate(db: Database, migrations: Sequence[Migration]) -> None:
                 f'an owner (CREATE SCHEMA {quoted} AUTHORIZATION <store user>) or grant CREATE on the database.'
             ) from error
         await conn.execute(f'SET LOCAL search_path TO {quoted}')
-        await conn.execute(
-            'CREATE TABLE IF NOT EXISTS schema_migrations ('
-            'version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)'
-        )
-        for migration in sorted(migrations, key=lambda migration: migration.version):
-            if migration.version <= recorded:
-                continue
+        await conn.execute(schema.MIGRATIONS_TABLE)
+        for migration in schema.pending(migrations, recorded):
             for statement in migration.statements:
                 await conn.execute(statement)
             await conn.execute(

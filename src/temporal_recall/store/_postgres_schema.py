@@ -26,9 +26,9 @@ Migrations 2 (the impact-order postings index) and 3 (`message_bodies`) match SQ
 
 from __future__ import annotations
 
-from ._sqlite_schema import Migration, latest_version
+from ._sqlite_schema import MIGRATIONS_TABLE, Migration, latest_version, pending
 
-__all__ = ('CONVERSATION_ID_UNIQUE', 'MIGRATIONS', 'latest_version')
+__all__ = ('CONVERSATION_ID_UNIQUE', 'MIGRATIONS', 'MIGRATIONS_TABLE', 'latest_version', 'pending')
 
 CONVERSATION_ID_UNIQUE = 'conversations_conversation_id_unique'
 

@@ -342,13 +342,8 @@ async def _migrate(db: Database, migrations: Sequence[schema.Migration]) -> None
         recorded = await _recorded_version(db)  # Again, under the write lock: another process may have migrated.
         if recorded > known:
             raise _too_new(db.path, recorded, known)
-        await db.run(
-            'CREATE TABLE IF NOT EXISTS schema_migrations ('
-            'version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)'
-        )
-        for migration in sorted(migrations, key=lambda migration: migration.version):
-            if migration.version <= recorded:
-                continue
+        await db.run(schema.MIGRATIONS_TABLE)
+        for migration in schema.pending(migrations, recorded):
             for statement in migration.statements:
                 await db.run(statement)
             await db.run(

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ('MIGRATIONS', 'Migration', 'latest_version')
+__all__ = ('MIGRATIONS', 'MIGRATIONS_TABLE', 'Migration', 'latest_version', 'pending')
 
 
 @dataclass(frozen=True)
@@ -189,3 +189,15 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 def latest_version(migrations: Sequence[Migration] = MIGRATIONS) -> int:
     return max((migration.version for migration in migrations), default=0)
+
+
+MIGRATIONS_TABLE = (
+    'CREATE TABLE IF NOT EXISTS schema_migrations '
+    '(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)'
+)
+"""Where each backend records the migrations it applied (the same table on SQLite and PostgreSQL)."""
+
+
+def pending(migrations: Sequence[Migration], recorded: int) -> list[Migration]:
+    """The migrations a store at version `recorded` still needs, in the order to apply them."""
+    return sorted((m for m in migrations if m.version > recorded), key=lambda migration: migration.version)
