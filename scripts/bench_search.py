@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import random
 import statistics
 import sys
 import tempfile
@@ -35,7 +34,9 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'src'))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for bench/
 
+from bench._workload import Generator
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -51,41 +52,16 @@ from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
 from temporal_recall.store import AppendRequest, SqliteConversationStore, open_store
 
-VOCABULARY_SIZE = 20_000
 MESSAGES_PER_CONVERSATION = 100
 STEP_MESSAGES = 4  # user prompt, tool call, tool return, answer: one step boundary's worth
 
 
-@dataclass
-class Workload:
-    rng: random.Random
-    vocabulary: list[str]
-    weights: list[float]
-    identifiers: list[str]
+class Workload(Generator):
+    """`python -m bench`'s text generator (Zipf vocabulary, rare identifiers), as pydantic-ai messages."""
 
     @classmethod
     def create(cls, seed: int) -> Workload:
-        rng = random.Random(seed)
-        syllables = ['ka', 'lo', 'mi', 'ren', 'tos', 'vu', 'ber', 'dan', 'el', 'fi', 'gor', 'hul', 'ix', 'jo', 'qua']
-        vocabulary = sorted({''.join(rng.choices(syllables, k=rng.randint(1, 4))) for _ in range(VOCABULARY_SIZE * 2)})
-        vocabulary = vocabulary[:VOCABULARY_SIZE]
-        rng.shuffle(vocabulary)
-        weights = [1.0 / (rank + 1) ** 1.07 for rank in range(len(vocabulary))]
-        return cls(rng=rng, vocabulary=vocabulary, weights=weights, identifiers=[])
-
-    def sentence(self, words: int) -> str:
-        text = ' '.join(self.rng.choices(self.vocabulary, weights=self.weights, k=words))
-        if self.rng.random() < 0.3:
-            identifier = self.rng.choice(
-                [
-                    f'TICKET-{self.rng.randint(1000, 99999)}',
-                    f'order A-{self.rng.randint(100, 99999)}',
-                    f'src/{self.rng.choice(self.vocabulary)}/{self.rng.choice(self.vocabulary)}.py',
-                ]
-            )
-            self.identifiers.append(identifier)
-            text += f' {identifier}'
-        return text
+        return cls(seed)
 
     def step(self, index: int) -> list[ModelMessage]:
         call_id = f'call-{index}'
@@ -99,8 +75,7 @@ class Workload:
         ]
 
     def query(self) -> str:
-        terms = self.rng.randint(1, 3)
-        words = self.rng.choices(self.vocabulary[:2000], weights=self.weights[:2000], k=terms)
+        words = self.words(self.rng.randint(1, 3), top=2000)
         if self.identifiers and self.rng.random() < 0.5:
             words[-1] = self.rng.choice(self.identifiers)
         return ' '.join(words)
