@@ -13,8 +13,9 @@ Catch `RecallError` to handle anything the product refuses; catch a leaf to hand
     │   ├── MessageNotSerializable      a message cannot be stored as JSON
     │   └── HistoryMismatch             a delta does not attach to what the store holds
     ├── SearchError                     a search request is unusable
-    │   ├── InvalidQuery                empty, or too large to search
+    │   ├── InvalidQuery                empty, too large, or holding control characters
     │   └── InvalidSearchParameters     k1, b, limits or scope out of range
+    ├── InvalidIdentifier               an id too long, or holding control characters or invalid text
     ├── ConfigurationError              settings that cannot work (names the setting)
     └── PayloadTooLarge                 a value would not fit in one Temporal payload
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 __all__ = (
     'ConfigurationError',
     'HistoryMismatch',
+    'InvalidIdentifier',
     'InvalidQuery',
     'InvalidSearchParameters',
     'MessageNotSerializable',
@@ -42,6 +44,17 @@ __all__ = (
     'UnknownConversation',
     'UnknownEntry',
 )
+
+
+SHOWN_CHARACTERS = 40
+"""How much of a value an error message quotes: enough to recognise it, never all of a long one."""
+
+
+def shown(value: str) -> str:
+    """`value` quoted for an error message: at most `SHOWN_CHARACTERS` of it, plus its length if cut."""
+    if len(value) <= SHOWN_CHARACTERS:
+        return repr(value)
+    return f'{value[:SHOWN_CHARACTERS]!r}… ({len(value):,} characters)'
 
 
 class RecallError(Exception):
@@ -77,7 +90,7 @@ class UnknownConversation(StoreError):
 
     def __init__(self, conversation_id: str) -> None:
         self.conversation_id = conversation_id
-        super().__init__(f'Conversation {conversation_id!r} is not in the store.')
+        super().__init__(f'Conversation {shown(conversation_id)} is not in the store.')
 
 
 class UnknownEntry(StoreError, LookupError):
@@ -89,7 +102,7 @@ class UnknownEntry(StoreError, LookupError):
 
     def __init__(self, entry_id: str) -> None:
         self.entry_id = entry_id
-        super().__init__(f'Entry {entry_id!r} is not in the store.')
+        super().__init__(f'Entry {shown(entry_id)} is not in the store.')
 
 
 class MessageNotSerializable(StoreError):
@@ -109,11 +122,20 @@ class SearchError(RecallError):
 
 
 class InvalidQuery(SearchError):
-    """The query is empty, whitespace only, or larger than the documented bound."""
+    """The query is empty, whitespace only, larger than the documented bound, or not printable text."""
 
 
 class InvalidSearchParameters(SearchError):
     """A ranking or paging parameter is out of range."""
+
+
+class InvalidIdentifier(RecallError):
+    """A conversation id, run id, scope or entry id that cannot be an id, refused before any store sees it.
+
+    Longer than `MAX_ID_LENGTH` (512) characters, holding a control character such as NUL, or not
+    valid text (a lone surrogate, which is what undecodable bytes become). The message quotes at
+    most the first 40 characters of the value.
+    """
 
 
 class ConfigurationError(RecallError):

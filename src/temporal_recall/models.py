@@ -3,6 +3,11 @@
 These models are recorded in workflow histories, so they are compatibility data: fields are only
 ever added, always with a default, and never renamed or removed. A history written by an older
 release must still decode.
+
+Ids and queries are checked here, once, by the annotated types of `_validation` (`Identifier`,
+`QueryText`): every interface builds these models, so none of them lets a NUL byte, a control
+character, invalid text or an over-long id through to a store. A bad value raises
+`InvalidIdentifier` or `InvalidQuery` from the constructor.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
+from ._validation import Identifier, QueryText
 from .search._results import SearchResult
 
 __all__ = (
@@ -37,13 +43,13 @@ class StepDelta(BaseModel):
 
     model_config = _FROZEN
 
-    conversation_id: str
-    scope: str | None = None
+    conversation_id: Identifier
+    scope: Identifier | None = None
     idempotency_key: str
     base_length: int = Field(default=0, ge=0)
     base_hash: str | None = None
     messages: list[ModelMessage] = Field(default_factory=list[ModelMessage])
-    run_id: str | None = None
+    run_id: Identifier | None = None
     usage: RunUsage | None = None
 
 
@@ -64,15 +70,15 @@ class SearchRequest(BaseModel):
 
     model_config = _FROZEN
 
-    query: str
-    conversation_id: str | None = None
+    query: QueryText
+    conversation_id: Identifier | None = None
     """The conversation to search; `None` only together with `all_conversations=True`."""
-    scope: str | None = None
+    scope: Identifier | None = None
     """The tenant scope the conversation must have been stored with (exact match, `None` included)."""
     all_conversations: bool = False
     """Search every conversation of `scope`: for stores isolated to one principal."""
-    run_id: str | None = None
-    exclude_run_id: str | None = None
+    run_id: Identifier | None = None
+    exclude_run_id: Identifier | None = None
     """Leave out messages first said in this run: the model's tool passes its own run, whose
     messages are already in front of the model."""
     limit: int = 10
@@ -84,8 +90,8 @@ class SearchRequest(BaseModel):
 class HistoryRequest(BaseModel):
     model_config = _FROZEN
 
-    conversation_id: str
-    scope: str | None = None
+    conversation_id: Identifier
+    scope: Identifier | None = None
     limit: int | None = Field(default=None, ge=0)
 
 
@@ -106,8 +112,8 @@ class RunPromptInput(BaseModel):
     model_config = _FROZEN
 
     prompt: str
-    conversation_id: str
-    scope: str | None = None
+    conversation_id: Identifier
+    scope: Identifier | None = None
     agent: str | None = None
     """The registered agent's name; defaults to the worker's first agent."""
     continue_history: bool = True
@@ -132,8 +138,8 @@ class ConversationInput(BaseModel):
 
     model_config = _FROZEN
 
-    conversation_id: str
-    scope: str | None = None
+    conversation_id: Identifier
+    scope: Identifier | None = None
     agent: str | None = None
     turns_per_run: int = Field(default=25, ge=1)
     """Continue-as-new after this many turns (or earlier, when Temporal suggests it)."""
@@ -168,7 +174,7 @@ class RecallDeps(BaseModel):
 
     model_config = _FROZEN
 
-    scope: str | None = None
+    scope: Identifier | None = None
 
 
 class ConversationSummary(BaseModel):

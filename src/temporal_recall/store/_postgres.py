@@ -10,10 +10,11 @@ each with a pool of connections — kept correct by row locks and retries (see `
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, NoReturn, Self
 
 from asyncpg import exceptions as pg
 from pydantic_ai.conversation_store import (
@@ -24,6 +25,7 @@ from pydantic_ai.conversation_store import (
 )
 from pydantic_ai.exceptions import UserError
 
+from ._checks import check_append, check_id, check_optional_id, check_record, check_target
 from ._postgres_append import append as _append
 from ._postgres_db import Conn, Database
 from ._postgres_impact import document_frequencies as _document_frequencies
@@ -62,6 +64,19 @@ class PostgresStoreStats:
     """Tables, indexes and TOAST of the store's schema (`pg_total_relation_size`)."""
 
 
+def _refuse_unopened(value: object) -> NoReturn:
+    # The URL is not quoted back: it may hold a password.
+    if isinstance(value, str | os.PathLike):
+        raise TypeError(
+            'PostgresConversationStore(url) got a URL, but a store is opened (connected, checked, migrated) '
+            'with an await: use `await open_store(url)` or `await PostgresConversationStore.open(url)`.'
+        )
+    raise TypeError(
+        f'PostgresConversationStore() takes an opened database, not {type(value).__name__}; '
+        'use `await open_store(url)` or `await PostgresConversationStore.open(url)`.'
+    )
+
+
 class PostgresConversationStore(ConversationStore):
     """A `ConversationStore` in a PostgreSQL schema, also a `DeltaWriter`, an `IndexReader` (with the
     `ImpactReader` reads) and the `BodyStore` of `RecallDataCodec`, like `SqliteConversationStore`.
@@ -77,7 +92,14 @@ class PostgresConversationStore(ConversationStore):
     """
 
     def __init__(self, db: Database) -> None:
-        """Use `await PostgresConversationStore.open(url)`; this wraps an already opened database."""
+        """Use `await PostgresConversationStore.open(url)`; this wraps an already opened database.
+
+        Opening is asynchronous (it connects, checks and migrates), so a constructor cannot do it:
+        a url given here is refused at once with a `TypeError` naming the coroutine to await,
+        rather than failing on first use.
+        """
+        if not isinstance(db, Database):  # pyright: ignore[reportUnnecessaryIsInstance]
+            _refuse_unopened(db)
         self._db = db
 
     @classmethod
@@ -118,11 +140,13 @@ class PostgresConversationStore(ConversationStore):
     # --- ConversationStore primitives -------------------------------------------------------------
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        check_id(conversation_id, 'conversation id')
         return await self._db.read(lambda conn: read_record(conn, conversation_id), snapshot=False)
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         if limit is not None and limit < 0:
             raise UserError('`limit` must not be negative.')
+        check_optional_id(scope, 'scope')
         key = None if scope is None else scope_key(scope)
         return await self._db.read(lambda conn: read_records(conn, scope_key=key, limit=limit), snapshot=False)
 
@@ -131,7 +155,9 @@ class PostgresConversationStore(ConversationStore):
 
         Raises:
             UnknownEntry: No such entry (the exception is also a `LookupError`, as pydantic-ai expects).
+            InvalidIdentifier: `entry_id` is too long or not printable text.
         """
+        check_id(entry_id, 'entry id')
         entry = await self._db.read(lambda conn: read_entry_row(conn, entry_id), snapshot=False)
         if entry is None:
             raise MissingEntry(entry_id)
@@ -146,6 +172,7 @@ class PostgresConversationStore(ConversationStore):
         """
         if limit is not None and limit < 0:
             raise UserError('`limit` must not be negative.')
+        check_optional_id(head_id, 'entry id')
         if head_id is None or limit == 0:
             return []
         entries = await self._db.read(lambda conn: history(conn, head_id, limit), snapshot=False)
@@ -171,6 +198,7 @@ class PostgresConversationStore(ConversationStore):
                 is not stored (a concurrent delete released it).
             MessageNotSerializable: A message cannot be stored as JSON (checked before anything is written).
         """
+        check_record(record, new_entries)
         prepared = [prepare_message(entry.message) for entry in new_entries]
         columns = record_columns(record)
         conflict = ConversationConflict(record.conversation_id)
@@ -193,6 +221,7 @@ class PostgresConversationStore(ConversationStore):
         Raises:
             ConversationConflict: No record with `expected_revision` is stored.
         """
+        check_id(conversation_id, 'conversation id')
 
         async def body(conn: Conn) -> None:
             row = await lock_conversation(conn, conversation_id)
@@ -212,7 +241,9 @@ class PostgresConversationStore(ConversationStore):
             UnknownConversation: The conversation is missing (and `create=False`) or has another scope.
             HistoryMismatch: The delta does not follow the stored history; resend with `base_length=0`.
             MessageNotSerializable: A message cannot be stored as JSON (nothing is written).
+            InvalidIdentifier: The conversation id, scope or run id is too long or not printable text.
         """
+        check_append(request)
         return await _append(self._db, request)
 
     # --- IndexReader ------------------------------------------------------------------------------
@@ -222,6 +253,7 @@ class PostgresConversationStore(ConversationStore):
     # a moment later, as between two calls; the target is enforced again inside every query.
 
     async def index_stats(self, target: SearchTarget) -> IndexStats | None:
+        check_target(target)  # Every search starts here.
         return await self._db.read(lambda conn: _index_stats(conn, target), snapshot=False)
 
     async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
@@ -249,6 +281,7 @@ class PostgresConversationStore(ConversationStore):
 
     async def put_bodies(self, scope: str | None, bodies: dict[str, bytes]) -> None:
         """Store message bodies by hash; a body already stored is left as it is."""
+        check_optional_id(scope, 'scope')
         if not bodies:
             return
         key = scope_key(scope)
@@ -267,6 +300,7 @@ class PostgresConversationStore(ConversationStore):
 
     async def get_bodies(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]:
         """The stored bodies among `hashes`, within `scope` only."""
+        check_optional_id(scope, 'scope')
         if not hashes:
             return {}
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, NoReturn, Self
 
 from pydantic_ai.conversation_store import (
     ConversationConflict,
@@ -25,6 +25,7 @@ from pydantic_ai.conversation_store import (
 from pydantic_ai.exceptions import UserError
 
 from . import _sqlite_reader as _reader
+from ._checks import check_append, check_id, check_optional_id, check_record, check_target
 from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, RecallStore, SearchTarget
 from ._serialization import MissingEntry, PreparedMessage, prepare_message, record_columns, scope_key
 from ._sqlite_append import append as _append
@@ -127,6 +128,19 @@ async def _entry_keys(db: Database, entry_ids: Sequence[str], conflict: Conversa
     return keys
 
 
+def _refuse_unopened(value: object) -> NoReturn:
+    if isinstance(value, str | os.PathLike):
+        shown = repr(os.fspath(value))  # pyright: ignore[reportUnknownArgumentType]
+        raise TypeError(
+            f'SqliteConversationStore({shown}) got a path, but a store is opened (connected, checked, migrated) '
+            f'with an await: use `await open_store({shown})` or `await SqliteConversationStore.open({shown})`.'
+        )
+    raise TypeError(
+        f'SqliteConversationStore() takes an opened database, not {type(value).__name__}; '
+        'use `await open_store(url)` or `await SqliteConversationStore.open(path)`.'
+    )
+
+
 class SqliteConversationStore(ConversationStore):
     """A `ConversationStore` in a SQLite database (WAL mode), which is also a `DeltaWriter` and an `IndexReader`.
 
@@ -141,7 +155,14 @@ class SqliteConversationStore(ConversationStore):
     """
 
     def __init__(self, db: Database) -> None:
-        """Use `await SqliteConversationStore.open(path)`; this wraps an already opened database."""
+        """Use `await SqliteConversationStore.open(path)`; this wraps an already opened database.
+
+        Opening is asynchronous (it connects, checks and migrates), so a constructor cannot do it:
+        a path given here is refused at once with a `TypeError` naming the coroutine to await,
+        rather than failing on first use.
+        """
+        if not isinstance(db, Database):  # pyright: ignore[reportUnnecessaryIsInstance]
+            _refuse_unopened(db)
         self._db = db
 
     @classmethod
@@ -183,12 +204,14 @@ class SqliteConversationStore(ConversationStore):
     # --- ConversationStore primitives -------------------------------------------------------------
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        check_id(conversation_id, 'conversation id')
         async with self._db.read():
             return await read_record(self._db, conversation_id)
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         if limit is not None and limit < 0:
             raise UserError('`limit` must not be negative.')
+        check_optional_id(scope, 'scope')
         async with self._db.read():
             return await read_records(self._db, scope_key=None if scope is None else scope_key(scope), limit=limit)
 
@@ -197,7 +220,9 @@ class SqliteConversationStore(ConversationStore):
 
         Raises:
             UnknownEntry: No such entry (the exception is also a `LookupError`, as pydantic-ai expects).
+            InvalidIdentifier: `entry_id` is too long or not printable text.
         """
+        check_id(entry_id, 'entry id')
         async with self._db.read(snapshot=False):
             entry = await read_entry_row(self._db, entry_id)
         if entry is None:
@@ -213,6 +238,7 @@ class SqliteConversationStore(ConversationStore):
         """
         if limit is not None and limit < 0:
             raise UserError('`limit` must not be negative.')
+        check_optional_id(head_id, 'entry id')
         if head_id is None or limit == 0:
             return []
         async with self._db.read(snapshot=False):
@@ -241,6 +267,7 @@ class SqliteConversationStore(ConversationStore):
             MessageNotSerializable: A message cannot be stored as JSON (checked before anything is written).
         """
         db = self._db
+        check_record(record, new_entries)
         prepared = [prepare_message(entry.message) for entry in new_entries]
         columns = record_columns(record)
         conflict = ConversationConflict(record.conversation_id)
@@ -290,6 +317,7 @@ class SqliteConversationStore(ConversationStore):
         Raises:
             ConversationConflict: No record with `expected_revision` is stored.
         """
+        check_id(conversation_id, 'conversation id')
         async with self._db.write():
             row = await conversation_row(self._db, conversation_id)
             if row is None or row.revision != expected_revision:
@@ -305,7 +333,9 @@ class SqliteConversationStore(ConversationStore):
             UnknownConversation: The conversation is missing (and `create=False`) or has another scope.
             HistoryMismatch: The delta does not follow the stored history; resend with `base_length=0`.
             MessageNotSerializable: A message cannot be stored as JSON (nothing is written).
+            InvalidIdentifier: The conversation id, scope or run id is too long or not printable text.
         """
+        check_append(request)
         return await _append(self._db, request)
 
     # --- IndexReader ------------------------------------------------------------------------------
@@ -314,6 +344,7 @@ class SqliteConversationStore(ConversationStore):
     # search is latency-bound by round trips, not by SQLite.
 
     async def index_stats(self, target: SearchTarget) -> IndexStats | None:
+        check_target(target)  # Every search starts here.
         return await self._db.read_on_connection_thread(lambda db: _index_stats(db, target))
 
     async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
@@ -323,6 +354,7 @@ class SqliteConversationStore(ConversationStore):
 
     async def put_bodies(self, scope: str | None, bodies: dict[str, bytes]) -> None:
         """Store message bodies by hash; a body already stored is left as it is."""
+        check_optional_id(scope, 'scope')
         rows = [(scope_key(scope), digest, body) for digest, body in bodies.items()]
 
         async def write(db: Database) -> None:
@@ -336,6 +368,7 @@ class SqliteConversationStore(ConversationStore):
 
     async def get_bodies(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]:
         """The stored bodies among `hashes`, within `scope` only."""
+        check_optional_id(scope, 'scope')
         key = scope_key(scope)
 
         async def read(db: Database) -> dict[str, bytes]:

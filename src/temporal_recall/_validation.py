@@ -1,0 +1,100 @@
+"""The one rule for ids and queries that come from outside: checked once, where they enter.
+
+Every interface funnels its input through here: the pydantic models that cross Temporal boundaries
+(`SearchRequest`, `StepDelta`, …), the HTTP API's bodies and path parameters (which use the same
+annotated types), the CLI (which builds the same models) and the stores' primitives, which every
+public `ConversationStore` method goes through. So a NUL byte, a control character, a lone
+surrogate (what invalid UTF-8 becomes in Python's `surrogateescape`, or a JSON `"\\ud800"`) or an
+id of ten thousand characters is refused with the same `InvalidIdentifier` or `InvalidQuery`
+everywhere, before any driver sees it. PostgreSQL cannot store NUL at all and neither driver can
+encode a lone surrogate, so without this the same input failed differently on each backend.
+
+The checks raise our errors rather than `ValueError` on purpose: pydantic lets any other exception
+through unchanged, so building a model with a bad id raises `InvalidIdentifier` itself, a
+`RecallError`, not a `ValidationError` that a caller of the store would not expect.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, ValidationInfo
+
+from .errors import InvalidIdentifier, InvalidQuery, shown
+
+__all__ = (
+    'MAX_ID_LENGTH',
+    'Identifier',
+    'QueryText',
+    'check_id',
+    'check_optional_id',
+    'check_query',
+)
+
+MAX_ID_LENGTH = 512
+"""Longest conversation id, run id, scope or entry id accepted, in characters (documented in the README)."""
+
+_NOT_IN_IDS = re.compile('[\x00-\x1f\x7f-\x9f\ud800-\udfff]')
+"""Control characters (Unicode category Cc) and surrogates (Cs): never part of an id."""
+
+_NOT_IN_QUERIES = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]')
+"""The same, except tab, line feed and carriage return, which a pasted query may hold as spacing."""
+
+
+def _problem(value: str, pattern: re.Pattern[str]) -> str | None:
+    found = pattern.search(value)
+    if found is None:
+        return None
+    where = f'U+{ord(found.group()):04X} at position {found.start()}'
+    if '\ud800' <= found.group() <= '\udfff':
+        return f'is not valid text: it holds the lone surrogate {where} (from undecodable bytes or invalid UTF-8)'
+    return f'holds the control character {where}'
+
+
+def check_id(value: object, what: str = 'id') -> str:
+    """`value` if it is usable as an id; otherwise raise `InvalidIdentifier` naming `what` and the problem.
+
+    An id is a string of at most `MAX_ID_LENGTH` characters with no control characters or surrogates.
+    """
+    if not isinstance(value, str):
+        raise InvalidIdentifier(f'The {what} must be a string, not {type(value).__name__}.')
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidIdentifier(
+            f'The {what} {shown(value)} is longer than {MAX_ID_LENGTH} characters; use a shorter id.'
+        )
+    problem = _problem(value, _NOT_IN_IDS)
+    if problem is not None:
+        raise InvalidIdentifier(f'The {what} {shown(value)} {problem}; an id must be printable text.')
+    return value
+
+
+def check_optional_id(value: object, what: str = 'id') -> str | None:
+    """`check_id`, letting `None` through."""
+    return None if value is None else check_id(value, what)
+
+
+def check_query(value: str) -> str:
+    """`value` if it holds no control character (tab and newlines aside) or surrogate; else `InvalidQuery`.
+
+    Emptiness and size are the search's own rules (`parse_query`); this is only about valid text.
+    """
+    problem = _problem(value, _NOT_IN_QUERIES)
+    if problem is not None:
+        raise InvalidQuery(f'The query {shown(value)} {problem}; search for printable text.')
+    return value
+
+
+def _field_id(value: str, info: ValidationInfo) -> str:
+    return check_id(value, f'`{info.field_name}`' if info.field_name else 'id')
+
+
+def _field_query(value: str) -> str:
+    return check_query(value)
+
+
+Identifier = Annotated[str, AfterValidator(_field_id)]
+"""A `str` field checked with `check_id`; errors name the field."""
+
+QueryText = Annotated[str, AfterValidator(_field_query)]
+"""A `str` field checked with `check_query`."""
