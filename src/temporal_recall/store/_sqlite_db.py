@@ -25,6 +25,7 @@ import aiosqlite
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreError, StoreReadOnly, StoreUnavailable
 
 from . import _sqlite_schema as schema
+from ._sqlite_thread import RecallConnection
 
 __all__ = ('Database', 'Row', 'Synchronous', 'connect')
 
@@ -382,7 +383,8 @@ async def connect(
     uri = f'file:{quote(str(path))}?mode={"ro" if read_only else "rwc"}'
     try:
         # `timeout` is sqlite3's busy timeout: how long a statement waits for another writer's lock.
-        connection = await aiosqlite.connect(uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000)
+        # A daemon connection thread, closed at exit if the store was not: see `_sqlite_thread`.
+        connection = await RecallConnection(uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000)
     except sqlite3.Error as error:
         raise translate_error(error, path, busy_timeout_ms) or error from error
     db = Database(
