@@ -4,27 +4,35 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationRecord
 from pydantic_ai.exceptions import UserError
 
+from temporal_recall import search_history
+from temporal_recall._validation import MAX_ID_LENGTH
 from temporal_recall.errors import (
     ConfigurationError,
+    InvalidIdentifier,
+    InvalidQuery,
     MessageNotSerializable,
     NotADatabase,
+    RecallError,
     SchemaTooNew,
     StoreReadOnly,
     StoreUnavailable,
     UnknownConversation,
     UnknownEntry,
 )
-from temporal_recall.store import AppendRequest, SqliteConversationStore, open_store
+from temporal_recall.models import SearchRequest
+from temporal_recall.store import AppendRequest, SearchTarget, SqliteConversationStore, open_store
 
 from ._support import AnyStore, row_counts, tool_return, turn, user
 
@@ -322,3 +330,130 @@ async def test_bad_store_urls(url: str, problem: str, tmp_path: Path, monkeypatc
     with pytest.raises(ConfigurationError, match=problem):
         await open_store(url)
     assert listing(tmp_path) == []
+
+
+# --- ids and queries that are not usable text, refused before any driver sees them ------------------
+
+NOT_AN_ID = [
+    pytest.param('a\x00b', 'control character U+0000', id='nul'),
+    pytest.param('\x00', 'control character U+0000', id='only-nul'),
+    pytest.param('tab\tin-id', 'control character U+0009', id='tab'),
+    pytest.param('bell\x07', 'control character U+0007', id='bell'),
+    pytest.param('del\x7f', 'control character U+007F', id='del'),
+    pytest.param('c1\x85', 'control character U+0085', id='c1-control'),
+    pytest.param(b'caf\xe9'.decode('utf-8', 'surrogateescape'), 'lone surrogate U+DCE9', id='invalid-utf8'),
+    pytest.param('\ud800', 'lone surrogate U+D800', id='lone-surrogate'),
+    pytest.param('x' * (MAX_ID_LENGTH + 1), f'longer than {MAX_ID_LENGTH} characters', id='too-long'),
+    pytest.param('y' * 10_000, f'longer than {MAX_ID_LENGTH} characters', id='far-too-long'),
+]
+
+
+def _append(conversation_id: str = 'c', scope: str | None = 's', run_id: str | None = None) -> AppendRequest:
+    return AppendRequest(
+        conversation_id=conversation_id,
+        scope=scope,
+        idempotency_key='bad-input',
+        base_length=0,
+        base_hash=None,
+        messages=turn(9),
+        run_id=run_id,
+    )
+
+
+def _assert_short(error: BaseException, bad: str) -> None:
+    """An error quotes at most a bounded prefix of the value, never all of a long one."""
+    assert len(str(error)) < 300
+    if len(bad) > 100:
+        assert bad[:100] not in str(error)
+        assert f'{len(bad):,} characters' in str(error)
+
+
+@pytest.mark.parametrize(('bad', 'problem'), NOT_AN_ID)
+async def test_ids_that_are_not_ids_are_refused_before_the_driver(filled_any: AnyStore, bad: str, problem: str) -> None:
+    before = await snapshot(filled_any)
+    calls = {
+        'load': lambda: filled_any.load(bad),
+        'load scope': lambda: filled_any.load('c', scope=bad),
+        'load_entries': lambda: filled_any.load_entries(bad),
+        'save': lambda: filled_any.save(Conversation(messages=turn(3), conversation_id=bad)),
+        'save scope': lambda: filled_any.save(Conversation(messages=turn(3), conversation_id='new'), scope=bad),
+        'fork to': lambda: filled_any.fork('c', new_conversation_id=bad),
+        'fork from': lambda: filled_any.fork(bad, new_conversation_id='f'),
+        'delete': lambda: filled_any.delete(bad),
+        'delete scope': lambda: filled_any.delete('c', scope=bad),
+        'branch from': lambda: filled_any.branch('c', from_entry=bad, expected_revision=None),
+        'fork source scope': lambda: filled_any.fork('c', source_scope=bad),
+        'list scope': lambda: filled_any.list_conversations(scope=bad),
+        'read_entry': lambda: filled_any.read_entry(bad),
+        'read_history': lambda: filled_any.read_history(bad),
+        'append conversation': lambda: filled_any.append(_append(conversation_id=bad)),
+        'append scope': lambda: filled_any.append(_append(scope=bad)),
+        'append run': lambda: filled_any.append(_append(run_id=bad)),
+        'search target': lambda: filled_any.index_stats(SearchTarget(scope='s', conversation_id=bad)),
+        'search run': lambda: filled_any.index_stats(SearchTarget(scope='s', conversation_id='c', run_id=bad)),
+        'bodies': lambda: filled_any.get_bodies(bad, ['h']),
+    }
+    for name, call in calls.items():
+        with pytest.raises(InvalidIdentifier, match=re.escape(problem)) as raised:
+            await call()
+        assert isinstance(raised.value, RecallError), name
+        _assert_short(raised.value, bad)
+    assert await snapshot(filled_any) == before
+    assert (await filled_any.load('c')) is not None  # the store is still usable
+
+
+@pytest.mark.parametrize(('bad', 'problem'), NOT_AN_ID)
+async def test_search_requests_with_bad_ids_are_refused_when_built(
+    filled_any: AnyStore, bad: str, problem: str
+) -> None:
+    for field in ('conversation_id', 'scope', 'run_id', 'exclude_run_id'):
+        fields: dict[str, Any] = {'conversation_id': 'c', 'scope': 's', field: bad}
+        with pytest.raises(InvalidIdentifier, match=re.escape(problem)) as raised:
+            SearchRequest(query='weather', **fields)
+        assert f'`{field}`' in str(raised.value)
+        _assert_short(raised.value, bad)
+    result = await search_history(filled_any, SearchRequest(query='weather', conversation_id='c', scope='s'))
+    assert result.hits
+
+
+@pytest.mark.parametrize(
+    ('query', 'problem'),
+    [
+        ('weather\x00', 'control character U+0000'),
+        ('\x1b[31mweather', 'control character U+001B'),
+        (b'weather \xff'.decode('utf-8', 'surrogateescape'), 'lone surrogate U+DCFF'),
+    ],
+)
+async def test_queries_that_are_not_text_are_refused(filled_any: AnyStore, query: str, problem: str) -> None:
+    with pytest.raises(InvalidQuery, match=re.escape(problem)):
+        SearchRequest(query=query, conversation_id='c', scope='s')
+    spaced = await search_history(filled_any, SearchRequest(query='the\tweather\r\n', conversation_id='c', scope='s'))
+    assert spaced.hits  # tab and line breaks are spacing, not control characters to refuse
+
+
+async def test_the_longest_id_is_stored_and_found(recall_store: AnyStore) -> None:
+    longest = 'é' * MAX_ID_LENGTH  # characters, not bytes: 1,024 bytes of UTF-8
+    await recall_store.save(Conversation(messages=turn(1), conversation_id=longest), scope=longest)
+    loaded = await recall_store.load(longest, scope=longest)
+    assert loaded is not None and len(loaded.messages) == 2
+    found = await search_history(recall_store, SearchRequest(query='weather', conversation_id=longest, scope=longest))
+    assert found.hits and {hit.conversation_id for hit in found.hits} == {longest}
+
+
+@pytest.mark.parametrize('given', ['recall.db', Path('recall.db')])
+def test_a_sqlite_store_built_from_a_path_points_to_open_store(given: str | Path, tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"await open_store\('recall.db'\)") as raised:
+        SqliteConversationStore(given)  # type: ignore[arg-type]
+    assert "SqliteConversationStore.open('recall.db')" in str(raised.value)
+    with pytest.raises(TypeError, match='takes an opened database, not int'):
+        SqliteConversationStore(3)  # type: ignore[arg-type]
+
+
+def test_a_postgres_store_built_from_a_url_points_to_open_store() -> None:
+    from temporal_recall.store import PostgresConversationStore
+
+    url = 'postgresql://recall:secret@db/recall'
+    with pytest.raises(TypeError, match=r'await open_store\(url\)') as raised:
+        PostgresConversationStore(url)  # type: ignore[arg-type]
+    assert 'PostgresConversationStore.open(url)' in str(raised.value)
+    assert 'secret' not in str(raised.value)  # a URL may hold a password: it is not echoed

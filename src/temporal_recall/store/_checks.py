@@ -4,18 +4,23 @@ Every public `ConversationStore` method (`load`, `save`, `fork`, `delete`, …) 
 primitives (`read_record`, `write_record`, …), and the delta writer and the search go through
 `append` and `index_stats`, so checking there covers the whole Python API of both backends. The
 rule itself is `temporal_recall._validation.check_id`, the same one the models and the HTTP API use.
+
+A few arguments of pydantic-ai's public methods never reach a primitive: a `scope` filter is
+compared with the stored record in Python. `CheckedStore` checks those too, so `load('c',
+scope='\x00')` is refused like every other bad id instead of answering "absent".
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 
 from .._validation import check_id, check_optional_id
 from ._protocol import AppendRequest, SearchTarget
 
-__all__ = ('check_append', 'check_id', 'check_optional_id', 'check_record', 'check_target')
+__all__ = ('CheckedStore', 'check_append', 'check_id', 'check_optional_id', 'check_record', 'check_target')
 
 
 def check_record(record: ConversationRecord, new_entries: Sequence[ConversationEntry] = ()) -> None:
@@ -42,3 +47,62 @@ def check_target(target: SearchTarget) -> None:
     check_optional_id(target.conversation_id, 'conversation id')
     check_optional_id(target.scope, 'scope')
     check_optional_id(target.run_id, 'run id')
+
+
+class CheckedStore(ConversationStore):
+    """pydantic-ai's `ConversationStore`, refusing bad ids in the arguments no primitive sees."""
+
+    async def load(
+        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+    ) -> Conversation | None:
+        check_optional_id(scope, 'scope')
+        return await super().load(conversation_id, limit=limit, scope=scope)
+
+    async def load_entries(
+        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+    ) -> list[ConversationEntry] | None:
+        check_optional_id(scope, 'scope')
+        return await super().load_entries(conversation_id, limit=limit, scope=scope)
+
+    async def fork(
+        self,
+        conversation_id: str,
+        *,
+        at: int | None = None,
+        from_entry: str | None = None,
+        new_conversation_id: str | None = None,
+        scope: str | None = None,
+        source_scope: str | None = None,
+    ) -> Conversation:
+        check_id(conversation_id, 'conversation id')
+        check_optional_id(new_conversation_id, 'conversation id')
+        check_optional_id(from_entry, 'entry id')
+        check_optional_id(scope, 'scope')
+        check_optional_id(source_scope, 'scope')
+        return await super().fork(
+            conversation_id,
+            at=at,
+            from_entry=from_entry,
+            new_conversation_id=new_conversation_id,
+            scope=scope,
+            source_scope=source_scope,
+        )
+
+    async def branch(
+        self,
+        conversation_id: str,
+        *,
+        at: int | None = None,
+        from_entry: str | None = None,
+        expected_revision: str | None,
+        scope: str | None = None,
+    ) -> Conversation:
+        check_optional_id(from_entry, 'entry id')
+        check_optional_id(scope, 'scope')
+        return await super().branch(
+            conversation_id, at=at, from_entry=from_entry, expected_revision=expected_revision, scope=scope
+        )
+
+    async def delete(self, conversation_id: str, *, scope: str | None = None) -> None:
+        check_optional_id(scope, 'scope')
+        await super().delete(conversation_id, scope=scope)

@@ -21,11 +21,10 @@ from pydantic_ai.conversation_store import (
     ConversationConflict,
     ConversationEntry,
     ConversationRecord,
-    ConversationStore,
 )
 from pydantic_ai.exceptions import UserError
 
-from ._checks import check_append, check_id, check_optional_id, check_record, check_target
+from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._postgres_append import append as _append
 from ._postgres_db import Conn, Database
 from ._postgres_impact import document_frequencies as _document_frequencies
@@ -77,7 +76,7 @@ def _refuse_unopened(value: object) -> NoReturn:
     )
 
 
-class PostgresConversationStore(ConversationStore):
+class PostgresConversationStore(CheckedStore):
     """A `ConversationStore` in a PostgreSQL schema, also a `DeltaWriter`, an `IndexReader` (with the
     `ImpactReader` reads) and the `BodyStore` of `RecallDataCodec`, like `SqliteConversationStore`.
 

@@ -20,12 +20,11 @@ from pydantic_ai.conversation_store import (
     ConversationConflict,
     ConversationEntry,
     ConversationRecord,
-    ConversationStore,
 )
 from pydantic_ai.exceptions import UserError
 
 from . import _sqlite_reader as _reader
-from ._checks import check_append, check_id, check_optional_id, check_record, check_target
+from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, RecallStore, SearchTarget
 from ._serialization import MissingEntry, PreparedMessage, prepare_message, record_columns, scope_key
 from ._sqlite_append import append as _append
@@ -141,7 +140,7 @@ def _refuse_unopened(value: object) -> NoReturn:
     )
 
 
-class SqliteConversationStore(ConversationStore):
+class SqliteConversationStore(CheckedStore):
     """A `ConversationStore` in a SQLite database (WAL mode), which is also a `DeltaWriter` and an `IndexReader`.
 
     Open it with [`open`][temporal_recall.store.SqliteConversationStore.open] and close it when done
