@@ -14,12 +14,19 @@ headers and the first bytes alone. Errors are JSON, `{"error": {"code": ..., "me
 | status | code | when |
 |---|---|---|
 | 400 | `bad_request` | malformed JSON, missing, unknown or mistyped fields, a limit outside 1-100 |
-| 400 | `invalid_query`, `invalid_parameters` | an empty or oversized query; parameters the search refuses |
+| 400 | `invalid_id` | an id (body or path) over 512 characters, with a control character or invalid text |
+| 400 | `invalid_query` | an empty or oversized query, or one holding control characters |
+| 400 | `invalid_parameters` | parameters the search refuses |
 | 401 | `unauthorized` | no bearer token, or one the configuration does not know |
 | 404 | `not_found` | no such conversation in the token's scope (or no such route) |
 | 405 | `method_not_allowed` | a known path with the wrong method |
 | 413 | `payload_too_large` | a body over 64 KiB |
 | 503 | `store_unavailable` | the store cannot be opened or read right now; retry later |
+| 500 | `internal_error` | a bug; the details are in the server log, never in the answer |
+
+Ids and queries are checked by the same rule as everywhere else (`temporal_recall._validation`,
+through the annotated types of the bodies and path parameters), before any store sees them. An
+error quotes at most the first 40 characters of a refused value.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from pathlib import Path
 from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Path as PathParameter
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -47,12 +55,15 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._recall import search_history
+from .._validation import MAX_ID_LENGTH, Identifier, QueryText
 from ..errors import (
     ConfigurationError,
+    InvalidIdentifier,
     InvalidQuery,
     InvalidSearchParameters,
     StoreError,
     UnknownConversation,
+    shown,
 )
 from ..models import SearchRequest
 from ..search import MAX_LIMIT, SearchHit, message_role, transcript_text
@@ -67,7 +78,6 @@ MAX_BODY_BYTES = 64 * 1024
 """Largest request body accepted; a search request is a few hundred bytes."""
 MIN_TOKEN_LENGTH = 16
 """Shorter tokens are refused at startup: they could be guessed."""
-MAX_ID_LENGTH = 512
 
 _TENANT = 'temporal_recall.tenant'
 """Where the guard leaves the authenticated scope in the ASGI scope for the endpoints."""
@@ -103,10 +113,12 @@ class SearchBody(BaseModel):
 
     model_config = ConfigDict(extra='forbid', frozen=True)
 
-    conversation_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    query: str = Field(description='Words to look for; must not be empty.')
+    conversation_id: Identifier = Field(min_length=1, json_schema_extra={'maxLength': MAX_ID_LENGTH})
+    query: QueryText = Field(description='Words to look for; must not be empty.')
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT, strict=True, description='Most hits to return (1-100).')
-    run_id: str | None = Field(default=None, max_length=MAX_ID_LENGTH, description='Only messages of this agent run.')
+    run_id: Identifier | None = Field(
+        default=None, json_schema_extra={'maxLength': MAX_ID_LENGTH}, description='Only messages of this agent run.'
+    )
 
 
 class SearchResponse(BaseModel):
@@ -160,7 +172,7 @@ def _error(status: int, code: str, message: str, headers: Mapping[str, str] | No
 
 
 _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: {'model': ErrorBody, 'description': 'Malformed body, missing or invalid fields, or an empty query.'},
+    400: {'model': ErrorBody, 'description': 'Malformed body, missing or invalid fields or ids, or an empty query.'},
     401: {'model': ErrorBody, 'description': 'No bearer token, or an unknown one.'},
     404: {'model': ErrorBody, 'description': "No such conversation in the token's scope."},
     413: {'model': ErrorBody, 'description': 'Request body over 64 KiB.'},
@@ -369,7 +381,7 @@ def _validation_message(error: RequestValidationError) -> str:
 
 def _not_found(conversation_id: str) -> JSONResponse:
     # The same body whether the conversation does not exist or belongs to another scope.
-    return _error(404, 'not_found', f'No conversation {conversation_id!r} in this scope.')
+    return _error(404, 'not_found', f'No conversation {shown(conversation_id)} in this scope.')
 
 
 def _unavailable(error: BaseException) -> JSONResponse:
@@ -392,6 +404,14 @@ def _install_error_handlers(app: FastAPI) -> None:
         assert isinstance(error, RequestValidationError)
         return _error(400, 'bad_request', _validation_message(error))
 
+    async def invalid_id(request: Request, error: Exception) -> JSONResponse:
+        return _error(400, 'invalid_id', str(error))
+
+    async def internal_error(request: Request, error: Exception) -> JSONResponse:
+        # The traceback goes to the server log (Starlette re-raises after answering); the client
+        # gets JSON that reveals nothing of it.
+        return _error(500, 'internal_error', 'The server failed to answer this request; the details are in its log.')
+
     async def invalid_query(request: Request, error: Exception) -> JSONResponse:
         return _error(400, 'invalid_query', str(error))
 
@@ -407,6 +427,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(InvalidIdentifier, invalid_id)
+    app.add_exception_handler(Exception, internal_error)
     app.add_exception_handler(InvalidQuery, invalid_query)
     app.add_exception_handler(InvalidSearchParameters, invalid_parameters)
     app.add_exception_handler(UnknownConversation, unknown_conversation)
@@ -529,11 +551,15 @@ def create_app(
     @app.get(
         f'{API_PREFIX}/conversations/{{conversation_id}}',
         response_model=ConversationDetail,
-        responses={code: _ERROR_RESPONSES[code] for code in (401, 404, 503)},
+        responses={code: _ERROR_RESPONSES[code] for code in (400, 401, 404, 503)},
         summary='A conversation and the transcript of its current branch',
         operation_id='get_conversation',
     )
-    async def conversation(conversation_id: str, tenant: Tenant, store: Store) -> ConversationDetail:
+    async def conversation(
+        conversation_id: Annotated[Identifier, PathParameter(json_schema_extra={'maxLength': MAX_ID_LENGTH})],
+        tenant: Tenant,
+        store: Store,
+    ) -> ConversationDetail:
         record = await store.read_record(conversation_id)
         entries = (
             None
