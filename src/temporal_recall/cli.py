@@ -20,8 +20,8 @@ scope is reported exactly like a missing one. `search all` searches every conver
 (without it, those stored without a scope).
 
 Errors go to stderr as `error: ...`. Exit status: 0 success, 1 a failure (no such conversation, an
-unreachable or foreign store), 2 bad usage (arguments, an empty query, an unusable setting), 130
-interrupted.
+unreachable or foreign store), 2 bad usage (arguments, an empty query, an id over 512 characters or
+holding a control character or invalid text, an unusable setting), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigurationError, RecallError, SearchError
+from .errors import ConfigurationError, InvalidIdentifier, RecallError, SearchError, shown
 
 if TYPE_CHECKING:
     from .store import PostgresConversationStore, SqliteConversationStore
@@ -201,9 +201,9 @@ async def _open(
 
 
 def _no_conversation(conversation_id: str, scope: str | None) -> _Failure:
-    where = f'in scope {scope!r}' if scope is not None else 'in the store'
+    where = f'in scope {shown(scope)}' if scope is not None else 'in the store'
     hint = f'; list them with `recall conversations{f" --scope {scope}" if scope is not None else ""}`'
-    return _Failure(f'no conversation {conversation_id!r} {where}{hint}')
+    return _Failure(f'no conversation {shown(conversation_id)} {where}{hint}')
 
 
 # --- commands -------------------------------------------------------------------------------------
@@ -658,7 +658,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except _Failure as failure:
         print(f'error: {failure}', file=sys.stderr)
         status = failure.status
-    except (SearchError, ConfigurationError) as error:
+    except (SearchError, ConfigurationError, InvalidIdentifier) as error:
         print(f'error: {error}', file=sys.stderr)
         status = EXIT_USAGE
     except RecallError as error:
