@@ -34,6 +34,7 @@ from ._metrics import MESSAGES_STORED, SEARCH_SECONDS, STEP_WRITES
 from ._store_provider import StoreProvider
 from .errors import (
     HistoryMismatch,
+    InvalidIdentifier,
     InvalidQuery,
     InvalidSearchParameters,
     RecallError,
@@ -250,21 +251,23 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         conversation_id = ctx.conversation_id
         if not conversation_id:
             return 'Search is unavailable: this run has no conversation id, so there is no history to search.'
-        request = SearchRequest(
-            query=query,
-            conversation_id=conversation_id,
-            scope=self.scope_of(ctx),
-            run_id=run_id,
-            exclude_run_id=ctx.run_id,
-            limit=self.search_limit,
-            context_lines=self.context_lines,
-        )
-        store = await self.store.get()
         try:
+            # The model chose `query` and `run_id`: a bad one is answered, not raised, so the tool's
+            # activity never fails in a way Temporal would retry, and the model can correct itself.
+            request = SearchRequest(
+                query=query,
+                conversation_id=conversation_id,
+                scope=self.scope_of(ctx),
+                run_id=run_id,
+                exclude_run_id=ctx.run_id,
+                limit=self.search_limit,
+                context_lines=self.context_lines,
+            )
+            store = await self.store.get()
             with SEARCH_SECONDS.time():
                 result = await search_history(store, request)
         except UnknownConversation:
             return 'No earlier messages are stored for this conversation yet.'
-        except (InvalidQuery, InvalidSearchParameters) as error:
+        except (InvalidIdentifier, InvalidQuery, InvalidSearchParameters) as error:
             return f'Search refused: {error}'
         return render_for_model(result)

@@ -6,13 +6,17 @@ result is recorded in history (replay reads it back instead of searching again).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ..activities._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
+    from ..errors import InvalidIdentifier, InvalidQuery
     from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
 
 __all__ = ('DEFAULT_RETRY_POLICY', 'load_history', 'recall')
@@ -24,6 +28,21 @@ DEFAULT_RETRY_POLICY = RetryPolicy(
     non_retryable_error_types=['InvalidQuery', 'InvalidSearchParameters', 'PayloadTooLarge', 'UnknownConversation'],
 )
 """Store outages are retried with backoff until the timeout; refused requests are not retried."""
+
+
+@contextlib.contextmanager
+def _refused() -> Iterator[None]:
+    """Turn a refused id or query into a non-retryable `ApplicationError` that fails the workflow.
+
+    Raised as is, our error would be an ordinary exception in workflow code, which fails the
+    workflow *task*, and Temporal retries a workflow task forever: the workflow would hang instead
+    of reporting input that can never become valid. The error's class name is the `type`, as for
+    the activities' refusals, and the original is the cause.
+    """
+    try:
+        yield
+    except (InvalidIdentifier, InvalidQuery) as error:
+        raise ApplicationError(str(error), type=type(error).__name__, non_retryable=True) from error
 
 
 async def recall(
@@ -44,16 +63,22 @@ async def recall(
     `conversation_id` and `scope` must come from the workflow's own input or state. A conversation
     that does not exist in `scope` yields an empty result with a `message`, exactly as one that
     belongs to another scope does.
+
+    Raises:
+        ApplicationError: non-retryable, `type` `InvalidIdentifier` or `InvalidQuery`, when an id or the
+            query is not usable text (see `_refused`); the activity's own refusals arrive as an
+            `ActivityError` whose cause has the same `type`s.
     """
-    request = SearchRequest(
-        query=query,
-        conversation_id=conversation_id,
-        scope=scope,
-        all_conversations=all_conversations,
-        run_id=run_id,
-        limit=limit,
-        context_lines=context_lines,
-    )
+    with _refused():
+        request = SearchRequest(
+            query=query,
+            conversation_id=conversation_id,
+            scope=scope,
+            all_conversations=all_conversations,
+            run_id=run_id,
+            limit=limit,
+            context_lines=context_lines,
+        )
     return await workflow.execute_activity(
         SEARCH_ACTIVITY,
         request,
@@ -72,10 +97,16 @@ async def load_history(
     start_to_close_timeout: timedelta = timedelta(seconds=30),
     retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
 ) -> LoadedHistory:
-    """The current branch of a stored conversation, for a workflow to continue it."""
+    """The current branch of a stored conversation, for a workflow to continue it.
+
+    Raises:
+        ApplicationError: non-retryable, `type` `InvalidIdentifier`, for an id that is not usable text.
+    """
+    with _refused():
+        request = HistoryRequest(conversation_id=conversation_id, scope=scope, limit=limit)
     return await workflow.execute_activity(
         LOAD_HISTORY_ACTIVITY,
-        HistoryRequest(conversation_id=conversation_id, scope=scope, limit=limit),
+        request,
         result_type=LoadedHistory,
         start_to_close_timeout=start_to_close_timeout,
         retry_policy=retry_policy,
