@@ -1,0 +1,136 @@
+"""A process that opens a store, writes and returns without closing it still exits on its own.
+
+Before, aiosqlite's connection thread (a non-daemon thread) kept the interpreter waiting forever
+after `asyncio.run` returned, which is what following the README's plain `agent.run` example did.
+Each script runs in its own interpreter, as a user's would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from temporal_recall.store import open_store
+
+from ._support import PostgresSite, postgres_url
+
+EXIT_SECONDS = 5.0
+
+# Kept by a module-level agent, as in the README: never garbage-collected before exit.
+KEPT_BY_AN_AGENT = """
+import asyncio, sys
+from pydantic_ai import Agent
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.messages import ModelResponse, TextPart
+from temporal_recall import ConversationRecall, open_store
+
+agent = None
+
+async def main():
+    global agent
+    store = await open_store(sys.argv[1])
+    model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart('hello back')]))
+    agent = Agent(model, capabilities=[ConversationRecall(store=store)])
+    await agent.run('hello', conversation_id='support-42')
+
+asyncio.run(main())
+print('returned', flush=True)
+"""
+
+# Dropped when `main` returns: garbage-collected after its event loop is closed.
+DROPPED = """
+import asyncio, sys
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.messages import ModelRequest, UserPromptPart
+from temporal_recall import open_store
+
+async def main():
+    store = await open_store(sys.argv[1])
+    hello = ModelRequest(parts=[UserPromptPart('hello')])
+    await store.save(Conversation(messages=[hello], conversation_id='support-42'))
+
+asyncio.run(main())
+print('returned', flush=True)
+"""
+
+
+@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
+async def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == 'sqlite':
+        yield str(tmp_path / 'recall.db')
+        return
+    site = PostgresSite(postgres_url())
+    try:
+        yield site.url
+    finally:
+        await site.close()
+
+
+@pytest.mark.parametrize('script', [KEPT_BY_AN_AGENT, DROPPED], ids=['kept-by-an-agent', 'dropped'])
+async def test_an_unclosed_store_does_not_keep_the_process_alive(
+    store_location: str, script: str, tmp_path: Path
+) -> None:
+    path = tmp_path / 'forgets_to_close.py'
+    path.write_text(textwrap.dedent(script))
+    started = time.monotonic()
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, str(path), store_location],
+            capture_output=True,
+            text=True,
+            timeout=EXIT_SECONDS
+            + 20,  # importing takes a few seconds on a busy machine; the exit itself is timed below
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f'the process did not exit within {EXIT_SECONDS + 20:.0f} s of starting')
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == 'returned\n'
+    assert 'Traceback' not in done.stderr and 'Exception in thread' not in done.stderr, done.stderr
+    assert elapsed < EXIT_SECONDS + 20
+    # What the script wrote is there, and a SQLite store was closed at exit (its WAL folded in).
+    store = await open_store(store_location)
+    try:
+        loaded = await store.load('support-42')
+        assert loaded is not None and loaded.messages
+    finally:
+        await store.close()
+    if not store_location.startswith('postgresql'):
+        assert not Path(f'{store_location}-wal').exists()
+
+
+def test_the_process_exits_within_5_s_of_returning(tmp_path: Path) -> None:
+    """Timed from the moment `asyncio.run` returned, so import time on a busy machine does not count."""
+    path = tmp_path / 'forgets_to_close.py'
+    path.write_text(textwrap.dedent(KEPT_BY_AN_AGENT))
+    process = subprocess.Popen(
+        [sys.executable, str(path), str(tmp_path / 'recall.db')],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == 'returned\n'
+        returned = time.monotonic()
+        process.wait(timeout=EXIT_SECONDS)
+        assert time.monotonic() - returned < EXIT_SECONDS
+        assert process.returncode == 0
+    finally:
+        still_running = process.poll() is None
+        if still_running:
+            process.kill()
+            process.wait()
+        process.stdout.close()  # type: ignore[union-attr]
+        process.stderr.close()  # type: ignore[union-attr]
+    if still_running:
+        pytest.fail(f'the process was still running {EXIT_SECONDS} s after asyncio.run returned')
