@@ -7,7 +7,7 @@ result is recorded in history (replay reads it back instead of searching again).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from datetime import timedelta
 
 from temporalio import workflow
@@ -31,7 +31,7 @@ DEFAULT_RETRY_POLICY = RetryPolicy(
 
 
 @contextlib.contextmanager
-def _refused() -> Iterator[None]:
+def _refused() -> Generator[None]:
     """Turn a refused id or query into a non-retryable `ApplicationError` that fails the workflow.
 
     Raised as is, our error would be an ordinary exception in workflow code, which fails the
