@@ -186,8 +186,7 @@ HOSTILE_QUERIES = [
     'ÉCOLE café naïve',
     '東京 請求書',
     '🧾 invoice 🧾',
-    'invoice\x00refund',
-    'invoice\x07\x1b[31mrefund',
+    'invoice\trefund\r\n',
     'a' * 70 + ' invoice',
 ]
 
@@ -213,9 +212,12 @@ async def test_hostile_queries_return_results_never_errors(query: str, tmp_path:
 
 
 @pytest.mark.parametrize(
-    'query', ['', '   ', '\x00', '!!! ??? ...', 'x' * 1_048_576], ids=['empty', 'blank', 'nul', 'punct', '1MB']
+    'query',
+    ['', '   ', '\x00', 'invoice\x00refund', 'invoice\x07\x1b[31mrefund', '!!! ??? ...', 'x' * 1_048_576],
+    ids=['empty', 'blank', 'nul', 'inner-nul', 'control-characters', 'punct', '1MB'],
 )
 async def test_unusable_queries_get_a_clear_message(query: str, tmp_path: Path):
+    # Control characters (tab and line breaks aside) are refused up front, like an id holding them.
     store = await SqliteConversationStore.open(tmp_path / 'bad.db')
     try:
         with pytest.raises(InvalidQuery) as refused:
