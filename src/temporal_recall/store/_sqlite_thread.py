@@ -24,6 +24,10 @@ both the exit hook and the finaliser safe after `asyncio.run` has closed its loo
 
 A transaction in flight at exit (a store used from a thread still running) is rolled back, as it
 would be after a kill, which the store is built to survive.
+
+This relies on aiosqlite 0.22's layout (a `Connection` that owns its `_thread` and `_tx` queue, and
+ends the thread on `_STOP_RUNNING_SENTINEL`), hence the `aiosqlite>=0.22` requirement; tests/store/
+test_exit.py fails if a later release changes it.
 """
 
 from __future__ import annotations
