@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
+from ._context import CONTEXT_SQL, ContextHit
 from ._postgres_db import Conn
-from ._postgres_log import head_chain
 from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
 from ._serialization import document_rows, scope_key
 
@@ -201,7 +201,7 @@ async def postings(conn: Conn, target: SearchTarget, terms: Sequence[str]) -> di
 
 _ROW_COLUMNS = (
     'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, r.run_id, e.entry_id, e.message, '
-    'c.conversation_id, c.head_key '
+    'c.conversation_id, c.conv_key '
     'FROM conversation_documents cd JOIN entries e ON e.entry_key = cd.entry_key '
     'JOIN conversations c ON c.conv_key = cd.conv_key LEFT JOIN runs r ON r.run_key = cd.run_key '
 )
@@ -228,60 +228,17 @@ async def documents(conn: Conn, target: SearchTarget, doc_ids: Sequence[int], *,
     ids = [int(doc_id) for doc_id in doc_ids]
     rows = await conn.fetch(_documents_sql(target), *_target_params(target), ids)
 
-    async def neighbours(entry_key: int, run_key: int | None, head_key: int | None) -> list[Any]:
-        before = await _ancestors(conn, entry_key, run_key, context)
-        return [*before, *await _descendants(conn, entry_key, run_key, head_key, context)]
+    async def read_context(hits: Sequence[ContextHit]) -> list[Any]:
+        keys = [hit.entry_key for hit in hits]
+        convs = [hit.conv_key for hit in hits]
+        return await conn.fetch(_CONTEXT, keys, convs, context)
 
-    return await document_rows(ids, rows, neighbours if context > 0 else None)
-
-
-async def _ancestors(conn: Conn, entry_key: int, run_key: int | None, context: int) -> list[Any]:
-    """Up to `context` entries before `entry_key`, oldest first, stopping at the first of another run."""
-    rows = await conn.fetch(
-        """
-        WITH RECURSIVE up(k, n) AS (
-            SELECT parent_key, 1 FROM entries WHERE entry_key = $1 AND parent_key IS NOT NULL
-            UNION ALL
-            SELECT e.parent_key, up.n + 1 FROM up JOIN entries e ON e.entry_key = up.k
-            WHERE e.parent_key IS NOT NULL AND up.n < $2
-        )
-        SELECT e.entry_key, e.position, e.run_key, e.message FROM up JOIN entries e ON e.entry_key = up.k ORDER BY up.n
-        """,
-        entry_key,
-        context,
-    )
-    kept: list[Any] = []
-    for item in rows:
-        if item[2] != run_key:
-            break
-        kept.append(item)
-    kept.reverse()
-    return kept
+    return await document_rows(ids, rows, read_context, context)
 
 
-async def _descendants(
-    conn: Conn, entry_key: int, run_key: int | None, head_key: int | None, context: int
-) -> list[Any]:
-    """Up to `context` entries after `entry_key`, following the child on the head's chain when there is a choice
-    (otherwise the earliest child), stopping at the first of another run."""
-    kept: list[Any] = []
-    current = entry_key
-    while len(kept) < context:
-        children = await conn.fetch(
-            'SELECT entry_key, position, run_key, message FROM entries WHERE parent_key = $1 ORDER BY entry_key',
-            current,
-        )
-        if not children:
-            break
-        chosen = children[0]
-        if len(children) > 1 and head_key is not None:
-            for child in children:
-                chain = await head_chain(conn, head_key, child[1])
-                if chain and chain[0][0] == child[0] and chain[0][1] == child[1]:
-                    chosen = child
-                    break
-        if chosen[2] != run_key:
-            break
-        kept.append(chosen)
-        current = chosen[0]
-    return kept
+_CONTEXT = (
+    'WITH RECURSIVE hits(k, conv, pos, n) AS ('  # noqa: S608 (constant SQL fragments only; values are parameters)
+    'SELECT e.entry_key, w.conv, e.position, $3::integer FROM unnest($1::bigint[], $2::bigint[]) AS w(k, conv) '
+    'JOIN entries e ON e.entry_key = w.k), ' + CONTEXT_SQL
+)
+"""The hits as two arrays, entry keys and conversation keys; the rule itself is `_context`'s."""

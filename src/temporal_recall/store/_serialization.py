@@ -26,6 +26,7 @@ from temporal_recall.errors import MessageNotSerializable, UnknownEntry
 from temporal_recall.search._documents import is_summary, searchable_text
 from temporal_recall.search._tokens import term_frequencies
 
+from ._context import ContextHit, neighbours_of
 from ._protocol import DocumentRow
 
 __all__ = (
@@ -284,41 +285,46 @@ def decode_term_ids(data: bytes) -> list[int]:
     return term_ids
 
 
-NeighbourReader = Callable[[int, 'int | None', 'int | None'], Awaitable[Sequence[Sequence[Any]]]]
-"""`(entry_key, run_key, head_key) -> rows of (entry_key, position, run_key, message JSON)` around an entry."""
+ContextReader = Callable[[Sequence[ContextHit]], Awaitable[Iterable[Sequence[Any]]]]
+"""Runs `_context.CONTEXT_SQL` for the hits: one query for a whole page."""
 
 
 async def document_rows(
-    doc_ids: Sequence[int], rows: Iterable[Sequence[Any]], neighbours: NeighbourReader | None
+    doc_ids: Sequence[int], rows: Iterable[Sequence[Any]], read_context: ContextReader | None, context: int = 0
 ) -> list[DocumentRow]:
     """One `DocumentRow` per wanted document, in `doc_ids` order, from a backend's document query.
 
     `rows` are `(doc_id, entry_key, position, run_key, run_id, entry_id, message JSON, conversation_id,
-    head_key)` in first-appearance order, so a document held by several conversations is shown where
-    it first appeared. `neighbours` reads the context around an entry; `None` when none was asked for.
+    conv_key)` in first-appearance order, so a document held by several conversations is shown where
+    it first appeared. `read_context` reads the rows `_context.neighbours_of` picks up to `context`
+    neighbours from (on the hit's own conversation only); `None` when no context was asked for.
     """
     first: dict[int, Sequence[Any]] = {}
     for row in rows:
         first.setdefault(int(row[0]), row)
+    chosen = [first[doc_id] for doc_id in dict.fromkeys(int(doc_id) for doc_id in doc_ids) if doc_id in first]
+    around: dict[int, list[tuple[int, str]]] = {}
+    if read_context is not None and context > 0 and chosen:
+        hits = [
+            ContextHit(entry_key=int(row[1]), conv_key=int(row[8]), position=int(row[2]), run_key=row[3])
+            for row in chosen
+        ]
+        around = neighbours_of(hits, await read_context(hits), context)
     found: list[DocumentRow] = []
-    for doc_id in dict.fromkeys(int(doc_id) for doc_id in doc_ids):
-        row = first.get(doc_id)
-        if row is None:
-            continue
-        _, entry_key, position, run_key, run_id, entry_id, message_json, conversation_id, head_key = row
+    for row in chosen:
+        doc_id, entry_key, position, _, run_id, entry_id, message_json, conversation_id, _ = row
         message = load_message(message_json)
-        around = await neighbours(entry_key, run_key, head_key) if neighbours is not None else ()
         stamp = getattr(message, 'timestamp', None)
         found.append(
             DocumentRow(
-                doc_id=doc_id,
+                doc_id=int(doc_id),
                 conversation_id=conversation_id,
                 entry_id=entry_id,
                 run_id=run_id,
                 position=position,
                 message=message,
                 timestamp=stamp if isinstance(stamp, datetime) else None,
-                neighbours=[(int(item[1]), load_message(item[3])) for item in around],
+                neighbours=[(item, load_message(text)) for item, text in around.get(int(entry_key), ())],
             )
         )
     return found

@@ -11,10 +11,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ._context import CONTEXT_SQL, ContextHit
 from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
 from ._serialization import document_rows, scope_key
 from ._sqlite_db import Database, Row
-from ._sqlite_log import head_chain
 
 __all__ = ('documents', 'index_stats', 'postings')
 
@@ -164,14 +164,14 @@ async def postings(db: Database, target: SearchTarget, terms: Sequence[str]) -> 
 
 _ROW_COLUMNS = (
     'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, r.run_id, e.entry_id, e.message, '
-    'c.conversation_id, c.head_key '
+    'c.conversation_id, c.conv_key '
     'FROM conversation_documents cd JOIN entries e ON e.entry_key = cd.entry_key '
     'JOIN conversations c ON c.conv_key = cd.conv_key LEFT JOIN runs r ON r.run_key = cd.run_key '
 )
 
 _SCOPE_ROWS = (
     'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, r.run_id, e.entry_id, e.message, '
-    'c.conversation_id, c.head_key '
+    'c.conversation_id, c.conv_key '
     'FROM json_each(?) AS wanted CROSS JOIN conversation_documents cd ON cd.doc_id = wanted.value '
     'JOIN documents d ON d.doc_id = cd.doc_id JOIN conversations c ON c.conv_key = cd.conv_key '
     'JOIN entries e ON e.entry_key = cd.entry_key LEFT JOIN runs r ON r.run_key = cd.run_key '
@@ -204,62 +204,19 @@ async def documents(
             (ids, resolved.tenant_id, resolved.tenant_id, *run_params),
         )
 
-    async def neighbours(entry_key: int, run_key: int | None, head_key: int | None) -> list[Row]:
-        before = await _ancestors(db, entry_key, run_key, context)
-        return [*before, *await _descendants(db, entry_key, run_key, head_key, context)]
+    async def read_context(hits: Sequence[ContextHit]) -> list[Row]:
+        wanted = json.dumps([[hit.entry_key, hit.conv_key] for hit in hits])
+        return await db.rows(_CONTEXT, {'hits': wanted, 'context': context})
 
-    return await document_rows(doc_ids, rows, neighbours if context > 0 else None)
-
-
-async def _ancestors(db: Database, entry_key: int, run_key: int | None, context: int) -> list[Row]:
-    """Up to `context` entries before `entry_key`, oldest first, stopping at the first of another run."""
-    rows = await db.rows(
-        """
-        WITH RECURSIVE up(k, n) AS (
-            SELECT parent_key, 1 FROM entries WHERE entry_key = ? AND parent_key IS NOT NULL
-            UNION ALL
-            SELECT e.parent_key, up.n + 1 FROM up JOIN entries e ON e.entry_key = up.k
-            WHERE e.parent_key IS NOT NULL AND up.n < ?
-        )
-        SELECT e.entry_key, e.position, e.run_key, e.message FROM up JOIN entries e ON e.entry_key = up.k ORDER BY up.n
-        """,
-        (entry_key, context),
-    )
-    kept: list[Row] = []
-    for item in rows:
-        if item[2] != run_key:
-            break
-        kept.append(item)
-    kept.reverse()
-    return kept
+    return await document_rows(doc_ids, rows, read_context, context)
 
 
-async def _descendants(
-    db: Database, entry_key: int, run_key: int | None, head_key: int | None, context: int
-) -> list[Row]:
-    """Up to `context` entries after `entry_key`, following the child on the head's chain when there is a choice
-    (otherwise the earliest child), stopping at the first of another run."""
-    kept: list[Row] = []
-    current = entry_key
-    while len(kept) < context:
-        children = await db.rows(
-            'SELECT entry_key, position, run_key, message FROM entries WHERE parent_key = ? ORDER BY entry_key',
-            (current,),
-        )
-        if not children:
-            break
-        chosen = children[0]
-        if len(children) > 1 and head_key is not None:
-            for child in children:
-                chain = await head_chain(db, head_key, child[1])
-                if chain and chain[0][0] == child[0] and chain[0][1] == child[1]:
-                    chosen = child
-                    break
-        if chosen[2] != run_key:
-            break
-        kept.append(chosen)
-        current = chosen[0]
-    return kept
+_CONTEXT = (
+    'WITH RECURSIVE hits(k, conv, pos, n) AS ('  # noqa: S608 (constant SQL fragments only; values are parameters)
+    "SELECT e.entry_key, json_extract(w.value, '$[1]'), e.position, :context FROM json_each(:hits) AS w "
+    "JOIN entries e ON e.entry_key = json_extract(w.value, '$[0]')), " + CONTEXT_SQL
+)
+"""The hits as a JSON array of `[entry_key, conv_key]` pairs; the rule itself is `_context`'s."""
 
 
 # --- Scope-wide reads in impact order ---------------------------------------------------------------

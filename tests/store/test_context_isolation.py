@@ -1,0 +1,104 @@
+"""A hit's context stays on the searched conversation's own chain, whoever else built on its entries.
+
+Forks share the entries they were forked from and append children to them, in the same scope or in
+another tenant's. Before the fix, the context after a hit followed the only child of an entry
+whichever conversation it belonged to, and messages saved without a run id all matched each other,
+so a tenant's search showed another tenant's later messages.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+from temporal_recall._recall import search_history
+from temporal_recall.content import content_hash
+from temporal_recall.models import SearchRequest
+from temporal_recall.search import SearchResult
+from temporal_recall.store import AppendRequest
+
+from ._support import AnyStore
+
+
+def _turn(question: str, answer: str) -> list[ModelMessage]:
+    return [ModelRequest(parts=[UserPromptPart(question)]), ModelResponse(parts=[TextPart(answer)])]
+
+
+async def _append(
+    store: AnyStore, conversation_id: str, scope: str | None, history: list[ModelMessage], new: list[ModelMessage]
+) -> list[ModelMessage]:
+    """Append `new` after `history` without a run id (as messages saved outside an agent run are)."""
+    await store.append(
+        AppendRequest(
+            conversation_id=conversation_id,
+            scope=scope,
+            idempotency_key=f'{conversation_id}/{len(history)}',
+            base_length=len(history),
+            base_hash=content_hash(history[-1]) if history else None,
+            messages=new,
+        )
+    )
+    return [*history, *new]
+
+
+def _shown(result: SearchResult) -> str:
+    """Every text a result shows: hits and their context."""
+    return result.model_dump_json()
+
+
+@pytest.mark.parametrize('fork_scope', ['globex', 'acme'], ids=['cross-scope', 'same-scope'])
+async def test_a_forks_later_messages_never_appear_in_the_originals_context(recall_store: AnyStore, fork_scope: str):
+    history = await _append(recall_store, 'a1', 'acme', [], _turn('where is invoice 1042', 'it shipped on monday'))
+    await recall_store.fork('a1', new_conversation_id='g', scope=fork_scope, source_scope='acme')
+    await _append(recall_store, 'g', fork_scope, history, _turn('GLOBEXSECRET question', 'GLOBEXSECRET answer'))
+
+    for query in ['shipped monday', 'invoice 1042']:
+        result = await search_history(
+            recall_store, SearchRequest(query=query, conversation_id='a1', scope='acme', context_lines=1)
+        )
+        assert result.hits, query
+        assert 'GLOBEXSECRET' not in _shown(result)
+        scope_wide = await search_history(
+            recall_store, SearchRequest(query=query, all_conversations=True, scope='acme', context_lines=3)
+        )
+        assert scope_wide.hits
+        assert 'GLOBEXSECRET' not in _shown(scope_wide)
+
+    # The fork itself still sees its own continuation as context.
+    own = await search_history(
+        recall_store, SearchRequest(query='shipped monday', conversation_id='g', scope=fork_scope, context_lines=1)
+    )
+    assert 'GLOBEXSECRET question' in _shown(own)
+
+
+async def test_context_follows_the_conversations_own_continuation_not_a_forks(recall_store: AnyStore):
+    history = await _append(recall_store, 'a1', 'acme', [], _turn('where is invoice 1042', 'it shipped on monday'))
+    await recall_store.fork('a1', new_conversation_id='g', scope='acme', source_scope='acme')
+    # The fork writes first, so its message is the earliest child of the shared entry.
+    await _append(recall_store, 'g', 'acme', history, _turn('FORKONLY question', 'FORKONLY answer'))
+    await _append(recall_store, 'a1', 'acme', history, _turn('original continues', 'ORIGINALNEXT answer'))
+
+    result = await search_history(
+        recall_store, SearchRequest(query='shipped monday', conversation_id='a1', scope='acme', context_lines=2)
+    )
+    shown = _shown(result)
+    assert 'FORKONLY' not in shown
+    assert 'original continues' in shown
+
+
+async def test_a_branch_of_another_scope_never_appears_through_a_shared_ancestor(recall_store: AnyStore):
+    # globex forks part-way and rewrites from there: the shared entry then has children in both scopes.
+    history = await _append(recall_store, 'a1', 'acme', [], _turn('where is invoice 1042', 'it shipped on monday'))
+    history = await _append(recall_store, 'a1', 'acme', history, _turn('thanks a lot', 'you are welcome'))
+    await recall_store.fork('a1', new_conversation_id='g', scope='globex', source_scope='acme', at=1)
+    await _append(recall_store, 'g', 'globex', history[:1], [ModelResponse(parts=[TextPart('GLOBEXSECRET reply')])])
+
+    for scope, conversation in [('acme', 'a1'), ('globex', 'g')]:
+        result = await search_history(
+            recall_store,
+            SearchRequest(query='invoice 1042', conversation_id=conversation, scope=scope, context_lines=3),
+        )
+        assert result.hits
+        shown = _shown(result)
+        assert ('GLOBEXSECRET' in shown) == (scope == 'globex')
+        assert ('shipped on monday' in shown) == (scope == 'acme')
