@@ -1,9 +1,11 @@
 """Search isolation and hostile queries, through the same `search_history` every entry point uses.
 
-The isolation test is property-based: generated tenants, conversations, runs, forks and branches,
-generated queries and targets. Whatever is asked, no hit may come from another conversation (for a
-conversation target) or another tenant scope, and a conversation outside the caller's scope must
-look exactly like one that does not exist.
+The isolation test is property-based, on both backends: generated tenants, conversations, runs
+(and messages saved without one), forks within and across scopes that carry on from the entries
+they share, branches, queries, targets and context windows. Whatever is asked, no hit may come from
+another conversation (for a conversation target) or another tenant scope, no message shown as a
+hit's context may come from outside the hit's own conversation, and a conversation outside the
+caller's scope must look exactly like one that does not exist.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from temporal_recall._recall import search_history
 from temporal_recall.content import content_hash
 from temporal_recall.errors import InvalidQuery, UnknownConversation
 from temporal_recall.models import SearchRequest
+from temporal_recall.search import transcript_text
 from temporal_recall.store import AppendRequest, SqliteConversationStore
+
+from .store._support import AnyStore, open_site
 
 WORDS = ['alpha', 'beta', 'gamma', 'delta', 'invoice', 'refund', 'paris', 'order', 'a1042', 'secret']
 SCOPES = ['acme', 'globex', None]
@@ -35,25 +40,46 @@ class World:
 
     scope_of: dict[str, str | None] = field(default_factory=dict[str, str | None])
     texts_of: dict[str, set[str]] = field(default_factory=dict[str, set[str]])
-    runs_of: dict[str, set[str]] = field(default_factory=dict[str, set[str]])
+    tags_of: dict[str, set[str]] = field(default_factory=dict[str, set[str]])
+    """Per conversation, the tag of every message in its history (its own, its branches, what it forked)."""
+    next_tag: int = 0
+
+    def tag(self) -> str:
+        """A marker unique to one message, so every text a result shows can be traced to its writer."""
+        self.next_tag += 1
+        return f'm{self.next_tag}x'
 
 
 def _turn(text: str, answer: str) -> list[ModelMessage]:
     return [ModelRequest(parts=[UserPromptPart(text)]), ModelResponse(parts=[TextPart(answer)])]
 
 
+Turn = tuple[list[str], list[str], str | None]
+Plan = tuple[str | None, list[Turn], str, int | None, list[Turn], bool]
+"""Scope, turns, twist, where a fork starts, what is said after the fork, whether the original carries on."""
+Ask = tuple[list[str], str | None, int, str | None, int]
+"""Query words, scope, conversation index (-1 for all), run id, context lines."""
+
+TAG = re.compile(r'\bm\d+x\b')
+
+turns = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
+        st.sampled_from([None, 'run-0', 'run-1']),  # None: saved without a run id
+    ),
+    min_size=1,
+    max_size=4,
+)
+
 conversation_plans = st.lists(
     st.tuples(
         st.sampled_from(SCOPES),
-        st.lists(
-            st.tuples(
-                st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
-                st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
-            ),
-            min_size=1,
-            max_size=4,
-        ),
+        turns,
         st.sampled_from(['none', 'fork-same', 'fork-other', 'branch']),
+        st.sampled_from([None, 1, 2]),  # where a fork starts; None forks the whole history
+        turns,  # what the fork, or the original after its fork, says next
+        st.booleans(),  # whether the original also carries on after being forked
     ),
     min_size=2,
     max_size=5,
@@ -63,65 +89,74 @@ targets = st.lists(
     st.tuples(
         st.lists(st.sampled_from([*WORDS, 'OR', 'NOT', '*', '"x"']), min_size=1, max_size=3),
         st.sampled_from(SCOPES),
-        st.integers(min_value=-1, max_value=6),  # conversation index; -1 means `all`
+        st.integers(min_value=-1, max_value=9),  # conversation index; -1 means `all`
         st.sampled_from([None, 'run-0', 'run-1', 'run-x']),
+        st.integers(min_value=0, max_value=3),  # context lines
     ),
     min_size=1,
     max_size=8,
 )
 
 
-async def _build(store: SqliteConversationStore, plans) -> World:
-    world = World()
-    for number, (scope, turns, twist) in enumerate(plans):
-        conversation_id = f'conv-{number}'
-        history: list[ModelMessage] = []
-        for step, (said, answered) in enumerate(turns):
-            messages = _turn(f'{conversation_id} says ' + ' '.join(said), ' '.join(answered))
-            await store.append(
-                AppendRequest(
-                    conversation_id=conversation_id,
-                    scope=scope,
-                    idempotency_key=f'{conversation_id}/{step}',
-                    base_length=len(history),
-                    base_hash=content_hash(history[-1]) if history else None,
-                    messages=messages,
-                    run_id=f'run-{step % 2}',
-                )
+async def _say(
+    store: AnyStore,
+    world: World,
+    conversation_id: str,
+    history: list[ModelMessage],
+    said_turns: list[tuple[list[str], list[str], str | None]],
+) -> list[ModelMessage]:
+    """Append each turn after `history` (tagged, with its run id or none), recording it in the world."""
+    for said, answered, run_id in said_turns:
+        messages = _turn(f'{world.tag()} ' + ' '.join(said), f'{world.tag()} ' + ' '.join(answered))
+        await store.append(
+            AppendRequest(
+                conversation_id=conversation_id,
+                scope=world.scope_of[conversation_id],
+                idempotency_key=f'{conversation_id}/{len(history)}/{world.next_tag}',
+                base_length=len(history),
+                base_hash=content_hash(history[-1]) if history else None,
+                messages=messages,
+                run_id=run_id,
             )
-            history.extend(messages)
+        )
+        history = [*history, *messages]
+        _record(world, conversation_id, messages)
+    return history
+
+
+def _record(world: World, conversation_id: str, messages: list[ModelMessage]) -> None:
+    world.texts_of.setdefault(conversation_id, set()).update(content_hash(m) for m in messages)
+    world.tags_of.setdefault(conversation_id, set()).update(TAG.findall(' '.join(map(transcript_text, messages))))
+
+
+async def _build(store: AnyStore, plans: list[Plan]) -> World:
+    world = World()
+    for number, (scope, said_turns, twist, fork_at, later_turns, original_continues) in enumerate(plans):
+        conversation_id = f'conv-{number}'
         world.scope_of[conversation_id] = scope
-        world.texts_of[conversation_id] = {content_hash(m) for m in history}
-        world.runs_of[conversation_id] = {f'run-{step % 2}' for step in range(len(turns))}
+        history = await _say(store, world, conversation_id, [], said_turns)
         if twist == 'branch' and len(history) > 2:
             # A rewritten history: the old branch stays part of the conversation (and findable).
-            rewrite = _turn(f'{conversation_id} rewrote refund', 'rewritten')
-            await store.append(
-                AppendRequest(
-                    conversation_id=conversation_id,
-                    scope=scope,
-                    idempotency_key=f'{conversation_id}/rewrite',
-                    base_length=2,
-                    base_hash=content_hash(history[1]),
-                    messages=rewrite,
-                    run_id='run-1',
-                )
-            )
-            world.texts_of[conversation_id] |= {content_hash(m) for m in rewrite}
-            world.runs_of[conversation_id].add('run-1')
+            await _say(store, world, conversation_id, history[:2], [(['rewrote', 'refund'], ['rewritten'], 'run-1')])
         elif twist.startswith('fork'):
             fork_scope = scope if twist == 'fork-same' else ('globex' if scope != 'globex' else 'acme')
-            fork_id = f'{conversation_id}-fork'
-            await store.fork(conversation_id, new_conversation_id=fork_id, scope=fork_scope, at=2)
+            fork_id = f'conv-{number}-fork'
+            kept = history if fork_at is None else history[:fork_at]
+            await store.fork(
+                conversation_id, new_conversation_id=fork_id, scope=fork_scope, source_scope=scope, at=fork_at
+            )
             world.scope_of[fork_id] = fork_scope
-            world.texts_of[fork_id] = {content_hash(m) for m in history[:2]}
-            world.runs_of[fork_id] = {'run-0'}
+            _record(world, fork_id, kept)
+            # The fork carries on from a shared entry: its messages are that entry's children too.
+            await _say(store, world, fork_id, kept, later_turns)
+            if original_continues:
+                await _say(store, world, conversation_id, history, later_turns[:1])
     return world
 
 
-async def _check(store: SqliteConversationStore, world: World, asked) -> None:
+async def _check(store: AnyStore, world: World, asked: list[Ask]) -> None:
     conversations = sorted(world.scope_of)
-    for words, scope, index, run_id in asked:
+    for words, scope, index, run_id, context_lines in asked:
         everything = index < 0 or index >= len(conversations)
         conversation_id = None if everything else conversations[index]
         request = SearchRequest(
@@ -131,6 +166,7 @@ async def _check(store: SqliteConversationStore, world: World, asked) -> None:
             scope=scope,
             run_id=run_id,
             limit=100,
+            context_lines=context_lines,
         )
         if not re.search(r'\w', ' '.join(words)):
             with pytest.raises(InvalidQuery):
@@ -148,8 +184,8 @@ async def _check(store: SqliteConversationStore, world: World, asked) -> None:
             result = await search_history(store, request)
         except UnknownConversation as error:
             raise AssertionError(f'{request!r} refused an in-scope conversation; world={world!r}') from error
-        allowed = [c for c in conversations if world.scope_of[c] == scope] if everything else [conversation_id]
-        allowed_hashes = set().union(*(world.texts_of[c] for c in allowed)) if allowed else set()
+        allowed = [c for c in conversations if world.scope_of[c] == scope if everything or c == conversation_id]
+        allowed_hashes = set[str]().union(*(world.texts_of[c] for c in allowed))
         for hit in result.hits:
             assert hit.conversation_id in allowed
             assert world.scope_of[hit.conversation_id] == scope
@@ -157,19 +193,40 @@ async def _check(store: SqliteConversationStore, world: World, asked) -> None:
             assert content_hash(entry.message) in allowed_hashes
             if run_id is not None:
                 assert hit.run_id == run_id
+            # Every message shown, hit or context, is one of the hit's own conversation.
+            own = world.tags_of[hit.conversation_id]
+            shown = TAG.findall(' '.join([hit.excerpt, *(line.excerpt for line in hit.context)]))
+            assert len(shown) == 1 + len(hit.context), f'an excerpt lost its tag: {hit!r}'
+            foreign = set(shown) - own
+            assert not foreign, f'{request!r} showed {foreign} from outside {hit.conversation_id}: {hit!r}'
 
 
+def _sweep(world: World) -> list[Ask]:
+    """Targets that show every message with the widest context: each conversation in its own scope, and
+    each scope as a whole. Whatever the generated targets happen to ask, every hit's context is checked."""
+    conversations = sorted(world.scope_of)
+    asked: list[Ask] = [(WORDS, world.scope_of[c], index, None, 3) for index, c in enumerate(conversations)]
+    return asked + [(WORDS, scope, -1, None, 3) for scope in SCOPES]
+
+
+BACKENDS = [pytest.param('sqlite'), pytest.param('postgres', marks=pytest.mark.postgres)]
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plans=conversation_plans, asked=targets)
-def test_no_query_target_or_run_id_reaches_another_conversation_or_tenant(plans, asked):
+def test_no_query_target_or_run_id_reaches_another_conversation_or_tenant(
+    backend: str, plans: list[Plan], asked: list[Ask]
+):
     async def scenario() -> None:
         with tempfile.TemporaryDirectory() as folder:
-            store = await SqliteConversationStore.open(Path(folder) / 'isolation.db')
-            try:
-                world = await _build(store, plans)
-                await _check(store, world, asked)
-            finally:
-                await store.close()
+            async with open_site(backend, Path(folder)) as site:
+                store = await site.open()
+                try:
+                    world = await _build(store, plans)
+                    await _check(store, world, [*asked, *_sweep(world)])
+                finally:
+                    await store.close()
 
     asyncio.run(scenario())
 
