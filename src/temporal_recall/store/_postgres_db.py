@@ -111,7 +111,10 @@ async def create_pool(options: PostgresOptions, *, server_settings: dict[str, st
         StoreUnavailable, NotADatabase, ConfigurationError: The server cannot be reached, has no such
             database, or refuses the login.
     """
-    settings = {'search_path': quote_ident(options.schema), **server_settings}
+    # No JIT: the store's statements are short index walks, and a recursive query (search context,
+    # graph walks) whose row count the planner overestimates would otherwise spend tens of
+    # milliseconds compiling code that then runs for less than one.
+    settings = {'search_path': quote_ident(options.schema), 'jit': 'off', **server_settings}
     if options.statement_timeout_ms:
         settings['statement_timeout'] = str(options.statement_timeout_ms)
     if options.read_only:

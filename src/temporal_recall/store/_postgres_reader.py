@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
-from ._context import CONTEXT_SQL, ContextHit
 from ._postgres_db import Conn
 from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
 from ._serialization import document_rows, scope_key
@@ -228,17 +227,15 @@ async def documents(conn: Conn, target: SearchTarget, doc_ids: Sequence[int], *,
     ids = [int(doc_id) for doc_id in doc_ids]
     rows = await conn.fetch(_documents_sql(target), *_target_params(target), ids)
 
-    async def read_context(hits: Sequence[ContextHit]) -> list[Any]:
-        keys = [hit.entry_key for hit in hits]
-        convs = [hit.conv_key for hit in hits]
-        return await conn.fetch(_CONTEXT, keys, convs, context)
+    async def read_context(sql: str, hits: Sequence[tuple[int, int, int]]) -> list[Any]:
+        keys, convs, depths = (list(column) for column in zip(*hits, strict=True))
+        return await conn.fetch(_HITS + sql, keys, convs, depths)
 
     return await document_rows(ids, rows, read_context, context)
 
 
-_CONTEXT = (
-    'WITH RECURSIVE hits(k, conv, pos, n) AS ('  # noqa: S608 (constant SQL fragments only; values are parameters)
-    'SELECT e.entry_key, w.conv, e.position, $3::integer FROM unnest($1::bigint[], $2::bigint[]) AS w(k, conv) '
-    'JOIN entries e ON e.entry_key = w.k), ' + CONTEXT_SQL
+_HITS = (
+    'WITH RECURSIVE hits(k, conv, pos, n) AS (SELECT e.entry_key, w.conv, e.position, w.n '
+    'FROM unnest($1::bigint[], $2::bigint[], $3::integer[]) AS w(k, conv, n) JOIN entries e ON e.entry_key = w.k),'
 )
-"""The hits as two arrays, entry keys and conversation keys; the rule itself is `_context`'s."""
+"""The context query's points, as three arrays (entry keys, conversation keys, depths); the rule is `_context`'s."""

@@ -9,7 +9,7 @@ message compares `==` to the one saved; the content hash is only ever used for m
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -26,7 +26,7 @@ from temporal_recall.errors import MessageNotSerializable, UnknownEntry
 from temporal_recall.search._documents import is_summary, searchable_text
 from temporal_recall.search._tokens import term_frequencies
 
-from ._context import ContextHit, neighbours_of
+from ._context import ContextHit, HitsQuery, read_neighbours
 from ._protocol import DocumentRow
 
 __all__ = (
@@ -285,19 +285,15 @@ def decode_term_ids(data: bytes) -> list[int]:
     return term_ids
 
 
-ContextReader = Callable[[Sequence[ContextHit]], Awaitable[Iterable[Sequence[Any]]]]
-"""Runs `_context.CONTEXT_SQL` for the hits: one query for a whole page."""
-
-
 async def document_rows(
-    doc_ids: Sequence[int], rows: Iterable[Sequence[Any]], read_context: ContextReader | None, context: int = 0
+    doc_ids: Sequence[int], rows: Iterable[Sequence[Any]], read_context: HitsQuery | None, context: int = 0
 ) -> list[DocumentRow]:
     """One `DocumentRow` per wanted document, in `doc_ids` order, from a backend's document query.
 
     `rows` are `(doc_id, entry_key, position, run_key, run_id, entry_id, message JSON, conversation_id,
     conv_key)` in first-appearance order, so a document held by several conversations is shown where
-    it first appeared. `read_context` reads the rows `_context.neighbours_of` picks up to `context`
-    neighbours from (on the hit's own conversation only); `None` when no context was asked for.
+    it first appeared. `read_context` is the backend's query for `_context.read_neighbours`, which reads up to
+    `context` neighbours on each side, on the hit's own conversation only; `None` when no context was asked for.
     """
     first: dict[int, Sequence[Any]] = {}
     for row in rows:
@@ -309,7 +305,7 @@ async def document_rows(
             ContextHit(entry_key=int(row[1]), conv_key=int(row[8]), position=int(row[2]), run_key=row[3])
             for row in chosen
         ]
-        around = neighbours_of(hits, await read_context(hits), context)
+        around = await read_neighbours(hits, context, read_context)
     found: list[DocumentRow] = []
     for row in chosen:
         doc_id, entry_key, position, _, run_id, entry_id, message_json, conversation_id, _ = row

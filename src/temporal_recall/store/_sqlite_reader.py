@@ -11,7 +11,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._context import CONTEXT_SQL, ContextHit
 from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
 from ._serialization import document_rows, scope_key
 from ._sqlite_db import Database, Row
@@ -204,19 +203,18 @@ async def documents(
             (ids, resolved.tenant_id, resolved.tenant_id, *run_params),
         )
 
-    async def read_context(hits: Sequence[ContextHit]) -> list[Row]:
-        wanted = json.dumps([[hit.entry_key, hit.conv_key] for hit in hits])
-        return await db.rows(_CONTEXT, {'hits': wanted, 'context': context})
+    async def read_context(sql: str, hits: Sequence[tuple[int, int, int]]) -> list[Row]:
+        return await db.rows(_HITS + sql, (json.dumps(hits),))
 
     return await document_rows(doc_ids, rows, read_context, context)
 
 
-_CONTEXT = (
-    'WITH RECURSIVE hits(k, conv, pos, n) AS ('  # noqa: S608 (constant SQL fragments only; values are parameters)
-    "SELECT e.entry_key, json_extract(w.value, '$[1]'), e.position, :context FROM json_each(:hits) AS w "
-    "JOIN entries e ON e.entry_key = json_extract(w.value, '$[0]')), " + CONTEXT_SQL
+_HITS = (
+    "WITH RECURSIVE hits(k, conv, pos, n) AS (SELECT e.entry_key, json_extract(w.value, '$[1]'), e.position, "
+    "json_extract(w.value, '$[2]') FROM json_each(?) AS w "
+    "JOIN entries e ON e.entry_key = json_extract(w.value, '$[0]')),"
 )
-"""The hits as a JSON array of `[entry_key, conv_key]` pairs; the rule itself is `_context`'s."""
+"""The context query's points, from a JSON array of `[entry_key, conv_key, n]`; the rule itself is `_context`'s."""
 
 
 # --- Scope-wide reads in impact order ---------------------------------------------------------------
