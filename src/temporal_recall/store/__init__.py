@@ -24,6 +24,7 @@ from ._protocol import (
 )
 
 if TYPE_CHECKING:
+    from ._integrity import CheckReport, Finding
     from ._open import open_store
     from ._postgres import PostgresConversationStore, PostgresStoreStats
     from ._sqlite import SqliteConversationStore, StoreStats
@@ -31,8 +32,10 @@ if TYPE_CHECKING:
 __all__ = (
     'AppendRequest',
     'AppendResult',
+    'CheckReport',
     'DeltaWriter',
     'DocumentRow',
+    'Finding',
     'IndexReader',
     'IndexStats',
     'PostgresConversationStore',
@@ -46,6 +49,8 @@ __all__ = (
 )
 
 _LAZY = {
+    'CheckReport': '._integrity',
+    'Finding': '._integrity',
     'open_store': '._open',
     'SqliteConversationStore': '._sqlite',
     'StoreStats': '._sqlite',

@@ -11,10 +11,11 @@ each with a pool of connections — kept correct by row locks and retries (see `
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, NoReturn, Self
+from typing import TYPE_CHECKING, Any, NoReturn, Self
 
 from asyncpg import exceptions as pg
 from pydantic_ai.conversation_store import (
@@ -25,6 +26,7 @@ from pydantic_ai.conversation_store import (
 from pydantic_ai.exceptions import UserError
 
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
+from ._integrity import CheckReport, run_check
 from ._postgres_append import append as _append
 from ._postgres_db import Conn, Database
 from ._postgres_impact import document_frequencies as _document_frequencies
@@ -321,6 +323,18 @@ class PostgresConversationStore(CheckedStore):
         Same order rule as `SqliteConversationStore.reindex`. Writers wait for the rebuild; readers do not.
         """
         return await self._db.write(lambda conn: rebuild_index(conn, progress))
+
+    async def check(self, progress: Callable[[str], None] | None = None) -> CheckReport:
+        """Verify the store's integrity in one REPEATABLE READ snapshot (see `_integrity`); writers are not blocked."""
+
+        async def body(conn: Conn) -> CheckReport:
+            async def fetch(sql: str, params: Sequence[object]) -> list[Any]:
+                numbered = iter(range(1, len(params) + 1))
+                return await conn.fetch(re.sub(r'\?', lambda _: f'${next(numbered)}', sql), *params)
+
+            return await run_check(fetch, progress)
+
+        return await self._db.read(body)
 
     async def stats(self) -> PostgresStoreStats:
         async def body(conn: Conn) -> PostgresStoreStats:

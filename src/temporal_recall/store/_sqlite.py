@@ -25,10 +25,11 @@ from pydantic_ai.exceptions import UserError
 
 from . import _sqlite_reader as _reader
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
+from ._integrity import CheckReport, run_check
 from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, RecallStore, SearchTarget
 from ._serialization import MissingEntry, PreparedMessage, prepare_message, record_columns, scope_key
 from ._sqlite_append import append as _append
-from ._sqlite_db import Database, Synchronous, connect
+from ._sqlite_db import Database, Row, Synchronous, connect
 from ._sqlite_index import (
     Member,
     add_members,
@@ -408,6 +409,15 @@ class SqliteConversationStore(CheckedStore):
         """
         async with self._db.write():
             return await rebuild_index(self._db, progress)
+
+    async def check(self, progress: Callable[[str], None] | None = None) -> CheckReport:
+        """Verify the store's integrity in one read snapshot (see `_integrity`); writers are not blocked."""
+
+        async def fetch(sql: str, params: Sequence[object]) -> list[Row]:
+            return await self._db.rows(sql, tuple(params))
+
+        async with self._db.read():
+            return await run_check(fetch, progress)
 
     async def stats(self) -> StoreStats:
         async with self._db.read():

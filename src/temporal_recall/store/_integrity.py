@@ -1,0 +1,287 @@
+"""`recall check`: an integrity check of a store, written once for both backends.
+
+Every rule the writers keep is verified from the rows themselves, in one consistent snapshot:
+
+- `chain`: every entry's parent resolves and sits one position above it (a root at position 0),
+  and every conversation's head and kept branches resolve. Chains may cross conversations and
+  scopes only by sharing entries, which is how forks are stored, so this is not a finding.
+- `content_hash`: each entry's stored hash is the hash of its stored message; each codec message
+  body's address is the SHA-256 of its bytes.
+- `scope`: no row crosses a tenant: a conversation's tenant is its scope's, and every membership,
+  posting and per-term count belongs to the tenant of the document or conversation it names.
+- `index`: each document holds exactly the postings its first entry's text gives (terms, term
+  frequencies, length); `term_documents` counts each term's postings; `refs` and the per-tenant
+  and per-conversation counters match the memberships; every membership's entry holds its
+  document's content.
+
+The backends supply only `Fetch` (their placeholders and connection); the SQL is plain and shared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from temporal_recall.content import content_hash, load_message
+
+from ._serialization import decode_term_ids, hash_bytes, index_terms, scope_key
+
+__all__ = ('CheckReport', 'Fetch', 'Finding', 'FindingKind', 'run_check')
+
+FindingKind = Literal['chain', 'content_hash', 'scope', 'index']
+"""What a finding is about (see the module notes)."""
+
+Fetch = Callable[[str, Sequence[object]], Awaitable[Sequence[Sequence[Any]]]]
+"""`(sql with ? placeholders, params) -> rows`, all inside one read snapshot."""
+
+_PAGE = 1000
+"""Entries read per query, so checking a large log never holds all of it at once."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One problem: what kind, where (table and key), and what is wrong."""
+
+    kind: FindingKind
+    location: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f'{self.kind}: {self.location}: {self.detail}'
+
+
+@dataclass(kw_only=True)
+class CheckReport:
+    """What a check found, with the sizes it covered."""
+
+    findings: list[Finding] = field(default_factory=list[Finding])
+    conversations: int = 0
+    entries: int = 0
+    documents: int = 0
+    postings: int = 0
+    bodies: int = 0
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    def add(self, kind: FindingKind, location: str, detail: str) -> None:
+        self.findings.append(Finding(kind=kind, location=location, detail=detail))
+
+
+async def run_check(fetch: Fetch, progress: Callable[[str], None] | None = None) -> CheckReport:
+    """Check every rule in the module notes; the report lists each violation found."""
+    report = CheckReport()
+
+    def say(step: str) -> None:
+        if progress is not None:
+            progress(step)
+
+    say('checking entries and chains')
+    await _entries(fetch, report)
+    say('checking conversations')
+    await _conversations(fetch, report)
+    say('checking the index')
+    await _index(fetch, report)
+    say('checking message bodies')
+    await _bodies(fetch, report)
+    return report
+
+
+async def _entries(fetch: Fetch, report: CheckReport) -> None:
+    after = 0
+    while True:
+        rows = await fetch(
+            'SELECT e.entry_key, e.entry_id, e.parent_key, e.position, p.entry_key, p.position, e.content_hash, '
+            'e.message FROM entries e LEFT JOIN entries p ON p.entry_key = e.parent_key '
+            'WHERE e.entry_key > ? ORDER BY e.entry_key LIMIT ?',
+            (after, _PAGE),
+        )
+        for _, entry_id, parent_key, position, found_parent, parent_position, stored_hash, message in rows:
+            where = f'entry {entry_id!r}'
+            if parent_key is None:
+                if position != 0:
+                    report.add('chain', where, f'has no parent but position {position}, not 0')
+            elif found_parent is None:
+                report.add('chain', where, f'names parent key {parent_key}, which is not stored')
+            elif position != parent_position + 1:
+                report.add('chain', where, f'is at position {position} under a parent at {parent_position}')
+            try:
+                actual = hash_bytes(content_hash(load_message(message)))
+            except ValueError as error:
+                report.add('content_hash', where, f'holds a message that cannot be read ({error})')
+                continue
+            if _bytes(stored_hash) != actual:
+                report.add('content_hash', where, 'holds a message whose hash is not the stored content hash')
+        report.entries += len(rows)
+        if len(rows) < _PAGE:
+            return
+        after = rows[-1][0]
+
+
+async def _conversations(fetch: Fetch, report: CheckReport) -> None:
+    rows = await fetch(
+        'SELECT c.conversation_id, c.scope, t.scope_key, c.head_key, h.entry_key FROM conversations c '
+        'LEFT JOIN tenants t ON t.tenant_id = c.tenant_id LEFT JOIN entries h ON h.entry_key = c.head_key',
+        (),
+    )
+    report.conversations = len(rows)
+    for conversation_id, scope, tenant_key, head_key, found_head in rows:
+        where = f'conversation {conversation_id!r}'
+        if tenant_key != scope_key(scope):
+            report.add('scope', where, f'has scope {scope!r} but is filed under tenant {tenant_key!r}')
+        if head_key is not None and found_head is None:
+            report.add('chain', where, f'has head key {head_key}, which is not stored')
+    for conversation_id, entry_key in await fetch(
+        'SELECT c.conversation_id, b.entry_key FROM conversation_branches b '
+        'JOIN conversations c ON c.conv_key = b.conv_key LEFT JOIN entries e ON e.entry_key = b.entry_key '
+        'WHERE e.entry_key IS NULL',
+        (),
+    ):
+        report.add('chain', f'conversation {conversation_id!r}', f'keeps branch key {entry_key}, which is not stored')
+
+
+async def _index(fetch: Fetch, report: CheckReport) -> None:
+    documents = {
+        int(row[0]): row
+        for row in await fetch('SELECT doc_id, tenant_id, content_hash, length, refs, term_ids FROM documents', ())
+    }
+    report.documents = len(documents)
+    postings: dict[int, dict[int, tuple[int, int, int]]] = defaultdict(dict)
+    per_term: Counter[tuple[int, int]] = Counter()
+    for tenant_id, term_id, doc_id, frequency, length in await fetch(
+        'SELECT tenant_id, term_id, doc_id, term_frequency, length FROM postings', ()
+    ):
+        report.postings += 1
+        document = documents.get(doc_id)
+        where = f'posting (tenant {tenant_id}, term {term_id}, document {doc_id})'
+        if document is None:
+            report.add('index', where, 'names a document that is not stored')
+            continue
+        if document[1] != tenant_id:
+            report.add('scope', where, f'is filed under tenant {tenant_id}, its document under tenant {document[1]}')
+        postings[doc_id][term_id] = (frequency, length, tenant_id)
+        per_term[tenant_id, term_id] += 1
+    counted = {
+        (int(row[0]), int(row[1])): int(row[2])
+        for row in await fetch('SELECT tenant_id, term_id, document_count FROM term_documents', ())
+    }
+    for key in sorted(counted.keys() | per_term.keys()):
+        if counted.get(key, 0) != per_term.get(key, 0):
+            report.add(
+                'index',
+                f'term_documents (tenant {key[0]}, term {key[1]})',
+                f'counts {counted.get(key, 0)} documents, but {per_term.get(key, 0)} postings hold the term',
+            )
+    terms = {str(row[0]): int(row[1]) for row in await fetch('SELECT term, term_id FROM terms', ())}
+    members: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in await fetch(
+        'SELECT cd.doc_id, cd.conv_key, c.conversation_id, c.tenant_id, e.entry_id, e.content_hash, e.message '
+        'FROM conversation_documents cd JOIN conversations c ON c.conv_key = cd.conv_key '
+        'LEFT JOIN entries e ON e.entry_key = cd.entry_key',
+        (),
+    ):
+        members[int(row[0])].append(tuple(row))
+    for doc_id, document in documents.items():
+        _document(report, doc_id, document, postings.get(doc_id, {}), members.get(doc_id, []), terms)
+    for doc_id in members.keys() - documents.keys():
+        report.add('index', f'document {doc_id}', 'has memberships but is not stored')
+    await _counters(fetch, report)
+
+
+def _document(
+    report: CheckReport,
+    doc_id: int,
+    document: Sequence[Any],
+    postings: dict[int, tuple[int, int, int]],
+    members: list[tuple[Any, ...]],
+    terms: dict[str, int],
+) -> None:
+    where = f'document {doc_id}'
+    _, tenant_id, stored_hash, length, refs, term_ids = document
+    if refs != len(members):
+        report.add('index', where, f'counts {refs} memberships, but {len(members)} are stored')
+    listed = set(decode_term_ids(_bytes(term_ids)))
+    if listed != postings.keys():
+        missing, extra = sorted(listed - postings.keys()), sorted(postings.keys() - listed)
+        report.add('index', where, f'lists terms without postings {missing} and has postings not listed {extra}')
+    source = None
+    for _, _, conversation_id, member_tenant, entry_id, entry_hash, message in members:
+        member = f'{where} in conversation {conversation_id!r}'
+        if member_tenant != tenant_id:
+            report.add('scope', member, f'belongs to tenant {tenant_id}, the conversation to tenant {member_tenant}')
+        if entry_id is None:
+            report.add('index', member, 'names an entry that is not stored')
+        elif _bytes(entry_hash) != _bytes(stored_hash):
+            report.add('index', member, f'names entry {entry_id!r}, which holds other content')
+        elif source is None:
+            source = message
+    if source is None:
+        return
+    try:
+        expected = index_terms(load_message(source))
+    except ValueError:
+        return  # reported with the entry
+    if expected is None:
+        report.add('index', where, 'is indexed, but its text has no index terms')
+        return
+    if expected.length != length:
+        report.add('index', where, f'has length {length}, its text {expected.length}')
+    wanted = {terms.get(term, -1): count for term, count in expected.frequencies.items()}
+    for term_id, count in sorted(wanted.items()):
+        found = postings.get(term_id)
+        if found is None:
+            report.add('index', where, f'has no posting for term {term_id}, which its text holds {count} times')
+        elif found[0] != count or found[1] != expected.length:
+            report.add(
+                'index',
+                where,
+                f'posting for term {term_id} says frequency {found[0]} and length {found[1]}, '
+                f'its text {count} and {expected.length}',
+            )
+    for term_id in sorted(postings.keys() - wanted.keys()):
+        report.add('index', where, f'has a posting for term {term_id}, which its text does not hold')
+
+
+async def _counters(fetch: Fetch, report: CheckReport) -> None:
+    for tenant_id, scope, stored_count, stored_length, count, length in await fetch(
+        'SELECT t.tenant_id, t.scope_key, t.document_count, t.total_length, '
+        '(SELECT count(*) FROM documents d WHERE d.tenant_id = t.tenant_id), '
+        '(SELECT coalesce(sum(d.length), 0) FROM documents d WHERE d.tenant_id = t.tenant_id) FROM tenants t',
+        (),
+    ):
+        if (stored_count, stored_length) != (count, length):
+            report.add(
+                'index',
+                f'tenant {scope!r} ({tenant_id})',
+                f'counts {stored_count} documents of total length {stored_length}; stored: {count} and {length}',
+            )
+    for conversation_id, stored_count, stored_length, count, length in await fetch(
+        'SELECT c.conversation_id, c.document_count, c.total_length, '
+        '(SELECT count(*) FROM conversation_documents cd WHERE cd.conv_key = c.conv_key), '
+        '(SELECT coalesce(sum(d.length), 0) FROM conversation_documents cd JOIN documents d ON d.doc_id = cd.doc_id '
+        'WHERE cd.conv_key = c.conv_key) FROM conversations c',
+        (),
+    ):
+        if (stored_count, stored_length) != (count, length):
+            report.add(
+                'index',
+                f'conversation {conversation_id!r}',
+                f'counts {stored_count} documents of total length {stored_length}; stored: {count} and {length}',
+            )
+
+
+async def _bodies(fetch: Fetch, report: CheckReport) -> None:
+    rows = await fetch('SELECT scope_key, content_hash, body FROM message_bodies', ())
+    report.bodies = len(rows)
+    for key, digest, body in rows:
+        if hashlib.sha256(_bytes(body)).hexdigest() != digest:
+            report.add('content_hash', f'message body {digest} (tenant {key!r})', 'holds bytes with another SHA-256')
+
+
+def _bytes(value: Any) -> bytes:
+    """A binary column's value; a damaged row may hold text there instead (SQLite keeps whatever was written)."""
+    return value.encode() if isinstance(value, str) else bytes(value)

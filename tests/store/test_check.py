@@ -1,0 +1,173 @@
+"""`check()`: clean on every healthy store the writers produce, and each kind of damage is found."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Sequence
+from contextlib import closing
+
+import pytest
+from pydantic_ai.messages import ModelMessage
+
+from temporal_recall.content import content_hash
+from temporal_recall.store import AppendRequest, CheckReport
+
+from ._support import AnyStore, PostgresSite, Site, turn, with_options
+
+
+async def _append(
+    store: AnyStore, conversation_id: str, scope: str | None, history: list[ModelMessage], new: list[ModelMessage]
+) -> list[ModelMessage]:
+    await store.append(
+        AppendRequest(
+            conversation_id=conversation_id,
+            scope=scope,
+            idempotency_key=f'{conversation_id}/{len(history)}/{len(new)}',
+            base_length=len(history),
+            base_hash=content_hash(history[-1]) if history else None,
+            messages=new,
+        )
+    )
+    return [*history, *new]
+
+
+async def _healthy(store: AnyStore) -> None:
+    """Forks across scopes that carry on, a rewritten branch, a delete, codec bodies, runs and none."""
+    history = await _append(store, 'a1', 'acme', [], [*turn(1, 'invoice'), *turn(2, 'refund')])
+    await store.fork('a1', new_conversation_id='g', scope='globex', source_scope='acme')
+    await _append(store, 'g', 'globex', history, turn(3, 'secret'))
+    await store.fork('a1', new_conversation_id='a2', scope='acme', source_scope='acme', at=2)
+    await _append(store, 'a2', 'acme', history[:2], turn(4, 'paris'))
+    await _append(store, 'a1', 'acme', history[:2], turn(5, 'rewritten'))
+    await _append(store, 'n', None, [], turn(6, 'unscoped'))
+    doomed = await _append(store, 'gone', 'acme', [], turn(7, 'invoice'))
+    record = await store.read_record('gone')
+    assert record is not None and doomed
+    await store.delete_record('gone', expected_revision=record.revision)
+    body = b'{"hello": "world"}'
+    await store.put_bodies('acme', {hashlib.sha256(body).hexdigest(): body})
+
+
+async def _damage(site: Site, *statements: str) -> None:
+    """Run raw statements on the store's database, past its foreign keys, as a bad disk or hand would."""
+    if isinstance(site, PostgresSite):
+        import asyncpg
+
+        connection = await asyncpg.connect(
+            with_options(site.base_url.partition('?')[0]), server_settings={'search_path': site.schema}
+        )
+        try:
+            await connection.execute("SET session_replication_role = 'replica'")
+            for statement in statements:
+                await connection.execute(statement)
+        finally:
+            await connection.close()
+        return
+    with closing(sqlite3.connect(site.path)) as connection:
+        for statement in statements:
+            connection.execute(statement)
+        connection.commit()
+
+
+def _kinds(report: CheckReport) -> set[str]:
+    return {finding.kind for finding in report.findings}
+
+
+def _details(report: CheckReport) -> str:
+    return '\n'.join(map(str, report.findings))
+
+
+async def test_a_healthy_store_is_clean(recall_store: AnyStore):
+    await _healthy(recall_store)
+    report = await recall_store.check()
+    assert report.clean, _details(report)
+    assert report.conversations == 4
+    assert report.entries > 10
+    assert report.documents > 0 and report.postings > 0 and report.bodies == 1
+    await recall_store.reindex()
+    report = await recall_store.check()
+    assert report.clean, _details(report)
+
+
+async def test_an_empty_store_is_clean(recall_store: AnyStore):
+    report = await recall_store.check()
+    assert report.clean and report.entries == 0
+
+
+DAMAGE: dict[str, tuple[Sequence[str], str, str]] = {
+    'deleted posting': (
+        ['DELETE FROM postings WHERE doc_id = (SELECT min(doc_id) FROM postings)'],
+        'index',
+        'lists terms without postings',
+    ),
+    'posting frequency': (
+        ['UPDATE postings SET term_frequency = term_frequency + 1 WHERE doc_id = (SELECT min(doc_id) FROM postings)'],
+        'index',
+        'says frequency',
+    ),
+    'term count': (
+        ['UPDATE term_documents SET document_count = document_count + 1'],
+        'index',
+        'postings hold the term',
+    ),
+    'edited message': (
+        ["UPDATE entries SET message = replace(message, 'invoice', 'invoicf')"],
+        'content_hash',
+        'whose hash is not the stored content hash',
+    ),
+    'edited codec body': (
+        ['UPDATE message_bodies SET body = body || body'],
+        'content_hash',
+        'holds bytes with another SHA-256',
+    ),
+    'parent not stored': (
+        ['UPDATE entries SET parent_key = 999999 WHERE entry_key = (SELECT max(entry_key) FROM entries)'],
+        'chain',
+        'which is not stored',
+    ),
+    'parent out of place': (
+        [
+            'UPDATE entries SET parent_key = (SELECT min(entry_key) FROM entries) '
+            'WHERE entry_key = (SELECT entry_key FROM entries ORDER BY position DESC, entry_key LIMIT 1)'
+        ],
+        'chain',
+        'under a parent at',
+    ),
+    'conversation in another tenant': (
+        [
+            'UPDATE conversations SET tenant_id = (SELECT tenant_id FROM tenants '
+            "WHERE scope_key = 's:globex') WHERE conversation_id = 'a2'"
+        ],
+        'scope',
+        "has scope 'acme' but is filed under tenant 's:globex'",
+    ),
+    'posting in another tenant': (
+        [
+            "UPDATE postings SET tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = 's:globex') "
+            "WHERE tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = 'n:')"
+        ],
+        'scope',
+        'its document under tenant',
+    ),
+}
+
+
+@pytest.mark.parametrize('damage', list(DAMAGE))
+async def test_each_kind_of_damage_is_found(site: Site, damage: str):
+    statements, kind, detail = DAMAGE[damage]
+    store = await site.open()
+    try:
+        await _healthy(store)
+        assert (await store.check()).clean
+    finally:
+        await store.close()
+    await _damage(site, *statements)
+    store = await site.open()
+    try:
+        report = await store.check()
+    finally:
+        await store.close()
+    assert not report.clean
+    assert kind in _kinds(report), _details(report)
+    assert any(finding.kind == kind and detail in finding.detail for finding in report.findings), _details(report)
