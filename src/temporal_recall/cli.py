@@ -379,6 +379,26 @@ async def _reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _check(args: argparse.Namespace) -> int:
+    """Print every integrity problem the store's `check()` finds; exit 1 if there is any."""
+    store = await _open(args)
+    try:
+        report = await store.check(progress=lambda step: print(step, file=sys.stderr, flush=True))
+    finally:
+        await store.close()
+    for finding in report.findings:
+        print(finding)
+    sizes = (
+        f'{report.conversations} conversations, {report.entries} entries, {report.documents} documents, '
+        f'{report.postings} postings, {report.bodies} message bodies'
+    )
+    if report.clean:
+        print(f'clean: checked {sizes}')
+        return 0
+    print(f'{len(report.findings)} problems in {sizes}; `recall reindex` rebuilds the index from the entries')
+    return EXIT_FAILURE
+
+
 async def _stats(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -605,6 +625,15 @@ def build_parser() -> argparse.ArgumentParser:
         ['recall reindex --store sqlite:///recall.db'],
     )
     _store_option(reindex)
+
+    check = _command(
+        sub,
+        'check',
+        _check,
+        'verify the store: whole chains, index agreeing with the entries, hashes, no row across scopes',
+        ['recall check --store sqlite:///recall.db'],
+    )
+    _store_option(check)
 
     stats = _command(sub, 'stats', _stats, 'counts and sizes of the store', ['recall stats --format json'])
     _store_option(stats)

@@ -74,6 +74,7 @@ def parse(ran: Ran, fmt: str) -> Any:
 def test_every_subcommand_is_covered_here() -> None:
     assert subcommands() == sorted(
         [
+            'check',
             'conversations',
             'delete',
             'demo',
@@ -353,6 +354,26 @@ def test_reindex_rebuilds_and_search_still_answers(filled: Filled) -> None:
     assert re.search(r'reindexing \[#{30}\] (\d+)/\1', ran.stderr), ran.stderr
     after = ok(recall('search', 'support-42', 'Harbour', '--store', filled.path, '--format', 'json')).json()
     assert [h['entry_id'] for h in after['hits']] == [h['entry_id'] for h in before['hits']]
+
+
+def test_check_is_clean_on_a_healthy_store_and_fails_on_a_damaged_one(filled: Filled) -> None:
+    clean = ok(recall('check', '--store', filled.path))
+    assert re.fullmatch(r'clean: checked \d+ conversations, \d+ entries, .*\n', clean.stdout), clean.stdout
+    assert 'checking the index' in clean.stderr
+    with closing(sqlite3.connect(filled.path)) as connection:
+        connection.execute('DELETE FROM postings WHERE doc_id = (SELECT min(doc_id) FROM postings)')
+        connection.execute("UPDATE entries SET message = replace(message, 'A-1042', 'A-1043')")
+        connection.commit()
+    damaged = recall('check', '--store', filled.path)
+    assert damaged.returncode == 1, str(damaged)
+    assert re.search(r'^index: document \d+: lists terms without postings', damaged.stdout, re.M), damaged.stdout
+    assert re.search(r'^content_hash: entry .*: holds a message whose hash', damaged.stdout, re.M), damaged.stdout
+    assert re.search(r'^\d+ problems in ', damaged.stdout, re.M), damaged.stdout
+    assert 'Traceback' not in damaged.stderr
+
+
+def test_check_refuses_a_missing_store(tmp_path: Path) -> None:
+    refused(recall('check', '--store', tmp_path / 'none.db'), 1, 'no store at')
 
 
 async def test_stats_in_every_format(filled: Filled) -> None:
