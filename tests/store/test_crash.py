@@ -90,6 +90,9 @@ async def assert_whole_saves(store: AnyStore) -> None:
     stats = await store.stats()
     assert stats.entries == total  # no entry of a torn save survived
     assert len(saves) >= sum(ROUNDS)
+    report = await store.check()  # what `recall check` runs
+    assert report.clean, '\n'.join(map(str, report.findings))
+    assert report.entries == total
 
 
 @pytest.mark.slow

@@ -133,6 +133,9 @@ async def test_workers_sharing_a_postgres_store_survive_a_kill(
         stats = await second.stats()
         assert (stats.conversations, stats.entries) == (CONVERSATIONS, 4 * CONVERSATIONS)
         assert await problems_of(first) == []
+        report = await second.check()  # what `recall check` runs
+        assert report.clean, '\n'.join(map(str, report.findings))
+        assert report.entries == 4 * CONVERSATIONS
 
         everywhere = SearchRequest(query='Paris', all_conversations=True, limit=100)
         seen_by_first = await search_history(first, everywhere)

@@ -32,6 +32,8 @@ async def _assert_stored_once(read_store, conversation_id: str, expected: int) -
     hashes = [content_hash(e.message) for e in entries]
     assert len(entries) == expected
     assert len(set(hashes)) == expected
+    report = await read_store.check()  # what `recall check` runs: chains, index, hashes, scopes all whole
+    assert report.clean, '\n'.join(map(str, report.findings))
 
 
 async def test_worker_killed_during_a_tool_activity(
