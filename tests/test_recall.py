@@ -224,6 +224,8 @@ def test_no_query_target_or_run_id_reaches_another_conversation_or_tenant(
                 store = await site.open()
                 try:
                     world = await _build(store, plans)
+                    report = await store.check()  # whatever was built, `recall check` finds it whole
+                    assert report.clean, '\n'.join(map(str, report.findings))
                     await _check(store, world, [*asked, *_sweep(world)])
                 finally:
                     await store.close()

@@ -32,7 +32,7 @@ async def _append(
         AppendRequest(
             conversation_id=conversation_id,
             scope=scope,
-            idempotency_key=f'{conversation_id}/{len(history)}',
+            idempotency_key=f'{conversation_id}/{len(history)}/{content_hash(new[0])}',
             base_length=len(history),
             base_hash=content_hash(history[-1]) if history else None,
             messages=new,
@@ -102,3 +102,26 @@ async def test_a_branch_of_another_scope_never_appears_through_a_shared_ancestor
         shown = _shown(result)
         assert ('GLOBEXSECRET' in shown) == (scope == 'globex')
         assert ('shipped on monday' in shown) == (scope == 'acme')
+
+
+async def test_context_at_a_branch_point_follows_the_chain_the_hit_is_on(recall_store: AnyStore):
+    history = await _append(recall_store, 'a1', 'acme', [], _turn('where is invoice 1042', 'it shipped on monday'))
+    old = await _append(recall_store, 'a1', 'acme', history, _turn('OLDBRANCH question', 'OLDBRANCH answer'))
+    # Rewritten after the first turn: the old continuation stays as a kept branch of the same conversation.
+    await _append(recall_store, 'a1', 'acme', history, _turn('NEWHEAD question', 'NEWHEAD answer'))
+    record = await recall_store.read_record('a1')
+    assert record is not None and record.branches
+
+    at_branch_point = await search_history(
+        recall_store, SearchRequest(query='shipped monday', conversation_id='a1', scope='acme', context_lines=2)
+    )
+    shown = _shown(at_branch_point)
+    assert 'NEWHEAD question' in shown  # the head's chain first
+    assert 'OLDBRANCH' not in shown
+
+    on_old_branch = await search_history(
+        recall_store, SearchRequest(query='OLDBRANCH', conversation_id='a1', scope='acme', context_lines=1, limit=1)
+    )
+    assert [hit.position for hit in on_old_branch.hits] == [len(old) - 2]
+    assert 'OLDBRANCH answer' in _shown(on_old_branch)  # the kept branch's own continuation
+    assert 'NEWHEAD' not in _shown(on_old_branch)
