@@ -111,6 +111,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         self._stored_in_process: set[str] = set()
         self._in_activity = False
         self._wrapper_wrote = False
+        self._latest: list[ModelMessage] = []
         # Built once: TemporalDurability registers a toolset's activity when the agent is built and
         # rejects a toolset that appears only at run time.
         self._toolset: FunctionToolset[AgentDepsT] | None = (
@@ -138,6 +139,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         run._stored_in_process = set()
         run._in_activity = False
         run._wrapper_wrote = False
+        run._latest = []
         return run
 
     def get_wrapper_model(self, model: Model) -> Model | None:
@@ -193,6 +195,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
 
     async def after_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any, result: Any) -> Any:
         if isinstance(node, ModelRequestNode):
+            self._latest = list(ctx.messages)
             # When the response was stored by its own request (with the request's new messages), there
             # is nothing to write; otherwise (an older worker, a rewritten request) write the boundary.
             if not self._absorb_stored_steps(ctx.messages):
@@ -201,6 +204,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         elif isinstance(node, CallToolsNode) and isinstance(result, ModelRequestNode):
             # Tool returns ride on the next request, which joins ctx.messages only when it is sent.
             history = [*ctx.messages, result.request]
+            self._latest = history
             if self._in_activity:
                 # That request's own activity stores them; only make sure it will be able to carry them.
                 self._check_sizes(self._tracker.pending(persistable(history)))
@@ -219,9 +223,10 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
     async def on_run_error(self, ctx: RunContext[AgentDepsT], *, error: BaseException) -> AgentRunResult[Any]:
         # A run that fails after tool calls, before a model request carried their results, would lose
         # them. Only on the in-activity path: a workflow on the old path never wrote here, and replay
-        # must schedule exactly what it recorded. Cancellation schedules nothing.
-        if self._in_activity and isinstance(error, Exception) and ctx.messages:
-            await self._store_boundary(ctx, ctx.messages)
+        # must schedule exactly what it recorded. Cancellation schedules nothing. The run's history is
+        # gone from `ctx` by now: use the last one a boundary saw.
+        if self._in_activity and isinstance(error, Exception) and self._latest:
+            await self._store_boundary(ctx, self._latest)
         raise error
 
     async def _store_boundary(self, ctx: RunContext[AgentDepsT], history: Sequence[ModelMessage]) -> None:
