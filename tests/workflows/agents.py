@@ -75,13 +75,21 @@ MODEL_CALLS: list[str] = []
 
 def _counted(model: FunctionModel) -> FunctionModel:
     inner = model.function
-    assert inner is not None
+    if inner is not None:
 
-    def counted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        MODEL_CALLS.append(model.model_name)
-        return inner(messages, info)  # type: ignore[return-value]
+        def counted(messages: list[ModelMessage], info: AgentInfo) -> Any:
+            MODEL_CALLS.append(model.model_name)
+            return inner(messages, info)
 
-    model.function = counted
+        model.function = counted
+    inner_stream = model.stream_function
+    if inner_stream is not None:
+
+        def counted_stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+            MODEL_CALLS.append(model.model_name)
+            return inner_stream(messages, info)
+
+        model.stream_function = counted_stream
     return model
 
 
@@ -230,7 +238,7 @@ async def _ignore_events(ctx: RunContext[RecallDeps], events: AsyncIterable[Any]
 
 
 streaming_agent = Agent(
-    FunctionModel(stream_function=_stream_weather, model_name='streamer'),
+    _counted(FunctionModel(stream_function=_stream_weather, model_name='streamer')),
     name='streaming',
     deps_type=RecallDeps,
     tools=[get_weather],
@@ -253,7 +261,7 @@ def _answer_per_attempt(messages: list[ModelMessage], info: AgentInfo) -> ModelR
 
 
 retried_agent = Agent(
-    FunctionModel(_answer_per_attempt, model_name='per-attempt'),
+    _counted(FunctionModel(_answer_per_attempt, model_name='per-attempt')),
     name='retried',
     deps_type=RecallDeps,
     tools=[get_weather],
@@ -284,7 +292,7 @@ async def _slow_first_attempt(messages: list[ModelMessage], info: AgentInfo) -> 
 
 
 late_attempt_agent = Agent(
-    FunctionModel(_slow_first_attempt, model_name='late-attempt'),
+    _counted(FunctionModel(_slow_first_attempt, model_name='late-attempt')),
     name='late_attempt',
     deps_type=RecallDeps,
     tools=[get_weather],
