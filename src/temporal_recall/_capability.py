@@ -81,10 +81,11 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         search_tool: Whether the model gets the `search_conversation_history` tool.
         search_limit: How many hits the tool returns.
         context_lines: Neighbouring messages shown around each hit.
-        max_payload_bytes: Largest write sent through one activity input. Bigger deltas are split;
-            a single message bigger than this fails the run with a non-retryable `PayloadTooLarge`
-            (Temporal's default blob limit is 2 MB, and an oversized input would otherwise make the
-            workflow task fail and retry forever).
+        max_payload_bytes: Largest message a step may add. A `store_step` write bigger than this is
+            split; a single message bigger than this (a tool's return, say, which the next model
+            request would carry) fails the run with a non-retryable `PayloadTooLarge` (Temporal's
+            default blob limit is 2 MB, and an oversized input would otherwise make the workflow
+            task fail and retry forever).
     """
 
     def __init__(

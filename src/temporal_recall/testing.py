@@ -9,6 +9,7 @@ download, works offline), a real store, and pydantic-ai's `FunctionModel` in pla
             result = await client.execute_workflow(MyWorkflow.run, ..., id='wf-1', task_queue=w.task_queue)
         history = await export_history(client, 'wf-1')
     await replay([history], workflows=[MyWorkflow], agents=[agent])
+    cost = history_cost(history)   # activities by type, events, bytes: what persistence adds, in a test
 
 The same fixtures are available to pytest with `pytest_plugins = ['temporal_recall.testing']`:
 `temporal_dev_server` (one per session) and `temporal_client`.
@@ -160,7 +161,10 @@ class HistorySize:
 
 
 async def history_size(client: Client, workflow_id: str, *, run_id: str | None = None) -> HistorySize:
-    """Measure a run's history, e.g. to check in a test that a long agent run stays far from the limits."""
+    """Measure a run's history, e.g. to check in a test that a long agent run stays far from the limits.
+
+    `history_cost` counts the same from a recorded history, with the activities by type.
+    """
     history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     largest = 0
     for event in history.events:
