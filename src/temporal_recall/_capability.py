@@ -190,7 +190,9 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         for index in range(len(history) - 1, -1, -1):
             if self._stored_by_its_activity(history[index]):
                 self._in_activity = self._wrapper_wrote = True
-                self._tracker.assume_stored(persistable(history[: index + 1]))
+                stored = persistable(history[: index + 1])
+                if len(stored) > self._tracker.stored_length:  # never forget a later store_step write
+                    self._tracker.assume_stored(stored)
                 return index == len(history) - 1
         return False
 

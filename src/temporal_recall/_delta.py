@@ -107,6 +107,11 @@ class DeltaTracker:
             messages=list(history[shared:]),
         )
 
+    @property
+    def stored_length(self) -> int:
+        """How many messages of the run's history the store is known to hold."""
+        return len(self._stored)
+
     def assume_stored(self, history: Sequence[ModelMessage]) -> None:
         """Record that the store holds `history` (loaded from it, or just written)."""
         self._stored = list(history)
