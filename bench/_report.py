@@ -107,7 +107,11 @@ def rows(
     return out
 
 
-TEMPORAL_WORKLOADS = {'three_step': '3-step run', 'tool_loop_45': '45-tool-call run'}
+TEMPORAL_WORKLOADS = {
+    'three_step': '3-step run',
+    'tool_loop_45': '45-tool-call run',
+    'output_tool': 'run ending in an output tool',
+}
 """Workload name (`_sidekit.TEMPORAL_WORKLOADS`) -> how the table calls it."""
 
 TEMPORAL_COSTS = (
@@ -137,6 +141,21 @@ def temporal_figures(runs: dict[str, dict[str, int]]) -> list[tuple[str, float, 
     ]
     extra = persisted['activity_input_bytes'] - none['activity_input_bytes']
     out.append(('added by persistence: activity-input bytes', 100 * extra / none['activity_input_bytes'], '%'))
+    tool = runs.get('recall_tool')
+    if tool is not None:
+        # Ours only: the model's recall tool on top of persistence (its definition rides every model request).
+        out += [
+            (f'added by persistence and the recall tool: {name}', float(tool[key] - none[key]), unit)
+            for key, name, unit in TEMPORAL_COSTS[:3]
+        ]
+        extra = tool['activity_input_bytes'] - none['activity_input_bytes']
+        out.append(
+            (
+                'added by persistence and the recall tool: activity-input bytes',
+                100 * extra / none['activity_input_bytes'],
+                '%',
+            )
+        )
     return out
 
 
@@ -154,7 +173,8 @@ def temporal_rows(ours: dict[str, Any], reference: dict[str, Any] | None) -> lis
             continue
         theirs = temporal_figures(reference[workload]) if reference and workload in reference else None
         for index, (what, mine, unit) in enumerate(temporal_figures(ours[workload])):
-            out.append(Row(f'Temporal {label}, {what}', mine, theirs[index][1] if theirs else None, unit))
+            reference_value = theirs[index][1] if theirs and index < len(theirs) else None
+            out.append(Row(f'Temporal {label}, {what}', mine, reference_value, unit))
     return out
 
 

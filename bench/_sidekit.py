@@ -112,12 +112,16 @@ TEMPORAL_PROMPT = 'What is the weather?'
 TEMPORAL_WORKLOADS: dict[str, tuple[str, ...]] = {
     'three_step': ('Paris',),
     'tool_loop_45': tuple(f'city-{number}' for number in range(45)),
+    'output_tool': ('Paris',),
 }
 """Workload name -> the cities the model asks `get_weather` about, one call per model response.
 
 `three_step` is model → tool → model; `tool_loop_45` is 45 such calls and then the answer (91
-activities without persistence). Both sides script their `FunctionModel` from this table through
-`scripted_turn`, so they send the same calls, arguments and ids in the same order.
+activities without persistence); `output_tool` is `three_step` whose answer is a call of the output
+tool `final_result` (`OUTPUT_TOOL_ARGS`), so the run ends in that tool's return, which no model
+request carries (ours only: the reference's agent has no structured output). Both sides script
+their `FunctionModel` from this table through `scripted_turn`, so they send the same calls,
+arguments and ids in the same order.
 """
 
 
@@ -129,6 +133,9 @@ reference's first task rebuilds its agents in the sandbox, 3 s and more on 2.62 
 and a busy 2-core machine could stretch that past 10 s. `history_cost` reports any retry that
 happened anyway, and the driver refuses such a result.
 """
+
+
+OUTPUT_TOOL_ARGS = {'city': 'Paris', 'sky': 'sunny'}
 
 
 def get_weather(city: str) -> str:
@@ -144,12 +151,18 @@ def scripted_turn(workload: str, tool_returns: int) -> tuple[str, dict[str, str]
     cities = TEMPORAL_WORKLOADS[workload]
     if tool_returns < len(cities):
         return 'get_weather', {'city': cities[tool_returns]}, f'call-{tool_returns}'
+    if workload == 'output_tool':
+        return 'final_result', OUTPUT_TOOL_ARGS, 'call-final'
     return f'Checked {len(cities)} cities.'
 
 
-def agent_name(workload: str, persisted: bool) -> str:
-    """Same length with and without persistence, so activity names weigh the same in history bytes."""
-    return f'{workload}_{"with" if persisted else "none"}'
+def agent_name(workload: str, persisted: bool | str) -> str:
+    """Same length with and without persistence, so activity names weigh the same in history bytes.
+
+    `persisted` may also name a configuration of four letters (ours: `tool`, persistence plus the recall tool).
+    """
+    config = persisted if isinstance(persisted, str) else 'with' if persisted else 'none'
+    return f'{workload}_{config}'
 
 
 @functools.cache

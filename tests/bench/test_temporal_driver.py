@@ -73,6 +73,23 @@ def test_temporal_rows_compare_what_persistence_adds() -> None:
     assert not any('45-tool-call' in metric for metric in rows)
 
 
+def test_the_recall_tool_rows_are_ours_alone() -> None:
+    ours = {
+        'three_step': {
+            'none': cost(3, 25, 1000),
+            'persisted': cost(3, 25, 1010, stored=4),
+            'recall_tool': cost(3, 25, 1200, stored=4),
+        }
+    }
+    reference = {'three_step': {'none': cost(3, 25, 1000), 'persisted': cost(17, 109, 4000, stored=4)}}
+    rows = _report.temporal_rows(ours, reference)
+    persistence = [r for r in rows if r.metric.endswith('added by persistence: activity-input bytes')]
+    assert [(r.ours, r.unit) for r in persistence] == [(10, 'B'), (1.0, '%')]
+    assert [r.reference for r in persistence] == [3000, 300]
+    tool = [r for r in rows if r.metric.endswith('added by persistence and the recall tool: activity-input bytes')]
+    assert [(r.ours, r.reference, r.unit) for r in tool] == [(200, None, 'B'), (20.0, None, '%')]
+
+
 def test_temporal_rows_without_the_reference_leave_its_cells_empty() -> None:
     ours = {'three_step': {'none': cost(3, 25, 1000), 'persisted': cost(6, 43, 1500, stored=4)}}
     rows = _report.temporal_rows(ours, None)

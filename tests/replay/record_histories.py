@@ -5,11 +5,16 @@
 
 Run it after a deliberate, versioned change to workflow code, and commit the new files together
 with the change. Each scenario is one JSON file (a continue-as-new chain gives one file per run).
+
+The files directly under histories/ were recorded before persistence moved into the model-request
+activities (every step boundary scheduled a `store_step`); they are kept, never re-recorded, because
+workflows started then must still replay. New recordings go to histories/in_activity/.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +24,8 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+
+from temporalio.client import WorkflowFailureError
 
 from temporal_recall import (
     ConversationInput,
@@ -30,13 +37,14 @@ from temporal_recall import (
 )
 from temporal_recall.testing import connect, dev_server, export_history, running_worker
 
-from ..workflows.agents import recall_agent, slow_tool_agent, weather_agent
+from ..workflows.agents import output_tool_agent, recall_agent, slow_tool_agent, streaming_agent, weather_agent
 from .workflows import RecallDirectlyWorkflow
 
-HISTORIES = Path(__file__).parent / 'histories'
-CODEC = Path(__file__).parent / 'codec'
-"""A history recorded with `RecallDataCodec`, and the bodies database it references (its only source)."""
-AGENTS = [weather_agent, recall_agent, slow_tool_agent]
+HISTORIES = Path(__file__).parent / 'histories' / 'in_activity'
+CODEC = Path(__file__).parent / 'codec' / 'in_activity'
+"""A history recorded with `RecallDataCodec`, and the bodies database it references (its only source).
+codec/ itself holds the one recorded before in-activity persistence, with its own bodies.db."""
+AGENTS = [weather_agent, recall_agent, slow_tool_agent, output_tool_agent, streaming_agent]
 
 
 def _save(name: str, history_json: str) -> None:
@@ -69,6 +77,27 @@ async def record(client, store_url: str) -> None:
             RecallDirectlyWorkflow.run, 'replay-conv', id='replay-workflow-recall', task_queue=queue
         )
         _save('workflow_calls_recall', await export_history(client, 'replay-workflow-recall'))
+
+        for agent, name in (('output_tool', 'output_tool'), ('streaming', 'streaming_with_tools')):
+            await client.execute_workflow(
+                RunPromptWorkflow.run,
+                RunPromptInput(prompt='Weather in Paris?', conversation_id=f'replay-{name}', agent=agent),
+                id=f'replay-{name}',
+                task_queue=queue,
+            )
+            _save(name, await export_history(client, f'replay-{name}'))
+
+        handle = await client.start_workflow(
+            RunPromptWorkflow.run,
+            RunPromptInput(
+                prompt='Weather in Paris?', conversation_id='replay-error', agent='weather', request_limit=1
+            ),
+            id='replay-error-after-tool-calls',
+            task_queue=queue,
+        )
+        with contextlib.suppress(WorkflowFailureError):
+            await handle.result()
+        _save('error_after_tool_calls', await export_history(client, 'replay-error-after-tool-calls'))
 
         handle = await client.start_workflow(
             ConversationWorkflow.run,
@@ -150,7 +179,7 @@ async def record_codec(server, store_url: str, folder: Path) -> None:
     target.unlink(missing_ok=True)
     with sqlite3.connect(bodies) as source:
         source.execute('VACUUM INTO ?', (str(target),))
-    print('recorded codec/one_prompt_with_tool with codec/bodies.db')
+    print(f'recorded {CODEC}/one_prompt_with_tool.json with its bodies.db')
 
 
 async def main(scenarios: list[str]) -> None:

@@ -1,7 +1,8 @@
 """A history recorded with RecallDataCodec replays with the bodies store as its only source of payloads.
 
-`codec/one_prompt_with_tool.json` holds references only; `codec/bodies.db` holds what they point to.
-Re-record both with `.venv/bin/python -m tests.replay.record_histories codec`.
+`codec/one_prompt_with_tool.json` holds references only; `codec/bodies.db` holds what they point to. It
+was recorded before persistence moved into the model-request activities and is never re-recorded;
+`codec/in_activity/` holds today's pair (re-record with `.venv/bin/python -m tests.replay.record_histories codec`).
 """
 
 from __future__ import annotations
@@ -22,22 +23,31 @@ from ..workflows import agents
 from .conftest import StoreThatMustNotBeCalled
 from .test_replay import AGENTS
 
-CODEC = Path(__file__).parent / 'codec'
-HISTORY = (CODEC / 'one_prompt_with_tool.json').read_text()
+RECORDINGS = [Path(__file__).parent / 'codec', Path(__file__).parent / 'codec' / 'in_activity']
+
+
+@pytest.fixture(params=RECORDINGS, ids=['before-in-activity', 'in-activity'])
+def recording(request: pytest.FixtureRequest) -> Path:
+    return request.param
 
 
 @pytest.fixture
-def bodies(tmp_path: Path) -> Path:
+def history(recording: Path) -> str:
+    return (recording / 'one_prompt_with_tool.json').read_text()
+
+
+@pytest.fixture
+def bodies(tmp_path: Path, recording: Path) -> Path:
     """A copy of the recorded bodies: replay may open it for writing, the committed file stays as is."""
     copy = tmp_path / 'bodies.db'
-    shutil.copyfile(CODEC / 'bodies.db', copy)
+    shutil.copyfile(recording / 'bodies.db', copy)
     return copy
 
 
-def test_the_recorded_history_carries_references_not_messages():
+def test_the_recorded_history_carries_references_not_messages(history: str):
     requests = [
         event['activityTaskScheduledEventAttributes']['input']['payloads'][0]
-        for event in json.loads(HISTORY)['events']
+        for event in json.loads(history)['events']
         if event.get('activityTaskScheduledEventAttributes', {})
         .get('activityType', {})
         .get('name', '')
@@ -49,11 +59,11 @@ def test_the_recorded_history_carries_references_not_messages():
         assert b'"parts"' not in base64.b64decode(payload['data'])  # the messages live in the bodies only
 
 
-async def test_replays_from_the_store_alone(bodies: Path, forbidden_store: StoreThatMustNotBeCalled):
+async def test_replays_from_the_store_alone(history: str, bodies: Path, forbidden_store: StoreThatMustNotBeCalled):
     model_calls_before = len(agents.MODEL_CALLS)
     plugin = message_codec_plugin(str(bodies))
     try:
-        results = await replay([HISTORY], agents=AGENTS, plugins=[plugin])
+        results = await replay([history], agents=AGENTS, plugins=[plugin])
     finally:
         await plugin.codec.aclose()
     assert all(result.replay_failure is None for result in results.replay_failures.values())
@@ -62,13 +72,13 @@ async def test_replays_from_the_store_alone(bodies: Path, forbidden_store: Store
 
 
 async def test_without_the_bodies_replay_fails_naming_the_missing_hash(
-    bodies: Path, forbidden_store: StoreThatMustNotBeCalled
+    history: str, bodies: Path, forbidden_store: StoreThatMustNotBeCalled
 ):
     with sqlite3.connect(bodies) as db:
         db.execute('DELETE FROM message_bodies')
     plugin = message_codec_plugin(str(bodies))
     try:
         with pytest.raises(Exception, match=r'Message body [0-9a-f]{64} is not in the store'):
-            await replay([HISTORY], agents=AGENTS, plugins=[plugin])
+            await replay([history], agents=AGENTS, plugins=[plugin])
     finally:
         await plugin.codec.aclose()

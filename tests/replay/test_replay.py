@@ -1,6 +1,8 @@
 """Recorded histories replay against today's code, touching neither the store nor a model.
 
-Re-record with `.venv/bin/python -m tests.replay.record_histories` after a deliberate change.
+Re-record with `.venv/bin/python -m tests.replay.record_histories` after a deliberate change. The
+files directly under histories/ predate in-activity persistence (a `store_step` per boundary) and
+are never re-recorded; histories/in_activity/ holds today's.
 """
 
 from __future__ import annotations
@@ -10,28 +12,49 @@ from pathlib import Path
 import pytest
 from temporalio.workflow import NondeterminismError
 
-from temporal_recall.testing import replay
+from temporal_recall.testing import history_cost, replay
 
 from ..workflows import agents
 from .workflows import ChangedRunPromptWorkflow, RecallDirectlyWorkflow
 
-HISTORIES = sorted((Path(__file__).parent / 'histories').glob('*.json'))
-AGENTS = [agents.weather_agent, agents.recall_agent, agents.slow_tool_agent]
+FOLDER = Path(__file__).parent / 'histories'
+HISTORIES = sorted(FOLDER.rglob('*.json'))
+AGENTS = [
+    agents.weather_agent,
+    agents.recall_agent,
+    agents.slow_tool_agent,
+    agents.output_tool_agent,
+    agents.streaming_agent,
+]
+SCENARIOS = {
+    'one_prompt_with_tool',
+    'model_calls_recall_tool',
+    'workflow_calls_recall',
+    'conversation_run_1',
+    'conversation_run_2',
+    'worker_killed_mid_run',
+}
 
 
-def test_every_scenario_has_a_recorded_history():
-    names = {path.stem for path in HISTORIES}
-    assert {
-        'one_prompt_with_tool',
-        'model_calls_recall_tool',
-        'workflow_calls_recall',
-        'conversation_run_1',
-        'conversation_run_2',
-        'worker_killed_mid_run',
-    } <= names
+def test_every_scenario_has_a_recorded_history_from_before_and_after_in_activity_persistence():
+    assert {path.stem for path in FOLDER.glob('*.json')} >= SCENARIOS
+    new = {path.stem for path in (FOLDER / 'in_activity').glob('*.json')}
+    assert SCENARIOS | {'output_tool', 'streaming_with_tools', 'error_after_tool_calls'} <= new
 
 
-@pytest.mark.parametrize('path', HISTORIES, ids=[path.stem for path in HISTORIES])
+def _store_steps(path: Path) -> int:
+    return history_cost(path.read_text()).activities_matching('__store_step')
+
+
+def test_the_old_histories_wrote_through_store_step_and_the_new_ones_only_where_no_activity_saw():
+    assert _store_steps(FOLDER / 'one_prompt_with_tool.json') == 3
+    assert _store_steps(FOLDER / 'in_activity' / 'one_prompt_with_tool.json') == 0
+    assert _store_steps(FOLDER / 'in_activity' / 'streaming_with_tools.json') == 0
+    assert _store_steps(FOLDER / 'in_activity' / 'output_tool.json') == 1
+    assert _store_steps(FOLDER / 'in_activity' / 'error_after_tool_calls.json') == 1
+
+
+@pytest.mark.parametrize('path', HISTORIES, ids=[str(path.relative_to(FOLDER)) for path in HISTORIES])
 async def test_recorded_history_replays_without_store_or_model(path: Path, forbidden_store):
     model_calls_before = len(agents.MODEL_CALLS)
     results = await replay([path.read_text()], workflows=[RecallDirectlyWorkflow], agents=AGENTS)

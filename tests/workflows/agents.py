@@ -3,12 +3,17 @@ re-imports a workflow module per task, so an agent defined there would be rebuil
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterable, AsyncIterator
 from datetime import timedelta
+from typing import Any
 
-from pydantic_ai import Agent
+from pydantic import BaseModel
+from pydantic_ai import Agent, RunContext, ToolOutput
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from temporalio.common import RetryPolicy
 
 from temporal_recall import ConversationRecall, RecallDeps
 from temporal_recall.testing import scripted_model, text, tool_call
@@ -70,13 +75,21 @@ MODEL_CALLS: list[str] = []
 
 def _counted(model: FunctionModel) -> FunctionModel:
     inner = model.function
-    assert inner is not None
+    if inner is not None:
 
-    def counted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        MODEL_CALLS.append(model.model_name)
-        return inner(messages, info)  # type: ignore[return-value]
+        def counted(messages: list[ModelMessage], info: AgentInfo) -> Any:
+            MODEL_CALLS.append(model.model_name)
+            return inner(messages, info)
 
-    model.function = counted
+        model.function = counted
+    inner_stream = model.stream_function
+    if inner_stream is not None:
+
+        def counted_stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+            MODEL_CALLS.append(model.model_name)
+            return inner_stream(messages, info)
+
+        model.stream_function = counted_stream
     return model
 
 
@@ -170,3 +183,126 @@ tool_loop_90_agent = _durable('tool_loop_90', _tool_loop(90))
 forecast_45_agent = _durable('forecast_45', _tool_loop(45, 'get_forecast'), tools=(get_forecast,))
 forecast_200_agent = _durable('forecast_200', _tool_loop(200, 'get_forecast'), tools=(get_forecast,))
 """The same agent with 45 and 200 calls of a tool whose answers are realistically sized (RecallDataCodec tests)."""
+
+
+# --- In-activity persistence: an output tool, streaming, attempts that answer differently ----------
+
+
+class Forecast(BaseModel):
+    city: str
+    sky: str
+
+
+output_tool_agent = Agent(
+    _counted(
+        scripted_model(
+            tool_call('get_weather', {'city': 'Paris'}),
+            tool_call('final_result', {'city': 'Paris', 'sky': 'sunny'}, tool_call_id='out-1'),
+        )
+    ),
+    name='output_tool',
+    deps_type=RecallDeps,
+    output_type=ToolOutput(Forecast),
+    tools=[get_weather],
+    capabilities=[ConversationRecall(), TemporalDurability()],
+)
+output_tool_agent_no_persistence = Agent(
+    scripted_model(
+        tool_call('get_weather', {'city': 'Paris'}),
+        tool_call('final_result', {'city': 'Paris', 'sky': 'sunny'}, tool_call_id='out-1'),
+    ),
+    name='output_bare',
+    deps_type=RecallDeps,
+    output_type=ToolOutput(Forecast),
+    tools=[get_weather],
+    capabilities=[TemporalDurability()],
+)
+
+
+def _tool_returns(messages: list[ModelMessage]) -> int:
+    return sum(1 for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart))
+
+
+async def _stream_weather(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    done = _tool_returns(messages)
+    if done < 3:
+        yield {0: DeltaToolCall(name='get_weather', json_args=f'{{"city": "city-{done}"}}', tool_call_id=f's{done}')}
+    else:
+        for word in ('Three ', 'cities ', 'checked.'):
+            yield word
+
+
+async def _ignore_events(ctx: RunContext[RecallDeps], events: AsyncIterable[Any]) -> None:
+    async for _ in events:
+        pass
+
+
+streaming_agent = Agent(
+    _counted(FunctionModel(stream_function=_stream_weather, model_name='streamer')),
+    name='streaming',
+    deps_type=RecallDeps,
+    tools=[get_weather],
+    # An event stream handler makes every model request a streaming activity.
+    capabilities=[ConversationRecall(), TemporalDurability(event_stream_handler=_ignore_events)],
+)
+
+
+def _attempt() -> int:
+    from temporalio import activity
+
+    return activity.info().attempt if activity.in_activity() else 1
+
+
+def _answer_per_attempt(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Calls the tool, then answers with text that names the activity attempt answering."""
+    if not _tool_returns(messages):
+        return ModelResponse(parts=[ToolCallPart('get_weather', {'city': 'Paris'}, tool_call_id='a1')])
+    return ModelResponse(parts=[TextPart(f'answer from attempt {_attempt()}')])
+
+
+retried_agent = Agent(
+    _counted(FunctionModel(_answer_per_attempt, model_name='per-attempt')),
+    name='retried',
+    deps_type=RecallDeps,
+    tools=[get_weather],
+    capabilities=[
+        ConversationRecall(),
+        TemporalDurability(
+            activity_config={
+                'start_to_close_timeout': timedelta(seconds=3),
+                'retry_policy': RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5),
+            }
+        ),
+    ],
+)
+
+
+async def _slow_first_attempt(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The final answer's first attempt outlives its start-to-close timeout, then answers anyway (too late)."""
+    if not _tool_returns(messages):
+        return ModelResponse(parts=[ToolCallPart('get_weather', {'city': 'Paris'}, tool_call_id='l1')])
+    attempt = _attempt()
+    if attempt == 1:
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            # Like a worker cut off from the server: it never hears its attempt was given up on.
+            await asyncio.sleep(3)
+    return ModelResponse(parts=[TextPart(f'answer from attempt {attempt}')])
+
+
+late_attempt_agent = Agent(
+    _counted(FunctionModel(_slow_first_attempt, model_name='late-attempt')),
+    name='late_attempt',
+    deps_type=RecallDeps,
+    tools=[get_weather],
+    capabilities=[
+        ConversationRecall(),
+        TemporalDurability(
+            activity_config={
+                'start_to_close_timeout': timedelta(seconds=2),
+                'retry_policy': RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5),
+            }
+        ),
+    ],
+)

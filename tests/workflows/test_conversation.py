@@ -8,7 +8,7 @@ import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
 
 from temporal_recall import ConversationInput, ConversationWorkflow, SearchRequest, TurnInput
-from temporal_recall.testing import running_worker
+from temporal_recall.testing import history_cost, running_worker
 
 from .agents import weather_agent
 
@@ -43,10 +43,19 @@ async def test_fifty_turns_continue_as_new_and_persist_the_whole_chain(
     for run in runs:
         history = await temporal_client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()
         assert len(history.events) < 2_000, 'no single run grows without bound'
+        # Every turn ends in text, so each model request's own activity stored it: no store_step at all.
+        assert history_cost(history).activities_matching('__store_step') == 0
     entries = await read_store.load_entries('conv-50')
     assert len(entries) == 50 * 4
     prompts = [p.content for e in entries for p in e.message.parts if type(p).__name__ == 'UserPromptPart']
     assert prompts == [f'Turn {t}: ticket T-{t:04d}' for t in range(50)]
+    # Exactly once and in order: each turn is prompt, tool call, tool return, answer, and nothing branched off.
+    shapes = [[type(part).__name__ for part in e.message.parts] for e in entries]
+    turn = [['UserPromptPart'], ['ToolCallPart'], ['ToolReturnPart'], ['TextPart']]
+    assert [[kind for kind in shape if not kind.startswith('Instruction')] for shape in shapes] == turn * 50
+    record = await read_store.read_record('conv-50')
+    assert record.branches == []
+    assert (record.usage.requests, record.usage.tool_calls) == (100, 50)
     assert found.hits and 'T-0003' in found.hits[0].excerpt
 
 

@@ -63,16 +63,29 @@ async def test_worker_killed_during_a_tool_activity(
     await _assert_stored_once(read_store, 'conv-killed-tool', 4)
 
 
+@pytest.mark.parametrize('kill_on', ['any', 'tool-call-response', 'final-response'])
 async def test_worker_killed_after_a_store_commit_before_the_activity_completed(
-    temporal_dev_server: DevServer, temporal_client: Client, store_url: str, read_store, tmp_path: Path
+    temporal_dev_server: DevServer, temporal_client: Client, store_url: str, read_store, tmp_path: Path, kill_on: str
 ):
+    """SIGKILL right after a write inside a model activity committed: the retry on a fresh worker writes nothing twice.
+
+    `any` is the first write (the prompt, before the model is called); the others kill the worker after it
+    stored the response calling the tool (mid-run) or the final answer, before the activity could complete.
+    """
     queue = f'killed-commit-{uuid.uuid4()}'
     marker = tmp_path / 'killed-after-commit'
-    first = spawn_worker(temporal_dev_server.address, queue, store_url, RECALL_TEST_KILL_AFTER_COMMIT=str(marker))
+    conversation_id = f'conv-killed-{kill_on}'
+    first = spawn_worker(
+        temporal_dev_server.address,
+        queue,
+        store_url,
+        RECALL_TEST_KILL_AFTER_COMMIT=str(marker),
+        RECALL_TEST_KILL_ON=kill_on,
+    )
     try:
         handle = await temporal_client.start_workflow(
             RunPromptWorkflow.run,
-            RunPromptInput(prompt='slow please', conversation_id='conv-killed-commit', agent='slow_tool'),
+            RunPromptInput(prompt='slow please', conversation_id=conversation_id, agent='slow_tool'),
             id=f'killed-commit-{uuid.uuid4()}',
             task_queue=queue,
         )
@@ -87,4 +100,8 @@ async def test_worker_killed_after_a_store_commit_before_the_activity_completed(
     finally:
         stop_worker(second)
     assert result.output == 'Done waiting.'
-    await _assert_stored_once(read_store, 'conv-killed-commit', 4)
+    await _assert_stored_once(read_store, conversation_id, 4)
+    record = await read_store.read_record(conversation_id)
+    assert record.branches == []
+    stored = [type(entry.message).__name__ for entry in await read_store.load_entries(conversation_id)]
+    assert stored == ['ModelRequest', 'ModelResponse', 'ModelRequest', 'ModelResponse']

@@ -4,7 +4,8 @@ RECALL_TEST_ADDRESS, RECALL_TEST_QUEUE, RECALL_TEST_STORE (a SQLite path or a po
 several of these processes may share one PostgreSQL store), and optionally
 RECALL_TEST_KILL_AFTER_COMMIT=<marker path>: the first store write that commits messages kills
 this process with SIGKILL right after the commit, before the activity can report completion
-(once: the marker file records that it happened).
+(once: the marker file records that it happened). RECALL_TEST_KILL_ON narrows which write:
+`tool-call-response` (a model response calling a tool, mid-run) or `final-response` (a text answer).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from pydantic_ai.messages import ModelResponse
+
 from temporal_recall.store import open_store
 from temporal_recall.testing import connect, running_worker
 
@@ -24,25 +27,35 @@ from .agents import pg_weather_agent, recall_agent, slow_tool_agent, weather_age
 class KillAfterCommit:
     """Delegates to the real store; dies right after the first committing append."""
 
-    def __init__(self, store: Any, marker: Path) -> None:
+    def __init__(self, store: Any, marker: Path, on: str = 'any') -> None:
         self._store = store
         self._marker = marker
+        self._on = on
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
     async def append(self, request: Any) -> Any:
         result = await self._store.append(request)
-        if result.stored and not self._marker.exists():
+        if result.stored and not self._marker.exists() and self._wanted(request.messages[-1]):
             self._marker.write_text('killed')
             os.kill(os.getpid(), signal.SIGKILL)
         return result
+
+    def _wanted(self, last: Any) -> bool:
+        kinds = {type(part).__name__ for part in last.parts} if isinstance(last, ModelResponse) else set()
+        if self._on == 'tool-call-response':
+            return 'ToolCallPart' in kinds
+        if self._on == 'final-response':
+            return 'TextPart' in kinds
+        return True
 
 
 async def main() -> None:
     store = await open_store(os.environ['RECALL_TEST_STORE'])
     marker = os.environ.get('RECALL_TEST_KILL_AFTER_COMMIT')
-    served = KillAfterCommit(store, Path(marker)) if marker else store
+    kill_on = os.environ.get('RECALL_TEST_KILL_ON', 'any')
+    served = KillAfterCommit(store, Path(marker), kill_on) if marker else store
     client = await connect(os.environ['RECALL_TEST_ADDRESS'])
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

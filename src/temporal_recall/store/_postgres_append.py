@@ -9,6 +9,8 @@ never rewinding); read its module doc. What changes is how concurrent writers ar
 - A conversation that does not exist yet has no row to lock. Two appends creating it at once both
   insert it; the unique constraint makes the second fail when the first commits, and that append
   is retried from the start, when it finds (and locks) the row the first created.
+- The fence (the highest attempt seen per fence key) is read and raised under that row lock, so
+  two attempts of one activity writing at once are ordered like any two writers.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ._postgres_log import (
     write_branches,
 )
 from ._postgres_schema import CONVERSATION_ID_UNIQUE
-from ._protocol import AppendRequest, AppendResult
+from ._protocol import AppendRequest, AppendResult, Fence, fence_row_key
 from ._serialization import PreparedMessage, RecordColumns, dump_usage, hash_bytes, load_usage, prepare_message
 from ._serialization import timestamp_order as _order
 
@@ -59,6 +61,34 @@ def _base_hash(request: AppendRequest) -> bytes | None:
         return hash_bytes(request.base_hash)
     except ValueError:
         raise HistoryMismatch(f'base_hash {request.base_hash!r} is not a hex content hash.') from None
+
+
+async def _fenced(conn: Conn, row: ConversationRow, request: AppendRequest, fence_key: str) -> AppendResult | None:
+    """The refusal for a write from an attempt lower than one the conversation already saw, else `None`."""
+    assert request.fence is not None
+    highest = await conn.fetchval(
+        'SELECT length FROM applied_writes WHERE conv_key = $1 AND idempotency_key = $2', row.conv_key, fence_key
+    )
+    if highest is None or int(highest) <= request.fence.attempt:
+        return None
+    return AppendResult(
+        conversation_id=request.conversation_id,
+        head_id=row.head_id,
+        length=row.head_position + 1,
+        stored=0,
+        fenced=True,
+    )
+
+
+async def _raise_fence(conn: Conn, conv_key: int, fence_key: str, fence: Fence) -> None:
+    await conn.execute(
+        'INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored) VALUES ($1, $2, NULL, $3, 0) '
+        'ON CONFLICT (conv_key, idempotency_key) '
+        'DO UPDATE SET length = GREATEST(applied_writes.length, EXCLUDED.length)',
+        conv_key,
+        fence_key,
+        fence.attempt,
+    )
 
 
 async def _attach(
@@ -128,12 +158,22 @@ async def _store_new(
 
 
 async def _apply(
-    conn: Conn, request: AppendRequest, base_hash: bytes | None, prepared: Sequence[PreparedMessage]
+    conn: Conn,
+    request: AppendRequest,
+    base_hash: bytes | None,
+    prepared: Sequence[PreparedMessage],
+    fence_key: str | None,
 ) -> AppendResult:
     row = await lock_conversation(conn, request.conversation_id, idempotency_key=request.idempotency_key)
     if row is not None:
         if row.scope != request.scope:  # exactly: None and '' are different scopes
             raise UnknownConversation(request.conversation_id)
+        if fence_key is not None:
+            fenced = await _fenced(conn, row, request, fence_key)
+            if fenced is not None:
+                return fenced
+            assert request.fence is not None
+            await _raise_fence(conn, row.conv_key, fence_key, request.fence)
         if row.applied is not None:
             head_id, length = row.applied
             return AppendResult(
@@ -170,6 +210,9 @@ async def _apply(
             branched = bool(members) and attach_key != row.head_key
             await _update(conn, row, new_head=new_head, branched=branched, usage_increment=usage_increment)
     await add_members(conn, conv_key, tenant_id, members)
+    if row is None and fence_key is not None:
+        assert request.fence is not None
+        await _raise_fence(conn, conv_key, fence_key, request.fence)
     await conn.execute(
         'INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored) VALUES ($1, $2, $3, $4, $5)',
         conv_key,
@@ -183,8 +226,9 @@ async def _apply(
 
 async def append(db: Database, request: AppendRequest) -> AppendResult:
     base_hash = _base_hash(request)
+    fence_key = fence_row_key(request)
     prepared = [prepare_message(message, run_id=request.run_id) for message in request.messages]
-    return await db.write(lambda conn: _apply(conn, request, base_hash, prepared), retry=lost_creation_race)
+    return await db.write(lambda conn: _apply(conn, request, base_hash, prepared, fence_key), retry=lost_creation_race)
 
 
 def _new_columns(request: AppendRequest, usage: RunUsage | None) -> RecordColumns:

@@ -18,16 +18,23 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 __all__ = (
+    'FENCE_PREFIX',
     'AppendRequest',
     'AppendResult',
     'DeltaWriter',
     'DocumentRow',
+    'Fence',
     'IndexReader',
     'IndexStats',
     'Posting',
     'RecallStore',
     'SearchTarget',
 )
+
+
+FENCE_PREFIX = 'fence:'
+"""Where a `Fence` is kept: a row of the idempotency table whose key is this prefix plus the fence key,
+and whose `length` column holds the highest attempt seen (so fences need no table of their own)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +56,8 @@ class AppendRequest:
     as absent: the append raises `UnknownConversation` (it never reveals or changes the other)."""
     idempotency_key: str
     """Derived from workflow state (workflow id, run id, boundary number). A key already applied
-    returns the result recorded the first time and stores nothing."""
+    returns the result recorded the first time and stores nothing. Keys starting with `FENCE_PREFIX`
+    are reserved for the store's fences."""
     base_length: int
     base_hash: str | None
     messages: Sequence[ModelMessage]
@@ -59,6 +67,25 @@ class AppendRequest:
     """Usage to add to the conversation record, once per idempotency key."""
     create: bool = True
     """Whether a missing conversation is created; `False` raises `UnknownConversation` instead."""
+    fence: Fence | None = None
+    """Refuse this write if a later attempt of the same unit already wrote (see `Fence`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fence:
+    """Orders the attempts of one retried unit of work (a Temporal activity) that writes to a conversation.
+
+    A retried activity can still be running on a worker that was cut off when a later attempt starts
+    elsewhere, and its write may land after the later attempt's. The store keeps, per conversation and
+    `key`, the highest `attempt` it has seen, in the same transaction as the write: a write whose
+    attempt is lower stores nothing and returns `fenced=True`. An equal or higher attempt proceeds
+    (and raises the recorded attempt), so a later attempt always supersedes an earlier one.
+    """
+
+    key: str
+    """The unit's identity across its attempts, e.g. `workflow id/run id/activity id`."""
+    attempt: int
+    """1 for the first attempt, as Temporal numbers them."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,11 +99,26 @@ class AppendResult:
     """How many new entries this append stored (0 for a replayed key or nothing new)."""
     replayed: bool = False
     """True when the idempotency key had already been applied."""
+    fenced: bool = False
+    """True when a later attempt of the same unit had already written: nothing was stored."""
+
+
+def fence_row_key(request: AppendRequest) -> str | None:
+    """The idempotency-table key holding `request`'s fence (checking its own key avoids the reserved prefix)."""
+    if request.idempotency_key.startswith(FENCE_PREFIX):
+        raise ValueError(
+            f'Idempotency keys starting with {FENCE_PREFIX!r} are reserved for fences: {request.idempotency_key!r}.'
+        )
+    return None if request.fence is None else FENCE_PREFIX + request.fence.key
 
 
 class DeltaWriter(Protocol):
     async def append(self, request: AppendRequest) -> AppendResult:
-        """Apply one step boundary's delta in a single transaction, index included."""
+        """Apply one step boundary's delta in a single transaction, index included.
+
+        Order of checks: scope, then the fence (a lower attempt stores nothing), then the idempotency
+        key (a key already applied returns its recorded result), then the attach point.
+        """
         ...
 
 

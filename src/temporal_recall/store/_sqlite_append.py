@@ -13,6 +13,10 @@ content hash and keyed by the writer's idempotency key:
    and everything after it are new entries; if they attach behind the head, the conversation
    branches and the old head goes to `branches`. Messages that only repeat the head's chain (a
    shorter resend) leave the head where it is: the store never rewinds a conversation on a resend.
+
+Before the idempotency key, a request's `Fence` is checked: the highest attempt seen for its key is
+a row of `applied_writes` (key `FENCE_PREFIX + fence key`, attempt in `length`), read and raised in
+this same transaction, so a late write from an earlier attempt can never land after a later one's.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pydantic_ai.usage import RunUsage
 
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
-from ._protocol import AppendRequest, AppendResult
+from ._protocol import AppendRequest, AppendResult, Fence, fence_row_key
 from ._serialization import (
     PreparedMessage,
     RecordColumns,
@@ -67,6 +71,36 @@ async def _replayed(db: Database, row: ConversationRow, request: AppendRequest) 
     )
 
 
+async def _fenced(db: Database, row: ConversationRow, request: AppendRequest, fence_key: str) -> AppendResult | None:
+    """The refusal for a write from an attempt lower than one the conversation already saw, else `None`."""
+    assert request.fence is not None
+    highest = await db.value(
+        'SELECT length FROM applied_writes WHERE conv_key = ? AND idempotency_key = ?', (row.conv_key, fence_key)
+    )
+    if highest is None or int(highest) <= request.fence.attempt:
+        return None
+    head_id = (
+        None
+        if row.head_key is None
+        else await db.value('SELECT entry_id FROM entries WHERE entry_key = ?', (row.head_key,))
+    )
+    return AppendResult(
+        conversation_id=request.conversation_id,
+        head_id=head_id,
+        length=row.head_position + 1,
+        stored=0,
+        fenced=True,
+    )
+
+
+async def _raise_fence(db: Database, conv_key: int, fence_key: str, fence: Fence) -> None:
+    await db.run(
+        'INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored) VALUES (?, ?, NULL, ?, 0) '
+        'ON CONFLICT (conv_key, idempotency_key) DO UPDATE SET length = max(length, excluded.length)',
+        (conv_key, fence_key, fence.attempt),
+    )
+
+
 async def _attach(
     db: Database, row: ConversationRow | None, request: AppendRequest, base_hash: bytes | None, hashes: list[bytes]
 ) -> tuple[int | None, int, int]:
@@ -103,6 +137,7 @@ async def _attach(
 
 async def append(db: Database, request: AppendRequest) -> AppendResult:
     base_hash = _base_hash(request)
+    fence_key = fence_row_key(request)
     prepared = [prepare_message(message, run_id=request.run_id) for message in request.messages]
     usage_increment = request.usage
 
@@ -111,6 +146,12 @@ async def append(db: Database, request: AppendRequest) -> AppendResult:
         if row is not None:
             if row.scope != request.scope:  # exactly: None and '' are different scopes
                 raise UnknownConversation(request.conversation_id)
+            if fence_key is not None:
+                fenced = await _fenced(db, row, request, fence_key)
+                if fenced is not None:
+                    return fenced
+                assert request.fence is not None
+                await _raise_fence(db, row.conv_key, fence_key, request.fence)
             replayed = await _replayed(db, row, request)
             if replayed is not None:
                 return replayed
@@ -154,6 +195,9 @@ async def append(db: Database, request: AppendRequest) -> AppendResult:
                 branched = bool(members) and attach_key != row.head_key
                 await _update(db, row, new_head=new_head, branched=branched, usage_increment=usage_increment)
         await add_members(db, conv_key, tenant_id, members)
+        if row is None and fence_key is not None:
+            assert request.fence is not None
+            await _raise_fence(db, conv_key, fence_key, request.fence)
         await db.run(
             'INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored) VALUES (?, ?, ?, ?, ?)',
             (conv_key, request.idempotency_key, new_head, length, len(members)),

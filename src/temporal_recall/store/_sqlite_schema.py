@@ -26,7 +26,8 @@ Schema notes (version 1):
   tenant-wide search reads one index range per term.
 - `conversation_documents`: membership, the first entry at which each document appeared in a
   conversation (any branch).
-- `applied_writes`: idempotency keys of `append`, with the result recorded the first time.
+- `applied_writes`: idempotency keys of `append`, with the result recorded the first time; also each
+  write fence (key `fence:…`, the highest attempt seen in `length`, no head), see `_protocol.Fence`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,315 @@
+"""The write at each step boundary, done by the model request itself: inside its Temporal activity.
+
+pydantic-ai calls `ConversationRecall.get_wrapper_model` inside the model-request activity (and the
+streaming one), on the agent's own capabilities, and in-process on a plain `agent.run`. The
+`PersistingModel` it returns sees what no workflow-side hook can see without scheduling an activity
+of its own: the request's full message list, the new response, the run context and
+`temporalio.activity.info()`. So the step persists itself, at no extra Temporal cost:
+
+1. Before the model is called, the request's messages the store lacks (the prompt, the tool results
+   of the previous step): every message after the request's last complete response, attached after
+   that response. If the store does not hold that response where the request has it (a history
+   processor rewrote the request, say), nothing is written here and the workflow side writes the
+   boundary instead (see below).
+2. After the model answered, the response, attached after the request, with the usage of this one
+   call. A failed write is retried here a few times with backoff before the activity fails; when
+   it does fail, Temporal retries the activity and the model is called again.
+3. The response then carries a marker in `metadata` (`MARKER_KEY`, with the content hash stored),
+   which the capability's workflow-side hook removes again before pydantic-ai records the response.
+   The marker is part of the activity's result, so it is in the workflow's history: replay sees the
+   same marker, and a history recorded before this module existed has none, so its workflow takes
+   the old path (a `store_step` activity per boundary) and replays unchanged, with no patch marker.
+
+Keys and retries. Writes are keyed by workflow id, workflow run id, activity id and attempt. The
+prefix is the same for every attempt (one key per activity); the response has one key per attempt,
+and attaches after the same prefix, so a retry that answered differently becomes the head and the
+earlier answer a branch the head left behind. Every write carries a `Fence` (the activity's identity
+and attempt): the store refuses writes from an attempt lower than one it has seen, so a cut-off
+worker that is still running cannot move the head back. Such an attempt fails with a retryable
+`SupersededAttempt` (Temporal has already discarded it).
+
+A response that is not `complete` (suspended by `pause_turn`, a background job, interrupted or
+partial) is never written; the request that continues it is written when it is sent.
+
+The model id. pydantic-ai stamps `model_id` onto a response in workflow code after the activity
+returned, unless the response already has one. This wrapper stamps it first (the wrapped model's
+`model_id`), so the copy it stores and the copy the workflow keeps hash alike. Under a
+`resolve_model_id` alias that means the response records the resolved model's id rather than the
+alias. A streamed response cannot be stamped (the run rebuilds it from the stream), so the stored
+copy gets the same id and the workflow side checks the hash: a response whose workflow copy hashes
+differently (a different model id, a workspace reference) is written again from the workflow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from pydantic_ai import RunContext
+from pydantic_ai._run_context import get_current_run_context
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
+from pydantic_ai.models import ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import RunUsage
+from temporalio import activity, workflow
+from temporalio.exceptions import ApplicationError
+
+from .content import content_hash
+from .errors import HistoryMismatch, RecallError, StoreUnavailable
+
+if TYPE_CHECKING:
+    from ._capability import ConversationRecall
+    from .store._protocol import AppendRequest, AppendResult, Fence
+
+__all__ = ('MARKER_KEY', 'PersistingModel', 'persistable', 'take_marker')
+
+MARKER_KEY = 'temporal_recall.persisted'
+"""Key in `ModelResponse.metadata` saying the response was stored by the step's own activity."""
+
+RESPONSE_WRITE_ATTEMPTS = 4
+"""How often the response write is tried inside the activity before the activity fails."""
+
+RESPONSE_WRITE_BACKOFF = 0.5
+"""Seconds before the second try; doubled before each further one."""
+
+
+@dataclass(frozen=True)
+class Marker:
+    content_hash: str
+    """The content hash of the response as stored."""
+    metadata_was_none: bool
+    """Whether the response's `metadata` was `None` before the marker was added (restored on removal)."""
+
+
+def persistable(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """The messages a store keeps: all but responses that are not final (suspended, interrupted, partial)."""
+    return [m for m in messages if not (isinstance(m, ModelResponse) and m.state != 'complete')]
+
+
+def _marked(metadata: dict[str, Any] | None, stored_hash: str) -> dict[str, Any]:
+    return {**(metadata or {}), MARKER_KEY: {'hash': stored_hash, 'metadata_was_none': metadata is None}}
+
+
+def take_marker(response: ModelResponse) -> Marker | None:
+    """Remove this module's marker from `response` and return it (`None` if the response has none)."""
+    metadata = response.metadata
+    if not metadata or MARKER_KEY not in metadata:
+        return None
+    raw: Any = metadata[MARKER_KEY]
+    rest = {key: value for key, value in metadata.items() if key != MARKER_KEY}
+    was_none = bool(raw.get('metadata_was_none')) if isinstance(raw, dict) else False
+    response.metadata = None if was_none and not rest else rest
+    stored = raw.get('hash') if isinstance(raw, dict) else None
+    return Marker(content_hash=str(stored), metadata_was_none=was_none) if stored else None
+
+
+def _raise_retryable(error: StoreUnavailable) -> NoReturn:
+    """Fail the activity so Temporal retries it, with the store's message and a short stack.
+
+    The server keeps an activity's last failure only up to a few KB; the full chain through the
+    model activity and the database driver is longer, and would show as "Failure exceeds size limit".
+    """
+    if not activity.in_activity():
+        raise error
+    raise ApplicationError(str(error), type=type(error).__name__) from None
+
+
+@dataclass(init=False)
+class PersistingModel(WrapperModel):
+    """Writes a step to the conversation store from inside the request that makes it (see module doc)."""
+
+    capability: ConversationRecall[Any]
+
+    def __init__(self, wrapped: Any, capability: ConversationRecall[Any]) -> None:
+        super().__init__(wrapped)
+        self.capability = capability
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        step = await self._begin(messages, model_request_parameters, get_current_run_context())
+        response = await self.wrapped.request(messages, model_settings, model_request_parameters)
+        if step is None or response.state != 'complete':
+            return response
+        # A copy: the model may hand out a response object it keeps (a scripted model does).
+        response = replace(response, model_id=response.model_id or self.wrapped.model_id)
+        stored_hash = await step.write_response(response)
+        if stored_hash is not None:
+            response.metadata = _marked(response.metadata, stored_hash)
+        return response
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncGenerator[StreamedResponse]:
+        step = await self._begin(messages, model_request_parameters, run_context or get_current_run_context())
+        async with self.wrapped.request_stream(
+            messages, model_settings, model_request_parameters, run_context
+        ) as stream:
+            yield stream
+        # Only a stream consumed to its end gets here; a failed or abandoned one raised at the yield.
+        response = stream.get()
+        if step is not None and response.state == 'complete':
+            response.model_id = response.model_id or self.wrapped.model_id
+            stored_hash = await step.write_response(response)
+            if stored_hash is not None:
+                # `get()` builds a new response each time from the stream's fields: mark the stream.
+                stream.metadata = _marked(stream.metadata, stored_hash)
+
+    async def _begin(
+        self, messages: list[ModelMessage], parameters: ModelRequestParameters, ctx: RunContext[Any] | None
+    ) -> _Step | None:
+        """Write the request's new messages; the `_Step` that will write the response, or `None` to leave it."""
+        if workflow.in_workflow() or ctx is None:
+            # In workflow code this model only answers questions; the activity's copy sends the request.
+            return None
+        step = _Step.start(self.capability, ctx, persistable(messages), parameters)
+        if not await step.write_prefix():
+            return None
+        return step
+
+
+@dataclass
+class _Step:
+    capability: ConversationRecall[Any]
+    conversation_id: str
+    scope: str | None
+    run_id: str | None
+    unit: str
+    fence: Fence | None
+    attempt: int
+    view: list[ModelMessage]
+    base: int
+    function_tools: frozenset[str]
+
+    @classmethod
+    def start(
+        cls,
+        capability: ConversationRecall[Any],
+        ctx: RunContext[Any],
+        view: list[ModelMessage],
+        parameters: ModelRequestParameters,
+    ) -> _Step:
+        from .store._protocol import Fence
+
+        conversation_id = ctx.conversation_id
+        if not conversation_id:
+            raise RecallError('The run has no conversation_id; pass `conversation_id=` to `agent.run`.')
+        if activity.in_activity():
+            info = activity.info()
+            unit = f'{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}'
+            fence: Fence | None = Fence(key=unit, attempt=info.attempt)
+            attempt = info.attempt
+        else:
+            # In-process, attempts run one after another and nothing outlives the run: a fresh key per request.
+            unit = f'local/{ctx.run_id}/{ctx.run_step}/{uuid.uuid4().hex[:12]}'
+            fence, attempt = None, 1
+        base = 0
+        for index in range(len(view) - 1, -1, -1):
+            if isinstance(view[index], ModelResponse):
+                base = index + 1
+                break
+        return cls(
+            capability=capability,
+            conversation_id=conversation_id,
+            scope=capability.scope_of(ctx),
+            run_id=ctx.run_id,
+            unit=unit,
+            fence=fence,
+            attempt=attempt,
+            view=view,
+            base=base,
+            function_tools=frozenset(tool.name for tool in parameters.function_tools),
+        )
+
+    def _request(self, key: str, base: int, messages: Sequence[ModelMessage], usage: RunUsage | None) -> AppendRequest:
+        from .store._protocol import AppendRequest
+
+        return AppendRequest(
+            conversation_id=self.conversation_id,
+            scope=self.scope,
+            idempotency_key=f'{self.unit}/{key}',
+            base_length=base,
+            base_hash=content_hash(self.view[base - 1]) if base else None,
+            messages=messages,
+            run_id=self.run_id,
+            usage=usage,
+            fence=self.fence,
+        )
+
+    async def write_prefix(self) -> bool:
+        """Store the request's new messages; `False` when they do not attach (the workflow writes the step)."""
+        new = self.view[self.base :]
+        if not new:
+            return True
+        calls = sum(
+            1
+            for message in new
+            if isinstance(message, ModelRequest)
+            for part in message.parts
+            if isinstance(part, ToolReturnPart) and part.tool_name in self.function_tools
+        )
+        try:
+            await self._append(self._request('prefix', self.base, new, RunUsage(tool_calls=calls) if calls else None))
+        except HistoryMismatch:
+            return False
+        except StoreUnavailable as error:
+            _raise_retryable(error)
+        return True
+
+    async def write_response(self, response: ModelResponse) -> str | None:
+        """Store the response after the request (retrying a failed write); its content hash, or `None` if refused."""
+        usage = RunUsage(requests=1)
+        usage.incr(response.usage)
+        request = self._request(f'{self.attempt}/response', len(self.view), [response], usage)
+        delay = RESPONSE_WRITE_BACKOFF
+        for remaining in range(RESPONSE_WRITE_ATTEMPTS - 1, -1, -1):
+            try:
+                await self._append(request)
+            except HistoryMismatch:
+                return None
+            except StoreUnavailable as error:
+                if not remaining:
+                    _raise_retryable(error)
+                await asyncio.sleep(delay)
+                delay *= 2
+                continue
+            stored_hash = content_hash(response)
+            if not activity.in_activity():
+                # In-process the capability's hooks may read the response before a stream is closed
+                # (and marked): tell the run's capability directly.
+                self.capability.note_stored_in_process(stored_hash)
+            return stored_hash
+        raise AssertionError('unreachable')  # pragma: no cover
+
+    async def _append(self, request: AppendRequest) -> AppendResult:
+        store = await self.capability.store.get()
+        try:
+            result = await store.append(request)
+        except (HistoryMismatch, StoreUnavailable):
+            raise
+        except RecallError as error:
+            if not activity.in_activity():
+                raise
+            # Deterministic (another scope's conversation, an unserializable message): retrying cannot help.
+            raise ApplicationError(str(error), type=type(error).__name__, non_retryable=True) from None
+        if result.fenced:
+            raise ApplicationError(
+                f'Attempt {self.attempt} of {self.unit} was superseded by a later attempt, which already wrote '
+                'to the conversation; this attempt stores nothing.',
+                type='SupersededAttempt',
+            )
+        self.capability.record_write(result)
+        return result

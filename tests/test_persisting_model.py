@@ -1,0 +1,153 @@
+"""The wrapper model that writes a step from inside its own request, driven directly (no Temporal, a real store)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import RunContext
+from pydantic_ai._run_context import set_current_run_context
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage, RunUsage
+
+from temporal_recall import ConversationRecall, RecallDeps
+from temporal_recall import _persisting_model as persisting
+from temporal_recall._persisting_model import MARKER_KEY, PersistingModel, take_marker
+from temporal_recall.content import content_hash
+from temporal_recall.errors import StoreUnavailable
+from temporal_recall.store import SqliteConversationStore
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+PARAMS = ModelRequestParameters()
+
+
+def user(text: str) -> ModelRequest:
+    return ModelRequest(parts=[UserPromptPart(text, timestamp=AT)], timestamp=AT)
+
+
+def answer(text: str, **fields: Any) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(text)], timestamp=AT, usage=RequestUsage(input_tokens=7), **fields)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteConversationStore]:
+    opened = await SqliteConversationStore.open(tmp_path / 'recall.db')
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+class Flaky:
+    """The real store, failing the first `failures` appends as if it were unreachable."""
+
+    def __init__(self, store: SqliteConversationStore, failures: int) -> None:
+        self._store = store
+        self.failures = failures
+        self.appends = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def append(self, request: Any) -> Any:
+        self.appends += 1
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailable('the store is unreachable for a moment')
+        return await self._store.append(request)
+
+
+async def _request(store: Any, messages: list[ModelMessage], response: ModelResponse) -> ModelResponse:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return response
+
+    capability: ConversationRecall[Any] = ConversationRecall(store=store)
+    model = PersistingModel(FunctionModel(respond, model_name='scripted'), capability)
+    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    with set_current_run_context(ctx):
+        return await model.request(messages, None, PARAMS)
+
+
+async def _stored(store: SqliteConversationStore) -> list[ModelMessage]:
+    return [entry.message for entry in await store.load_entries('c') or []]
+
+
+async def test_the_prompt_is_stored_before_the_model_answers_and_the_answer_after(store: SqliteConversationStore):
+    returned = await _request(store, [user('hello')], answer('hi there'))
+    stored = await _stored(store)
+    assert [type(m).__name__ for m in stored] == ['ModelRequest', 'ModelResponse']
+    assert stored[1].model_id == returned.model_id == 'function:scripted'  # stamped before it was stored
+    marker = take_marker(returned)
+    assert marker is not None and marker.content_hash == content_hash(stored[1]) == content_hash(returned)
+    assert returned.metadata is None  # restored exactly as the model produced it
+    record = await store.read_record('c')
+    assert record is not None and record.usage == RunUsage(requests=1, input_tokens=7)
+
+
+async def test_the_marker_leaves_the_responses_own_metadata_alone(store: SqliteConversationStore):
+    returned = await _request(store, [user('hello')], answer('hi', metadata={'trace': 'abc'}))
+    assert set(returned.metadata or {}) == {'trace', MARKER_KEY}
+    assert take_marker(returned) is not None
+    assert returned.metadata == {'trace': 'abc'}
+    assert take_marker(returned) is None
+
+
+async def test_a_response_that_is_not_final_is_never_stored(store: SqliteConversationStore):
+    returned = await _request(store, [user('think long')], answer('partial', state='suspended'))
+    assert [type(m).__name__ for m in await _stored(store)] == ['ModelRequest']  # the prompt only
+    assert take_marker(returned) is None
+
+
+async def test_a_request_that_does_not_attach_is_left_to_the_workflow(store: SqliteConversationStore):
+    await _request(store, [user('hello')], answer('hi there'))
+    # A history processor dropped the first turn: the request's last response is not where the store has it.
+    rewritten: list[ModelMessage] = [answer('hi there'), user('next')]
+    returned = await _request(store, rewritten, answer('sure'))
+    assert len(await _stored(store)) == 2
+    assert take_marker(returned) is None
+
+
+async def test_a_failed_response_write_is_retried_inside_the_request(
+    store: SqliteConversationStore, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(persisting, 'RESPONSE_WRITE_BACKOFF', 0.0)
+    flaky = Flaky(store, failures=0)
+    calls: list[int] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append(1)
+        flaky.failures = 2  # the store goes away right after the prompt was written
+        return answer('hi there')
+
+    capability: ConversationRecall[Any] = ConversationRecall(store=flaky)
+    model = PersistingModel(FunctionModel(respond, model_name='scripted'), capability)
+    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    with set_current_run_context(ctx):
+        returned = await model.request([user('hello')], None, PARAMS)
+    assert calls == [1] and flaky.appends == 4  # prompt, two failures, then the response
+    assert take_marker(returned) is not None
+    assert len(await _stored(store)) == 2
+
+
+async def test_a_response_write_that_keeps_failing_fails_the_request(
+    store: SqliteConversationStore, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(persisting, 'RESPONSE_WRITE_BACKOFF', 0.0)
+    flaky = Flaky(store, failures=0)
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        flaky.failures = 100
+        return answer('hi there')
+
+    capability: ConversationRecall[Any] = ConversationRecall(store=flaky)
+    model = PersistingModel(FunctionModel(respond, model_name='scripted'), capability)
+    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    with set_current_run_context(ctx), pytest.raises(StoreUnavailable):
+        await model.request([user('hello')], None, PARAMS)
+    assert flaky.appends == 1 + persisting.RESPONSE_WRITE_ATTEMPTS
+    assert [type(m).__name__ for m in await _stored(store)] == ['ModelRequest']
