@@ -24,7 +24,7 @@ from pydantic_ai.usage import RunUsage
 from temporal_recall.content import content_hash, dump_message, load_message
 from temporal_recall.errors import MessageNotSerializable, UnknownEntry
 from temporal_recall.search._documents import is_summary, searchable_text
-from temporal_recall.search._tokens import term_frequencies
+from temporal_recall.search._analyzer import term_frequencies
 
 from ._protocol import DocumentRow
 
