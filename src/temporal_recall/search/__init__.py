@@ -21,7 +21,15 @@ from temporal_recall.search._analyzer import (
 )
 from temporal_recall.search._assemble import build_hits, render_for_model
 from temporal_recall.search._bm25 import DEFAULT_PARAMETERS, BM25Parameters, ScoredDocument, idf, rank
-from temporal_recall.search._documents import is_summary, message_role, searchable_text, transcript_text
+from temporal_recall.search._documents import (
+    MAX_ATTACHMENT_BYTES,
+    SummaryRule,
+    is_summary,
+    is_summary_part,
+    message_role,
+    searchable_text,
+    transcript_text,
+)
 from temporal_recall.search._excerpt import excerpt
 from temporal_recall.search._query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, Query, parse_query
 from temporal_recall.search._results import (
@@ -41,6 +49,7 @@ __all__ = (
     'CONTEXT_EXCERPT_WIDTH',
     'DEFAULT_PARAMETERS',
     'EXCERPT_WIDTH',
+    'MAX_ATTACHMENT_BYTES',
     'MAX_CONTEXT_LINES',
     'MAX_LIMIT',
     'MAX_QUERY_CHARS',
@@ -55,10 +64,12 @@ __all__ = (
     'SearchHit',
     'SearchOptions',
     'SearchResult',
+    'SummaryRule',
     'build_hits',
     'excerpt',
     'idf',
     'is_summary',
+    'is_summary_part',
     'message_role',
     'normalize_term',
     'parse_query',

@@ -23,8 +23,8 @@ from pydantic_ai.usage import RunUsage
 
 from temporal_recall.content import content_hash, dump_message, load_message
 from temporal_recall.errors import MessageNotSerializable, UnknownEntry
-from temporal_recall.search._documents import is_summary, searchable_text
 from temporal_recall.search._analyzer import term_frequencies
+from temporal_recall.search._documents import SummaryRule, searchable_text
 
 from ._protocol import DocumentRow
 
@@ -190,11 +190,11 @@ class IndexTerms:
     length: int
 
 
-def index_terms(message: ModelMessage) -> IndexTerms | None:
-    """The message's index terms, or `None` if it is not indexed (a summary, or no searchable words)."""
-    if is_summary(message):
-        return None
-    frequencies, length = term_frequencies(searchable_text(message))
+def index_terms(message: ModelMessage, *, summary: SummaryRule | None = None) -> IndexTerms | None:
+    """The message's index terms, or `None` if it is not indexed (only summaries, or no searchable words).
+
+    `summary` is the application's own rule for summary parts, on top of the known shapes."""
+    frequencies, length = term_frequencies(searchable_text(message, summary=summary))
     if length == 0:
         return None
     return IndexTerms(frequencies=frequencies, length=length)
@@ -219,7 +219,9 @@ def message_run_id(message: ModelMessage) -> str | None:
     return run_id if isinstance(run_id, str) else None
 
 
-def prepare_message(message: ModelMessage, *, run_id: str | None = None) -> PreparedMessage:
+def prepare_message(
+    message: ModelMessage, *, run_id: str | None = None, summary: SummaryRule | None = None
+) -> PreparedMessage:
     """Serialize, hash and tokenize `message`; `run_id` defaults to the one pydantic-ai stamped on it.
 
     Raises:
@@ -242,7 +244,7 @@ def prepare_message(message: ModelMessage, *, run_id: str | None = None) -> Prep
         message_json=message_json,
         content_hash=hash_bytes(digest),
         run_id=run_id if run_id is not None else message_run_id(message),
-        terms=index_terms(message),
+        terms=index_terms(message, summary=summary),
     )
 
 
