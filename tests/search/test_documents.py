@@ -229,8 +229,10 @@ def test_a_summary_part_leaves_the_other_parts_of_its_message_searchable() -> No
 
 
 def test_an_application_declares_its_own_summary_shape() -> None:
-    def mine(part: object) -> bool:
-        return isinstance(part, m.SystemPromptPart) and (part.metadata or {}).get('digest') is True
+    def mine(message: m.ModelMessage) -> bool:
+        return any(
+            isinstance(part, m.SystemPromptPart) and (part.metadata or {}).get('digest') for part in message.parts
+        )
 
     digest = request(m.SystemPromptPart('Earlier: invoice 4521 was paid.', metadata={'digest': True}))
     plain = request(m.SystemPromptPart('Earlier: invoice 4521 was paid.'))

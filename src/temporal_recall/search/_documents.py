@@ -19,8 +19,8 @@ A summary is recognised part by part, in every shape known to be written (`is_su
 - user-prompt text marked with the harness's model-invisible metadata `SUMMARY_METADATA`. Only
   the marker counts: a user turn whose text opens with the summary sentence is still the user's.
 
-Any other shape is declared by the application, as a predicate over parts (`SummaryRule`), through
-`ConversationRecall(summary=...)`.
+Any other shape is declared by the application, as a predicate over messages (`SummaryRule`), through
+`ConversationRecall(summary=...)`: a message it accepts is stored, marked, and never indexed.
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ MAX_ATTACHMENT_BYTES = 65_536
 """How much of one `text/*` attachment is indexed: its first 64 KiB. The rest is stored with the
 message but not searchable; it bounds what one attachment adds to the index (about 10,000 words)."""
 
-SummaryRule = Callable[[Any], bool]
-"""Whether a message part (a `ModelRequestPart` or `ModelResponsePart`) is a summary, which is stored
-but never indexed. Must be a pure function of the part: it decides what the index holds."""
+SummaryRule = Callable[[m.ModelMessage], bool]
+"""An application's own rule for which messages are summaries: stored, but never indexed. It should be
+a pure function of the message; the store records its answer with the message when it is written."""
 
 
 def _text_of(value: Any) -> str:
@@ -124,9 +124,7 @@ def is_summary_part(part: Any) -> bool:
     return False
 
 
-def _part_texts(part: Any, *, summary: SummaryRule | None, indexed: bool) -> Iterable[str]:
-    if indexed and (summary is not None and summary(part)):
-        return
+def _part_texts(part: Any, *, indexed: bool) -> Iterable[str]:
     if isinstance(part, m.CompactionPart):
         if not indexed and isinstance(part.content, str):
             yield part.content
@@ -166,18 +164,18 @@ def _part_texts(part: Any, *, summary: SummaryRule | None, indexed: bool) -> Ite
 def searchable_text(message: m.ModelMessage, *, summary: SummaryRule | None = None) -> str:
     """The text of `message` that search should find, parts joined by newlines; `''` if none.
 
-    Summaries in the known shapes are left out, and so are the parts `summary` (an application's
-    own rule) says are summaries.
+    Summaries in the known shapes are left out; a message `summary` (an application's own rule)
+    accepts has no searchable text at all.
     """
-    return '\n'.join(
-        text for part in message.parts for text in _part_texts(part, summary=summary, indexed=True) if text
-    )
+    if summary is not None and summary(message):
+        return ''
+    return '\n'.join(text for part in message.parts for text in _part_texts(part, indexed=True) if text)
 
 
 def transcript_text(message: m.ModelMessage) -> str:
     """What a person reading the conversation should see: the searchable text, plus the recall
     tool's own returns and summaries, which are stored but deliberately not indexed."""
-    return '\n'.join(text for part in message.parts for text in _part_texts(part, summary=None, indexed=False) if text)
+    return '\n'.join(text for part in message.parts for text in _part_texts(part, indexed=False) if text)
 
 
 def is_summary(message: m.ModelMessage) -> bool:
