@@ -204,17 +204,21 @@ def term_spans(text: str) -> Iterator[Span]:
     A CJK part gives its characters and pairs in reading order, each at its own place in `text`.
     """
     for match in _RUN.finditer(text):
+        run = match.group()
         start, end = match.span()
         bounds: list[tuple[int, int]] | None = None
-        placed = False
-        for term, first, last, _ in _run_terms(match.group(), query=False):
+        aligned: bool | None = None
+        for term, first, last, _ in _run_terms(run, query=False):
             if first == _WHOLE_RUN:
                 yield term, start, end
                 continue
-            if not placed:
-                bounds = _char_bounds(match.group(), start)
-                placed = True
-            if bounds is None:
+            if aligned is None:
+                # Already normal text (CJK, mostly) folds to itself: character for character.
+                aligned = _fold(run) == run
+                bounds = None if aligned else _char_bounds(run, start)
+            if aligned:
+                yield term, start + first, start + last + 1
+            elif bounds is None:
                 yield term, start, end
             else:
                 yield term, bounds[first][0], bounds[last][1]
@@ -234,6 +238,10 @@ def tokenize(text: str) -> list[str]:
 
 def term_frequencies(text: str) -> tuple[Counter[str], int]:
     """How often each term occurs in `text`, and the BM25 document length (positions, see module doc)."""
+    if text.isascii():
+        # Version 1's rule, which is what the pipeline amounts to for ASCII, at its speed.
+        terms = [run[:MAX_TERM_LENGTH] for run in _RUN.findall(text.lower())]
+        return Counter(terms), len(terms)
     frequencies: Counter[str] = Counter()
     length = 0
     for match in _RUN.finditer(text):
