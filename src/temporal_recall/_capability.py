@@ -42,6 +42,7 @@ from .errors import (
     UnknownConversation,
 )
 from .models import RecallDeps, SearchRequest, StepDelta, StepWritten
+from .search import Role
 from .search._documents import RECALL_TOOL_NAME
 
 __all__ = ('ConversationRecall', 'ScopeResolver')
@@ -238,12 +239,16 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
 
     # --- the model's recall tool (an activity under Temporal) ---------------------------------------
 
-    async def _search_tool(self, ctx: RunContext[Any], query: str, run_id: str | None = None) -> str:
+    async def _search_tool(
+        self, ctx: RunContext[Any], query: str, run_id: str | None = None, role: Role | None = None
+    ) -> str:
         """Search everything said earlier in this conversation, including turns no longer in view.
 
         Args:
             query: Words to look for, e.g. an order number, a name or a file path.
             run_id: Only search messages from this earlier run of the conversation.
+            role: Only messages said by 'user' (the person you talk to), 'assistant' (you: replies
+                and tool calls), 'tool' (tool results) or 'system' (system prompts).
         """
         from ._recall import search_history
         from .search import render_for_model
@@ -252,7 +257,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         if not conversation_id:
             return 'Search is unavailable: this run has no conversation id, so there is no history to search.'
         try:
-            # The model chose `query` and `run_id`: a bad one is answered, not raised, so the tool's
+            # The model chose `query`, `run_id` and `role`: a bad one is answered, not raised, so the tool's
             # activity never fails in a way Temporal would retry, and the model can correct itself.
             request = SearchRequest(
                 query=query,
@@ -262,6 +267,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
                 exclude_run_id=ctx.run_id,
                 limit=self.search_limit,
                 context_lines=self.context_lines,
+                role=role,
             )
             store = await self.store.get()
             with SEARCH_SECONDS.time():

@@ -91,6 +91,9 @@ class SearchTarget:
     scope: str | None
     conversation_id: str | None
     run_id: str | None = None
+    role: str | None = None
+    """Only documents of this `message_role`: a narrowing applied to postings and rows alike. The
+    stats stay the target's without it, so a filter changes which documents are hits, not their scores."""
 
 
 @dataclass(frozen=True, kw_only=True)
