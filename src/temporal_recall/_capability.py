@@ -42,7 +42,7 @@ from .errors import (
     UnknownConversation,
 )
 from .models import RecallDeps, SearchRequest, StepDelta, StepWritten
-from .search import Role
+from .search import Role, SummaryRule
 from .search._documents import RECALL_TOOL_NAME
 
 __all__ = ('ConversationRecall', 'ScopeResolver')
@@ -71,6 +71,11 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         search_tool: Whether the model gets the `search_conversation_history` tool.
         search_limit: How many hits the tool returns.
         context_lines: Neighbouring messages shown around each hit.
+        summary: Your own rule for which messages are summaries (a pure function of the message),
+            on top of the shapes recall knows (`CompactionPart` and pydantic-ai-harness's). A message
+            it accepts is stored marked as a summary and never indexed, so a search finds the
+            messages it summarises instead. It runs where the store is written (in the activity
+            under Temporal).
         max_payload_bytes: Largest write sent through one activity input. Bigger deltas are split;
             a single message bigger than this fails the run with a non-retryable `PayloadTooLarge`
             (Temporal's default blob limit is 2 MB, and an oversized input would otherwise make the
@@ -86,6 +91,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         search_tool: bool = True,
         search_limit: int = 8,
         context_lines: int = 1,
+        summary: SummaryRule | None = None,
         max_payload_bytes: int = 2_000_000,
     ) -> None:
         self.id = id
@@ -94,6 +100,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         self._scope = scope
         self.search_limit = search_limit
         self.context_lines = context_lines
+        self.summary = summary
         self._tracker = DeltaTracker()
         self._sequence = 0
         self._usage_reported = RunUsage()
@@ -217,6 +224,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             messages=step.messages,
             run_id=step.run_id,
             usage=step.usage,
+            summary=self.summary,
         )
         try:
             result = await store.append(request)

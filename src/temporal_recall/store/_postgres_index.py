@@ -263,7 +263,7 @@ async def add_members(conn: Conn, conv_key: int, tenant_id: int, members: Sequen
     first: dict[bytes, Member] = {}
     counts: Counter[bytes] = Counter()
     for member in members:
-        if member.unindexed:
+        if member.kept_out:
             continue
         first.setdefault(member.content_hash, member)
         counts[member.content_hash] += 1

@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
+
+if TYPE_CHECKING:
+    from temporal_recall.search._documents import SummaryRule
 
 __all__ = (
     'AppendRequest',
@@ -59,6 +62,9 @@ class AppendRequest:
     """Usage to add to the conversation record, once per idempotency key."""
     create: bool = True
     """Whether a missing conversation is created; `False` raises `UnknownConversation` instead."""
+    summary: SummaryRule | None = None
+    """The application's own rule for summary messages (`ConversationRecall(summary=...)`): a message it
+    accepts is stored marked as such and never indexed."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -63,6 +63,11 @@ class Member:
     unindexed: bool = False
     """Stored marked as a summary by the application's own rule (`entries.unindexed`): never indexed."""
 
+    @property
+    def kept_out(self) -> bool:
+        """Whether the application's summary rule keeps this entry out of the index (read or prepared)."""
+        return self.unindexed or (self.prepared is not None and self.prepared.unindexed)
+
 
 async def tenant_of(db: Database, scope: str | None) -> int:
     """The tenant id of `scope`, created on first use."""
@@ -191,7 +196,7 @@ async def add_members(db: Database, conv_key: int, tenant_id: int, members: Sequ
     first: dict[bytes, Member] = {}
     counts: Counter[bytes] = Counter()
     for member in members:
-        if member.unindexed:
+        if member.kept_out:
             continue
         first.setdefault(member.content_hash, member)
         counts[member.content_hash] += 1
