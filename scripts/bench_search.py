@@ -9,6 +9,11 @@ delta at every step boundary, one `append` per step, sequentially), then times o
 queries: in scope `all` over the whole store, and inside one 1,000-message conversation. Prints
 p50/p95 and database bytes per message.
 
+Then it fills a SQLite store with a CJK-heavy corpus (`--cjk-messages`, Japanese, Chinese and
+Korean text with a few Latin identifiers, the same shape of conversation) and prints the bytes the
+search index takes per message: CJK text is indexed as characters and character pairs, so it costs
+more index per message than English does, and the target is to stay under 4 KB.
+
 Every size gets a fresh store: a new SQLite file, or a new PostgreSQL schema (`bench_<hex>`, dropped
 afterwards unless `--keep`) in the database the URL names. `--compare URL` runs SQLite and that
 PostgreSQL database on the same generated workload (same seed) and prints them side by side; the
@@ -155,6 +160,77 @@ async def bench(
         await store.close()
 
 
+INDEX_TABLES = ('documents', 'terms', 'postings', 'term_documents', 'conversation_documents', 'occurrences')
+"""The tables (with their indexes) that make up the search index, as opposed to the log."""
+
+KANJI = [chr(0x4E00 + index) for index in range(0, 3000, 1)]
+HANGUL = [chr(0xAC00 + index) for index in range(0, 11172, 5)]
+JAPANESE_PARTICLES = ('の', 'は', 'が', 'を', 'に', 'で', 'と', 'も', 'から', 'まで', 'です', 'ます')
+KOREAN_PARTICLES = ('는', '은', '이', '가', '를', '을', '에', '에서', '도', '입니다')
+
+
+class CjkWorkload(Workload):
+    """The same conversations in Japanese, Chinese and Korean, word for word: each made-up word of the
+    English workload becomes a CJK word of one to three characters (1.85 on average, as Chinese and
+    Japanese words run), drawn from 3,000 ideographs or 2,235 Hangul syllables. A sentence is in one
+    language: Japanese puts a particle after most words and runs them together, Chinese runs the
+    words together, Korean separates words by spaces with a particle attached to most. The rare
+    Latin identifiers stay."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.han = {word: self._word(KANJI) for word in self.vocabulary}
+        self.hangul = {word: self._word(HANGUL) for word in self.vocabulary}
+
+    def _word(self, characters: list[str]) -> str:
+        return ''.join(self.rng.choices(characters, k=self.rng.choices((1, 2, 3), weights=(30, 55, 15))[0]))
+
+    def _particle(self, word: str, particles: tuple[str, ...]) -> str:
+        return word + self.rng.choice(particles) if self.rng.random() < 0.6 else word
+
+    def sentence(self, count: int) -> str:
+        latin = super().sentence(count).split(' ')
+        ids = [word for word in latin if not word.isalpha()]
+        language = self.rng.randrange(3)
+        words = [(self.hangul if language == 2 else self.han).get(word, word) for word in latin[:count]]
+        if language == 0:
+            text = ''.join(self._particle(word, JAPANESE_PARTICLES) for word in words)
+        elif language == 1:
+            text = ''.join(words)
+        else:
+            text = ' '.join(self._particle(word, KOREAN_PARTICLES) for word in words)
+        return ' '.join([text, *ids])
+
+
+async def cjk_index_bytes(messages: int, seed: int) -> tuple[float, float, int]:
+    """Index bytes per message, and all bytes per message, of a SQLite store holding a CJK-heavy corpus."""
+    import sqlite3
+    from contextlib import closing
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / 'cjk.db'
+        store = await open_store(str(path))
+        try:
+            workload = CjkWorkload.create(seed)
+            for number in range(max(1, messages // MESSAGES_PER_CONVERSATION)):
+                await fill(
+                    store, workload, conversation_id=f'c{number}', messages=MESSAGES_PER_CONVERSATION, scope='cjk'
+                )
+            stats = await store.stats()
+        finally:
+            await store.close()
+        with closing(sqlite3.connect(path)) as db:
+            db.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+            db.execute('VACUUM')
+            owner = dict(db.execute('SELECT name, tbl_name FROM sqlite_master'))
+            sizes: dict[str, int] = {}
+            for name, size in db.execute('SELECT name, sum(pgsize) FROM dbstat GROUP BY name'):
+                table = owner.get(name, name)
+                sizes[table] = sizes.get(table, 0) + size
+        index = sum(size for table, size in sizes.items() if table in INDEX_TABLES)
+        return index / stats.entries, sum(sizes.values()) / stats.entries, stats.entries
+
+
 def describe(row: Measured) -> str:
     return (
         f'{row.backend:>8} {row.messages:>8,} msgs | write {row.write_seconds:6.1f}s | '
@@ -221,6 +297,7 @@ async def main() -> None:
     parser.add_argument('--compare', metavar='POSTGRESQL_URL', help='run SQLite and this PostgreSQL side by side')
     parser.add_argument('--queries', type=int, default=300)
     parser.add_argument('--seed', type=int, default=7)
+    parser.add_argument('--cjk-messages', type=int, default=10_000, help='size of the CJK-heavy corpus (0: skip it)')
     parser.add_argument('--keep', action='store_true', help='keep the PostgreSQL benchmark schemas')
     parser.add_argument(
         '--vacuum',
@@ -234,6 +311,14 @@ async def main() -> None:
     for size in (int(s) for s in args.sizes.split(',')):
         for store in stores:
             print(describe(await run_one(store, size, args)), flush=True)
+    if args.cjk_messages:
+        index, everything, count = await cjk_index_bytes(args.cjk_messages, args.seed)
+        verdict = 'under' if index < 4096 else 'OVER'
+        print(
+            f'CJK-heavy corpus, sqlite {count:,} msgs | search index {index:,.0f} B/msg ({verdict} the 4 KB target) | '
+            f'db {everything:,.0f} B/msg',
+            flush=True,
+        )
 
 
 if __name__ == '__main__':

@@ -51,6 +51,7 @@ from .errors import (
     UnknownConversation,
 )
 from .models import RecallDeps, SearchRequest, StepDelta, StepWritten
+from .search import Role, SummaryRule
 from .search._documents import RECALL_TOOL_NAME
 
 if TYPE_CHECKING:
@@ -82,6 +83,11 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         search_tool: Whether the model gets the `search_conversation_history` tool.
         search_limit: How many hits the tool returns.
         context_lines: Neighbouring messages shown around each hit.
+        summary: Your own rule for which messages are summaries (a pure function of the message),
+            on top of the shapes recall knows (`CompactionPart` and pydantic-ai-harness's). A message
+            it accepts is stored marked as a summary and never indexed, so a search finds the
+            messages it summarises instead. It runs where the store is written (in the activity
+            under Temporal).
         max_payload_bytes: Largest message a step may add. A `store_step` write bigger than this is
             split; a single message bigger than this (a tool's return, say, which the next model
             request would carry) fails the run with a non-retryable `PayloadTooLarge` (Temporal's
@@ -98,6 +104,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         search_tool: bool = True,
         search_limit: int = 8,
         context_lines: int = 1,
+        summary: SummaryRule | None = None,
         max_payload_bytes: int = 2_000_000,
     ) -> None:
         self.id = id
@@ -106,6 +113,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         self._scope = scope
         self.search_limit = search_limit
         self.context_lines = context_lines
+        self.summary = summary
         self._tracker = DeltaTracker()
         self._sequence = 0
         self._usage_reported = RunUsage()
@@ -307,6 +315,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             messages=step.messages,
             run_id=step.run_id,
             usage=step.usage,
+            summary=self.summary,
         )
         try:
             result = await store.append(request)
@@ -333,12 +342,16 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
 
     # --- the model's recall tool (an activity under Temporal) ---------------------------------------
 
-    async def _search_tool(self, ctx: RunContext[Any], query: str, run_id: str | None = None) -> str:
+    async def _search_tool(
+        self, ctx: RunContext[Any], query: str, run_id: str | None = None, role: Role | None = None
+    ) -> str:
         """Search everything said earlier in this conversation, including turns no longer in view.
 
         Args:
             query: Words to look for, e.g. an order number, a name or a file path.
             run_id: Only search messages from this earlier run of the conversation.
+            role: Only messages said by 'user' (the person you talk to), 'assistant' (you: replies
+                and tool calls), 'tool' (tool results) or 'system' (system prompts).
         """
         from ._recall import search_history
         from .search import render_for_model
@@ -347,7 +360,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         if not conversation_id:
             return 'Search is unavailable: this run has no conversation id, so there is no history to search.'
         try:
-            # The model chose `query` and `run_id`: a bad one is answered, not raised, so the tool's
+            # The model chose `query`, `run_id` and `role`: a bad one is answered, not raised, so the tool's
             # activity never fails in a way Temporal would retry, and the model can correct itself.
             request = SearchRequest(
                 query=query,
@@ -357,6 +370,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
                 exclude_run_id=ctx.run_id,
                 limit=self.search_limit,
                 context_lines=self.context_lines,
+                role=role,
             )
             store = await self.store.get()
             with SEARCH_SECONDS.time():

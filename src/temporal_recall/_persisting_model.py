@@ -247,6 +247,7 @@ class _Step:
             run_id=self.run_id,
             usage=usage,
             fence=self.fence,
+            summary=self.capability.summary,
         )
 
     async def write_prefix(self) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from .errors import InvalidSearchParameters, UnknownConversation
@@ -50,13 +51,15 @@ def target_of(request: SearchRequest) -> SearchTarget:
                 'Pass either `conversation_id` or `all_conversations=True`, not both: '
                 'an explicit conversation narrows the search, `all_conversations` widens it.'
             )
-        return SearchTarget(scope=request.scope, conversation_id=None, run_id=request.run_id)
+        return SearchTarget(scope=request.scope, conversation_id=None, run_id=request.run_id, role=request.role)
     if not request.conversation_id:
         raise InvalidSearchParameters(
             "No conversation id to search: pass the calling conversation's id, or `all_conversations=True` "
             'for a store isolated to one principal. Nothing was searched.'
         )
-    return SearchTarget(scope=request.scope, conversation_id=request.conversation_id, run_id=request.run_id)
+    return SearchTarget(
+        scope=request.scope, conversation_id=request.conversation_id, run_id=request.run_id, role=request.role
+    )
 
 
 async def search_history(reader: IndexReader, request: SearchRequest) -> SearchResult:
@@ -111,6 +114,11 @@ async def _ranked(
     limit: int,
 ) -> tuple[list[ScoredDocument], int]:
     """The exact top `limit` documents, and how many documents matched at all (an upper bound)."""
+    if target.role is not None:
+        postings = await reader.postings(target, terms)
+        frequencies = await _unfiltered_frequencies(reader, replace(target, role=None), terms)
+        ranked = rank(stats, postings, terms, parameters=parameters, limit=limit, document_frequencies=frequencies)
+        return ranked, sum(len(found) for found in postings.values())
     if isinstance(reader, ImpactReader):
         frequencies = await reader.document_frequencies(target, terms)
         if frequencies is not None and any(count > LONG_POSTING_LIST for count in frequencies.values()):
@@ -119,6 +127,17 @@ async def _ranked(
     postings = await reader.postings(target, terms)
     ranked = rank(stats, postings, terms, parameters=parameters, limit=limit)
     return ranked, sum(len(found) for found in postings.values())
+
+
+async def _unfiltered_frequencies(reader: IndexReader, target: SearchTarget, terms: Sequence[str]) -> dict[str, int]:
+    """Each term's document frequency over the whole target: a role filter narrows the hits, and
+    ranking it with the idf of the whole conversation (or scope) keeps every hit's score what it is
+    without the filter."""
+    if isinstance(reader, ImpactReader):
+        frequencies = await reader.document_frequencies(target, terms)
+        if frequencies is not None:
+            return frequencies
+    return {term: len(found) for term, found in (await reader.postings(target, terms)).items()}
 
 
 async def _ranked_by_impact(

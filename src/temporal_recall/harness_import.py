@@ -42,14 +42,11 @@ from pydantic_ai.messages import ModelMessage
 
 from .content import content_hash, load_message
 from .errors import RecallError, UnknownConversation
+from .search._documents import SUMMARY_METADATA, SUMMARY_METADATA_KEY, SUMMARY_PREFIX
 from .store import AppendRequest, DeltaWriter
 
 __all__ = ('HarnessImportError', 'HarnessImportSummary', 'HarnessRun', 'import_harness', 'read_harness_runs')
 
-_SUMMARY_METADATA_KEY = 'pydantic-ai-harness.compaction.summary.v1'
-"""The metadata flag the harness's `SummarizingCompaction` puts on the summary part it writes."""
-_LEGACY_SUMMARY_PREFIX = 'Summary of previous conversation:\n\n'
-"""How that summary began when it was still a system prompt, before it became a `CompactionPart`."""
 
 _MEDIA_URI_PREFIX = 'media+sha256://'
 _EXTERNAL = '__harness_external_media__'
@@ -279,12 +276,17 @@ def _is_summary_part(part: Any) -> bool:
         return False
     data = cast(dict[str, Any], part)
     if data.get('part_kind') == 'system-prompt':
-        return str(data.get('content', '')).startswith(_LEGACY_SUMMARY_PREFIX)
+        return data.get('dynamic_ref') is None and str(data.get('content', '')).startswith(SUMMARY_PREFIX)
+    if data.get('part_kind') == 'user-prompt' and isinstance(data.get('content'), list):
+        items = cast(list[Any], data['content'])
+        return any(
+            isinstance(item, dict) and cast(dict[str, Any], item).get('metadata') == SUMMARY_METADATA for item in items
+        )
     metadata = data.get('metadata')
     return (
         data.get('part_kind') == 'compaction'
         and isinstance(metadata, dict)
-        and cast(dict[str, Any], metadata).get(_SUMMARY_METADATA_KEY) is True
+        and cast(dict[str, Any], metadata).get(SUMMARY_METADATA_KEY) is True
         and data.get('provider_name') is None
         and data.get('id') is None
         and data.get('provider_details') is None

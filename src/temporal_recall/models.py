@@ -17,7 +17,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from ._validation import Identifier, QueryText
-from .search._results import SearchResult
+from .search._results import RoleFilter, SearchResult
 
 __all__ = (
     'ConversationInput',
@@ -79,12 +79,21 @@ class SearchRequest(BaseModel):
     """Search every conversation of `scope`: for stores isolated to one principal."""
     run_id: Identifier | None = None
     exclude_run_id: Identifier | None = None
-    """Leave out messages first said in this run: the model's tool passes its own run, whose
-    messages are already in front of the model."""
+    """Leave out what was said in this run: the model's tool passes its own run, whose messages are
+    already in front of the model."""
     limit: int = 10
+    """How many hits, at most. A hit is one occurrence: words said at several positions of a
+    conversation (a repeated prompt, the same answer in two runs) are a hit at each position, all
+    with the score of those words, earliest position first, and each counts towards `limit`.
+    Copies of one message (re-sent by a later run, re-instantiated by Temporal, shared by a fork,
+    or left on a branch the conversation moved away from) are one occurrence, not several."""
     context_lines: int = 0
     k1: float = 1.5
     b: float = 0.75
+    role: RoleFilter | None = None
+    """Only messages of this role (`user`, `assistant`, `tool` or `system`), chosen inside the query:
+    the best `limit` hits of that role, scored exactly as without the filter. It only narrows what
+    the scope and conversation already allow."""
 
 
 class HistoryRequest(BaseModel):

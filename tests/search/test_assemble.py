@@ -234,3 +234,16 @@ def test_render_is_bounded() -> None:
 def test_render_keeps_each_excerpt_on_one_line() -> None:
     text = render_for_model(SearchResult(query='q', hits=[_hit(1, excerpt='line one\nline two\n\nline three')]))
     assert '  line one line two line three' in text.splitlines()
+
+
+def test_every_occurrence_of_a_document_is_a_hit_with_its_own_place_and_context() -> None:
+    history = conversation(12)
+    history[1] = history[9] = user('repeat this exactly')
+    ranked = [ScoredDocument(5, 4.0), ScoredDocument(3, 2.0)]
+    rows = [row(3, 4, history), row(5, 1, history, context=1), row(5, 9, history, context=1)]
+
+    hits = build_hits(ranked, rows, ['repeat'], context_lines=1)
+
+    assert [(hit.position, hit.score) for hit in hits] == [(1, 4.0), (9, 4.0), (4, 2.0)]
+    assert [[neighbour.position for neighbour in hit.context] for hit in hits] == [[0, 2], [8, 10], []]
+    assert hits[0].excerpt == hits[1].excerpt == 'repeat this exactly'

@@ -6,7 +6,8 @@ import pytest
 from pydantic_ai import messages as m
 from pydantic_ai._warnings import PydanticAIDeprecationWarning
 
-from temporal_recall.search import is_summary, message_role, searchable_text
+from temporal_recall.search import is_summary, message_role, searchable_text, transcript_text
+from temporal_recall.search._documents import MAX_ATTACHMENT_BYTES, SUMMARY_METADATA
 
 PNG = m.BinaryContent(data=b'\x89PNG\r\n\x1a\nsecretpixels', media_type='image/png')
 
@@ -162,3 +163,125 @@ def test_a_transcript_shows_what_search_leaves_out_on_purpose():
     assert transcript_text(summary) == 'Summary: the user asked about invoice 4521.'
     assert transcript_text(plain) == searchable_text(plain)
     assert transcript_text(request(m.UserPromptPart([PNG]))) == ''
+
+
+# --- summaries in every known shape ------------------------------------------------------------
+
+HARNESS_SUMMARY = 'Summary of previous conversation:\n\nThe user asked about invoice 4521.'
+
+
+@pytest.mark.parametrize(
+    'summary',
+    [
+        pytest.param(response(m.CompactionPart(content='The user asked about invoice 4521.')), id='compaction-part'),
+        pytest.param(
+            request(m.CompactionPart(content='The user asked about invoice 4521.', metadata={'x': True})),
+            id='compaction-part-in-a-request',
+        ),
+        pytest.param(request(m.SystemPromptPart(HARNESS_SUMMARY)), id='harness-system-prompt'),
+        pytest.param(
+            request(m.UserPromptPart([m.TextContent(HARNESS_SUMMARY, metadata=dict(SUMMARY_METADATA))])),
+            id='harness-marked-user-turn',
+        ),
+    ],
+)
+def test_summaries_in_every_known_shape_are_not_searchable(summary: m.ModelMessage) -> None:
+    assert is_summary(summary)
+    assert searchable_text(summary) == ''
+    assert 'invoice 4521' in transcript_text(summary)  # still shown to a person reading the conversation
+
+
+@pytest.mark.parametrize(
+    'lookalike',
+    [
+        pytest.param(
+            request(m.SystemPromptPart('Summary of previous conversation: the ONYX migration is done.')),
+            id='system-prompt-without-the-blank-line',
+        ),
+        pytest.param(
+            request(m.SystemPromptPart('Summary of previous conversation:\n\nthe ONYX plan', dynamic_ref='notes')),
+            id='dynamic-system-prompt',
+        ),
+        pytest.param(request(m.UserPromptPart('Summary of previous conversation:\n\nthe ONYX plan')), id='user-text'),
+        pytest.param(
+            request(m.UserPromptPart([m.TextContent('Summary of previous conversation:\n\nthe ONYX plan')])),
+            id='user-text-item-without-the-marker',
+        ),
+        pytest.param(
+            request(
+                m.UserPromptPart(
+                    [m.TextContent('Summary of previous conversation:\n\nthe ONYX plan', metadata={'mine': True})]
+                )
+            ),
+            id='user-text-item-with-other-metadata',
+        ),
+    ],
+)
+def test_a_look_alike_of_a_summary_stays_searchable(lookalike: m.ModelMessage) -> None:
+    assert not is_summary(lookalike)
+    assert 'ONYX' in searchable_text(lookalike)
+
+
+def test_a_summary_part_leaves_the_other_parts_of_its_message_searchable() -> None:
+    message = request(m.SystemPromptPart(HARNESS_SUMMARY), m.UserPromptPart('where is parcel 77?'))
+    assert is_summary(message)
+    assert searchable_text(message) == 'where is parcel 77?'
+
+
+def test_an_application_declares_its_own_summary_shape() -> None:
+    def mine(message: m.ModelMessage) -> bool:
+        return any(
+            isinstance(part, m.SystemPromptPart) and (part.metadata or {}).get('digest') for part in message.parts
+        )
+
+    digest = request(m.SystemPromptPart('Earlier: invoice 4521 was paid.', metadata={'digest': True}))
+    plain = request(m.SystemPromptPart('Earlier: invoice 4521 was paid.'))
+    assert searchable_text(digest, summary=mine) == ''
+    assert searchable_text(plain, summary=mine) == 'Earlier: invoice 4521 was paid.'
+    assert searchable_text(digest) == 'Earlier: invoice 4521 was paid.'  # without the rule, an ordinary prompt
+
+
+# --- every part that carries words -------------------------------------------------------------
+
+
+def test_speech_transcripts_are_searchable_and_the_audio_is_not() -> None:
+    audio = m.BinaryContent(data=b'RIFFsecretaudio', media_type='audio/wav')
+    heard = request(m.SpeechPart(speaker='user', transcript='My parcel number is 77.', audio=audio))
+    spoken = response(m.SpeechPart(speaker='assistant', transcript='Parcel 77 ships today.'))
+    untranscribed = request(m.SpeechPart(speaker='user', audio=audio))
+    assert searchable_text(heard) == 'My parcel number is 77.'
+    assert message_role(heard) == 'user'
+    assert searchable_text(spoken) == 'Parcel 77 ships today.'
+    assert message_role(spoken) == 'assistant'
+    assert searchable_text(untranscribed) == ''
+
+
+def test_text_attachments_are_searchable_up_to_the_documented_size() -> None:
+    notes = m.BinaryContent(data=b'Meeting notes: move the launch to Thursday.', media_type='text/plain')
+    latin = m.BinaryContent(data='Adresse: Hauptstraße 5'.encode('latin-1'), media_type='text/csv; charset=latin-1')
+    assert 'launch to Thursday' in searchable_text(request(m.UserPromptPart(['See attached', notes])))
+    assert 'Hauptstraße 5' in searchable_text(request(m.UserPromptPart([latin])))
+    returned = request(m.ToolReturnPart(tool_name='read_file', content=notes))
+    assert searchable_text(returned) == 'read_file\nMeeting notes: move the launch to Thursday.'
+    listed = request(m.ToolReturnPart(tool_name='read_file', content=['two files:', notes, PNG]))
+    assert 'launch to Thursday' in searchable_text(listed)
+    assert 'secretpixels' not in searchable_text(listed)
+    produced = response(m.FilePart(content=m.BinaryContent(data=b'col_a,col_b\n1,2', media_type='text/csv')))
+    assert searchable_text(produced) == 'col_a,col_b\n1,2'
+    assert searchable_text(response(m.FilePart(content=PNG))) == ''
+
+    big = m.BinaryContent(data=b'head ' + b'x' * MAX_ATTACHMENT_BYTES + b' tailword', media_type='text/plain')
+    text = searchable_text(request(m.UserPromptPart([big])))
+    assert text.startswith('head ')
+    assert 'tailword' not in text
+    assert len(text.encode()) <= MAX_ATTACHMENT_BYTES
+
+
+def test_other_binary_media_types_are_not_read() -> None:
+    pdf = m.BinaryContent(data=b'%PDF-1.7 secretwords', media_type='application/pdf')
+    assert searchable_text(request(m.UserPromptPart(['the contract', pdf]))) == 'the contract'
+
+
+def test_tool_names_are_searchable_for_calls_and_returns() -> None:
+    assert searchable_text(response(m.ToolCallPart(tool_name='get_weather', args={}))).startswith('get_weather')
+    assert searchable_text(request(m.ToolReturnPart(tool_name='get_weather', content='sunny'))) == 'get_weather\nsunny'

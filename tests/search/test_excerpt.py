@@ -121,3 +121,25 @@ def test_excerpt_is_bounded_and_shows_the_first_match(words: list[tuple[str, str
     assert len(result) <= width
     if term in tokenize(text):
         assert term in tokenize(result)
+
+
+@pytest.mark.parametrize(
+    ('filler', 'sentence', 'query', 'shown'),
+    [
+        ('あ', '東京の天気は晴れです', '天気', '天気'),
+        ('我', '我的订单号是 88231', '订单', '订单'),
+        ('가', ' 배송 주소는 서울시 ', '주소', '주소는'),
+        ('x ', ' Bitte die Adresse ändern. ', 'andern', 'ändern'),
+        ('x ', ' ＩＤ：ＡＢＣ－１２３ ', 'ABC-123', 'ＡＢＣ－１２３'),
+        ('x ', ' the café opens ', 'cafe', 'café'),
+    ],
+)
+def test_a_match_is_shown_in_every_script(filler: str, sentence: str, query: str, shown: str) -> None:
+    from temporal_recall.search import parse_query
+
+    text = filler * 400 + sentence + filler * 400
+    result = excerpt(text, parse_query(query).terms, width=40)
+    assert shown in result
+    assert result.startswith('…')
+    assert result.endswith('…')
+    assert len(result) <= 40

@@ -41,7 +41,7 @@ def test_a_one_megabyte_query_is_rejected_before_tokenizing(monkeypatch: pytest.
     def fail(text: str) -> None:
         raise AssertionError('tokenized a query that should have been refused')
 
-    monkeypatch.setattr(query_module, 'term_spans', fail)
+    monkeypatch.setattr(query_module, 'query_terms', fail)
     with pytest.raises(InvalidQuery) as raised:
         parse_query('a' * 1_000_000)
     message = str(raised.value)
@@ -96,9 +96,23 @@ def test_operators_are_ordinary_words() -> None:
     )
 
 
-def test_unicode_words_in_any_script() -> None:
-    query = parse_query('Café NAÏVE 東京 Ünïcödé straße Ελληνικά')
-    assert query.terms == ('café', 'naïve', '東京', 'ünïcödé', 'straße', 'ελληνικά')
+def test_unicode_words_in_any_script_are_normalised_like_documents() -> None:
+    query = parse_query('Café NAÏVE 東京 Ünïcödé straße Ελληνικά ＡＢＣ－１２３')
+    assert query.terms == ('cafe', 'naive', '東京', 'unicode', 'strasse', 'ελληνικα', 'abc', '123')
+
+
+def test_a_cjk_query_looks_up_character_pairs_and_a_lone_character_itself() -> None:
+    assert parse_query('東京の天気').terms == ('東京', '京の', 'の天', '天気')
+    assert parse_query('天').terms == ('天',)
+    assert parse_query('주소 天').terms == ('주소', '天')
+
+
+def test_a_long_cjk_query_is_cut_at_the_term_cap() -> None:
+    text = ''.join(chr(0x4E00 + index) for index in range(MAX_QUERY_TERMS + 5))
+    query = parse_query(text)
+    assert len(query.terms) == MAX_QUERY_TERMS
+    assert query.truncated
+    assert all(len(term) == 2 for term in query.terms)
 
 
 def test_emoji_separate_words() -> None:

@@ -76,6 +76,8 @@ async def test_a_version_1_store_gets_the_real_later_migrations(db_path: Path) -
     with closing(sqlite3.connect(db_path)) as db:
         db.executescript(
             'DROP INDEX postings_by_impact; DROP TABLE message_bodies; DROP TABLE term_documents; '
+            'DROP TABLE index_settings; ALTER TABLE documents DROP COLUMN role; '
+            'ALTER TABLE conversation_documents DROP COLUMN occurrences; ALTER TABLE entries DROP COLUMN unindexed; '
             'DELETE FROM schema_migrations WHERE version > 1;'
         )
     assert recorded(db_path) == CURRENT[:1]

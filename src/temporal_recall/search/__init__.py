@@ -1,4 +1,4 @@
-"""Tokenizing, ranking and presenting recall results, as pure functions.
+"""Analysing text, ranking and presenting recall results, as pure functions.
 
 Nothing here touches a database, the clock or randomness. That is what lets the same code run inside
 Temporal's deterministic workflow sandbox and in activities, and what makes the SQLite and
@@ -9,9 +9,27 @@ order and how it is shown is made here, once.
 
 from __future__ import annotations
 
+from temporal_recall.search._analyzer import (
+    ANALYZER,
+    MAX_TERM_LENGTH,
+    Analyzer,
+    normalize_term,
+    query_terms,
+    term_frequencies,
+    term_spans,
+    tokenize,
+)
 from temporal_recall.search._assemble import build_hits, render_for_model
 from temporal_recall.search._bm25 import DEFAULT_PARAMETERS, BM25Parameters, ScoredDocument, idf, rank
-from temporal_recall.search._documents import is_summary, message_role, searchable_text, transcript_text
+from temporal_recall.search._documents import (
+    MAX_ATTACHMENT_BYTES,
+    SummaryRule,
+    is_summary,
+    is_summary_part,
+    message_role,
+    searchable_text,
+    transcript_text,
+)
 from temporal_recall.search._excerpt import excerpt
 from temporal_recall.search._query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, Query, parse_query
 from temporal_recall.search._results import (
@@ -20,37 +38,46 @@ from temporal_recall.search._results import (
     MAX_CONTEXT_LINES,
     MAX_LIMIT,
     MAX_QUERY_ECHO_CHARS,
+    ROLES,
     ContextMessage,
+    Role,
     SearchHit,
     SearchOptions,
     SearchResult,
 )
-from temporal_recall.search._tokens import MAX_TERM_LENGTH, normalize_term, term_frequencies, term_spans, tokenize
 
 __all__ = (
+    'ANALYZER',
     'CONTEXT_EXCERPT_WIDTH',
     'DEFAULT_PARAMETERS',
     'EXCERPT_WIDTH',
+    'MAX_ATTACHMENT_BYTES',
     'MAX_CONTEXT_LINES',
     'MAX_LIMIT',
     'MAX_QUERY_CHARS',
     'MAX_QUERY_ECHO_CHARS',
     'MAX_QUERY_TERMS',
     'MAX_TERM_LENGTH',
+    'ROLES',
+    'Analyzer',
     'BM25Parameters',
     'ContextMessage',
     'Query',
+    'Role',
     'ScoredDocument',
     'SearchHit',
     'SearchOptions',
     'SearchResult',
+    'SummaryRule',
     'build_hits',
     'excerpt',
     'idf',
     'is_summary',
+    'is_summary_part',
     'message_role',
     'normalize_term',
     'parse_query',
+    'query_terms',
     'rank',
     'render_for_model',
     'searchable_text',

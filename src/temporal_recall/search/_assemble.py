@@ -33,10 +33,12 @@ def build_hits(
     *,
     context_lines: int,
 ) -> list[SearchHit]:
-    """One hit per ranked document that has a row, in ranked order.
+    """One hit per row, that is per occurrence of a ranked document, in ranked order.
 
-    A ranked document without a row is skipped: it left the searchable set (or the target) between
-    ranking and fetching, and is reported as if it had never matched.
+    A document's occurrences (the same words said at several positions) are each a hit with the
+    document's score, in the order `rows` gives them. A ranked document without a row is skipped:
+    it left the searchable set (or the target) between ranking and fetching, and is reported as if
+    it had never matched.
 
     Context is up to `context_lines` neighbours on each side of the hit, by position. Neighbours are
     shown once per result: a position that is itself a hit, or already appeared as context of a
@@ -48,8 +50,10 @@ def build_hits(
         raise InvalidSearchParameters(
             f'context_lines={context_lines!r} is out of range: use 0 up to {MAX_CONTEXT_LINES}.'
         )
-    by_id = {row.doc_id: row for row in rows}
-    found = [(scored, by_id[scored.doc_id]) for scored in ranked if scored.doc_id in by_id]
+    by_id: dict[int, list[DocumentRow]] = {}
+    for row in rows:
+        by_id.setdefault(row.doc_id, []).append(row)
+    found = [(scored, row) for scored in ranked for row in by_id.get(scored.doc_id, ())]
     shown: set[tuple[str, int]] = {(row.conversation_id, row.position) for _, row in found}
 
     hits: list[SearchHit] = []

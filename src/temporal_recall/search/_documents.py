@@ -1,26 +1,70 @@
 """Which words of a message are searchable.
 
 A document is the searchable text of one message. It covers what a person would expect to find
-again: user prompts, assistant text, tool calls with their arguments, tool returns, retry feedback
-and system prompts. It leaves out what is not conversation (thinking, images and other binary
-content, instruction bookkeeping) and the summaries a compaction wrote: the messages a summary
-replaced stay in the store and stay findable, and indexing the summary would make every recall hit
-it twice.
+again: user prompts, assistant text, speech transcripts, tool calls with their names and arguments,
+tool returns with their names, retry feedback, system prompts, and text documents attached as
+`text/*` content (their first `MAX_ATTACHMENT_BYTES`). It leaves out what is not conversation
+(thinking, images, audio and other binary content, instruction bookkeeping) and the summaries a
+compaction wrote: the messages a summary replaced stay in the store and stay findable, and
+indexing the summary too would make every recall find the same words twice.
+
+A summary is recognised part by part, in every shape known to be written (`is_summary_part`):
+
+- a `CompactionPart`, whoever wrote it;
+- a system prompt that begins with exactly `SUMMARY_PREFIX` (the sentence, its colon and a blank
+  line) and is not a dynamic system prompt: the shape pydantic-ai-harness's summarising compaction
+  wrote before it used `CompactionPart`. A developer's own system prompt that merely opens with the
+  same sentence (`'Summary of previous conversation: the migration is done.'`) is not a summary:
+  the literal is the whole rule, blank line included, as the harness itself matches it;
+- user-prompt text marked with the harness's model-invisible metadata `SUMMARY_METADATA`. Only
+  the marker counts: a user turn whose text opens with the summary sentence is still the user's.
+
+Any other shape is declared by the application, as a predicate over messages (`SummaryRule`), through
+`ConversationRecall(summary=...)`: a message it accepts is stored, marked, and never indexed.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic_ai import messages as m
 
-__all__ = ('RECALL_TOOL_NAME', 'is_summary', 'message_role', 'searchable_text', 'transcript_text')
+__all__ = (
+    'MAX_ATTACHMENT_BYTES',
+    'RECALL_TOOL_NAME',
+    'SUMMARY_METADATA',
+    'SUMMARY_METADATA_KEY',
+    'SUMMARY_PREFIX',
+    'SummaryRule',
+    'is_summary',
+    'is_summary_part',
+    'message_role',
+    'searchable_text',
+    'transcript_text',
+)
 
 RECALL_TOOL_NAME = 'search_conversation_history'
 """The model's recall tool. Its returns quote other messages, so they are stored but not indexed:
 indexing them would make every later search find the same words again in the quote."""
+
+SUMMARY_PREFIX = 'Summary of previous conversation:\n\n'
+"""How a pydantic-ai-harness summary written as a system prompt begins, exactly."""
+
+SUMMARY_METADATA_KEY = 'pydantic-ai-harness.compaction.summary.v1'
+SUMMARY_METADATA: dict[str, Any] = {SUMMARY_METADATA_KEY: True}
+"""The metadata pydantic-ai-harness marks a summary with: exactly this on the user-turn text it
+writes, and this key (set to `True`) on the `CompactionPart` it writes."""
+
+MAX_ATTACHMENT_BYTES = 65_536
+"""How much of one `text/*` attachment is indexed: its first 64 KiB. The rest is stored with the
+message but not searchable; it bounds what one attachment adds to the index (about 10,000 words)."""
+
+SummaryRule = Callable[[m.ModelMessage], bool]
+"""An application's own rule for which messages are summaries: stored, but never indexed. It should be
+a pure function of the message; the store records its answer with the message when it is written."""
 
 
 def _text_of(value: Any) -> str:
@@ -34,26 +78,70 @@ def _text_of(value: Any) -> str:
         return str(value)
 
 
-def _user_content_text(content: str | Iterable[Any]) -> Iterable[str]:
-    if isinstance(content, str):
-        yield content
-        return
-    for item in content:
+def _attachment_text(content: m.BinaryContent) -> str:
+    """The text of a `text/*` attachment, cut to `MAX_ATTACHMENT_BYTES`; `''` for any other media type."""
+    media_type, _, parameters = content.media_type.partition(';')
+    if not media_type.strip().lower().startswith('text/'):
+        return ''
+    encoding = 'utf-8'
+    for parameter in parameters.split(';'):
+        name, _, value = parameter.partition('=')
+        if name.strip().lower() == 'charset' and value.strip():
+            encoding = value.strip().strip('"')
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        encoding = 'utf-8'
+    return content.data[:MAX_ATTACHMENT_BYTES].decode(encoding, errors='replace')
+
+
+def _is_marked_summary(item: Any) -> bool:
+    return isinstance(item, m.TextContent) and item.metadata == SUMMARY_METADATA
+
+
+def _content_texts(items: Iterable[Any], *, summaries: bool) -> Iterable[str]:
+    """Text of user-prompt or tool-return items: strings, text items and text attachments."""
+    for item in items:
         if isinstance(item, str):
             yield item
         elif isinstance(item, m.TextContent):
-            yield item.content
+            if summaries or not _is_marked_summary(item):
+                yield item.content
+        elif isinstance(item, m.BinaryContent):
+            yield _attachment_text(item)
+        elif not isinstance(item, m.FileUrl | m.UploadedFile | m.CachePoint):
+            yield _text_of(item)
 
 
-def _part_texts(part: Any, *, indexed: bool = True) -> Iterable[str]:
+def is_summary_part(part: Any) -> bool:
+    """Whether `part` is a summary in one of the known shapes (see the module docstring)."""
+    if isinstance(part, m.CompactionPart):
+        return True
+    if isinstance(part, m.SystemPromptPart):
+        return part.dynamic_ref is None and part.content.startswith(SUMMARY_PREFIX)
+    if isinstance(part, m.UserPromptPart) and not isinstance(part.content, str):
+        return any(_is_marked_summary(item) for item in part.content)
+    return False
+
+
+def _part_texts(part: Any, *, indexed: bool) -> Iterable[str]:
     if isinstance(part, m.CompactionPart):
         if not indexed and isinstance(part.content, str):
             yield part.content
         return
-    if isinstance(part, m.SystemPromptPart | m.TextPart):
+    if isinstance(part, m.SystemPromptPart):
+        if not indexed or not is_summary_part(part):
+            yield part.content
+    elif isinstance(part, m.TextPart):
         yield part.content
     elif isinstance(part, m.UserPromptPart):
-        yield from _user_content_text(part.content)
+        content = part.content
+        yield from _content_texts([content] if isinstance(content, str) else content, summaries=not indexed)
+    elif isinstance(part, m.SpeechPart):
+        if part.transcript:
+            yield part.transcript
+    elif isinstance(part, m.FilePart):
+        yield _attachment_text(part.content)
     elif isinstance(part, m.BaseToolCallPart):
         yield part.tool_name
         yield part.args if isinstance(part.args, str) else _text_of(part.args)
@@ -63,28 +151,36 @@ def _part_texts(part: Any, *, indexed: bool = True) -> Iterable[str]:
         yield part.tool_name
         content = part.content
         if isinstance(content, list):
-            yield ' '.join(_text_of(item) for item in content if not isinstance(item, m.BinaryContent))  # pyright: ignore[reportUnknownVariableType]
-        elif not isinstance(content, m.BinaryContent):
+            yield ' '.join(_content_texts(content, summaries=True))  # pyright: ignore[reportUnknownArgumentType]
+        elif isinstance(content, m.BinaryContent):
+            yield _attachment_text(content)
+        else:
             yield _text_of(content)
     elif isinstance(part, m.RetryPromptPart | m.RetryFeedbackPart):  # pyright: ignore[reportDeprecated]
         content = part.content
         yield content if isinstance(content, str) else _text_of(content)
 
 
-def searchable_text(message: m.ModelMessage) -> str:
-    """The text of `message` that search should find, parts joined by newlines; `''` if none."""
-    return '\n'.join(text for part in message.parts for text in _part_texts(part) if text)
+def searchable_text(message: m.ModelMessage, *, summary: SummaryRule | None = None) -> str:
+    """The text of `message` that search should find, parts joined by newlines; `''` if none.
+
+    Summaries in the known shapes are left out; a message `summary` (an application's own rule)
+    accepts has no searchable text at all.
+    """
+    if summary is not None and summary(message):
+        return ''
+    return '\n'.join(text for part in message.parts for text in _part_texts(part, indexed=True) if text)
 
 
 def transcript_text(message: m.ModelMessage) -> str:
     """What a person reading the conversation should see: the searchable text, plus the recall
-    tool's own returns and compaction summaries, which are stored but deliberately not indexed."""
+    tool's own returns and summaries, which are stored but deliberately not indexed."""
     return '\n'.join(text for part in message.parts for text in _part_texts(part, indexed=False) if text)
 
 
 def is_summary(message: m.ModelMessage) -> bool:
-    """Whether the message is a compaction summary, which is stored but never indexed."""
-    return any(isinstance(part, m.CompactionPart) for part in message.parts)
+    """Whether the message holds a summary in a known shape (its other parts may still be indexed)."""
+    return any(is_summary_part(part) for part in message.parts)
 
 
 def message_role(message: m.ModelMessage) -> str:
@@ -92,7 +188,7 @@ def message_role(message: m.ModelMessage) -> str:
     if isinstance(message, m.ModelResponse):
         return 'assistant'
     kinds = {type(part) for part in message.parts}
-    if any(issubclass(kind, m.UserPromptPart) for kind in kinds):
+    if any(issubclass(kind, m.UserPromptPart | m.SpeechPart) for kind in kinds):
         return 'user'
     if any(issubclass(kind, m.BaseToolReturnPart | m.RetryPromptPart | m.RetryFeedbackPart) for kind in kinds):  # pyright: ignore[reportDeprecated]
         return 'tool'

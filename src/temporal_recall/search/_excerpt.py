@@ -1,8 +1,9 @@
 """The piece of a long message a reader needs to see why it matched.
 
-Matching uses the tokenizer's own rule, so the excerpt is centred on a word the index actually
-matched (`cat` finds `Cat.`, not `concatenate`), and a match deep inside a long tool output is shown
-rather than the unrelated beginning. One forward scan that stops at the first match keeps the cost
+Matching uses the analyzer's own terms and their places in the text, so the excerpt is centred on
+what the index actually matched, in any script: `cat` finds `Cat.`, not `concatenate`; `cafe` finds
+`café`; `天気` finds the two characters inside `東京の天気は`; and a match deep inside a long tool
+output is shown rather than the unrelated beginning. One forward scan that stops at the first match keeps the cost
 linear in the text, however long.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from temporal_recall.search._tokens import normalize_term, term_spans
+from temporal_recall.search._analyzer import normalize_term, term_spans
 
 __all__ = ('ELLIPSIS', 'MIN_EXCERPT_WIDTH', 'excerpt')
 

@@ -1,6 +1,7 @@
 """Turning what a model or person typed into the terms to look up.
 
-A query is a bag of words, nothing more: it goes through the same tokenizer as documents, so search
+A query is a bag of words, nothing more: it goes through the same analyzer as documents (in its
+query form, which looks up a CJK part by its character pairs: see `_analyzer`), so search
 operators, quotes, column prefixes and control characters are plain text and can never change what
 is searched or how. Both bounds are enforced before any real work is done, so a hostile or runaway
 query costs at most one length check plus a scan of `MAX_QUERY_CHARS` characters.
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from temporal_recall.errors import InvalidQuery
-from temporal_recall.search._tokens import term_spans
+from temporal_recall.search._analyzer import query_terms
 
 __all__ = ('MAX_QUERY_CHARS', 'MAX_QUERY_TERMS', 'Query', 'parse_query')
 
@@ -53,7 +54,7 @@ def parse_query(text: str) -> Query:
 
     terms: dict[str, None] = {}
     truncated = False
-    for term, _, _ in term_spans(text):
+    for term in query_terms(text):
         if term in terms:
             continue
         if len(terms) == MAX_QUERY_TERMS:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from temporal_recall.errors import InvalidSearchParameters
 from temporal_recall.search._bm25 import BM25Parameters
@@ -22,7 +23,10 @@ __all__ = (
     'MAX_CONTEXT_LINES',
     'MAX_LIMIT',
     'MAX_QUERY_ECHO_CHARS',
+    'ROLES',
     'ContextMessage',
+    'Role',
+    'RoleFilter',
     'SearchHit',
     'SearchOptions',
     'SearchResult',
@@ -38,6 +42,28 @@ CONTEXT_EXCERPT_WIDTH = 160
 """Characters of each neighbouring message shown."""
 MAX_QUERY_ECHO_CHARS = 200
 """Characters of the query text repeated back in a result."""
+
+
+Role = Literal['user', 'assistant', 'tool', 'system']
+"""Who a reader would say spoke a message (`message_role`): the user (prompts, speech), the assistant
+(text, tool calls, its own speech), a tool (results and retry feedback), or the system (prompts)."""
+
+ROLES: tuple[Role, ...] = get_args(Role)
+
+
+def check_role(value: object) -> Role:
+    """`value` if it names a role; otherwise `InvalidSearchParameters` listing the roles there are."""
+    for role in ROLES:
+        if value == role:
+            return role
+    shown = repr(value)[:40]
+    raise InvalidSearchParameters(
+        f'role={shown} is not a role: use one of {", ".join(ROLES)}, or no role to search every message.'
+    )
+
+
+RoleFilter = Annotated[Role, BeforeValidator(check_role)]
+"""A role field of a request, refused with `InvalidSearchParameters` (not a `ValidationError`) when unknown."""
 
 
 def _is_int(value: object) -> bool:

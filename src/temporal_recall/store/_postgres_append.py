@@ -147,6 +147,7 @@ async def _store_new(
                 content_hash=item.content_hash,
                 run_key=run_key,
                 message_json=item.message_json,
+                unindexed=item.unindexed,
             )
         )
         members.append(
@@ -227,7 +228,9 @@ async def _apply(
 async def append(db: Database, request: AppendRequest) -> AppendResult:
     base_hash = _base_hash(request)
     fence_key = fence_row_key(request)
-    prepared = [prepare_message(message, run_id=request.run_id) for message in request.messages]
+    prepared = [
+        prepare_message(message, run_id=request.run_id, summary=request.summary) for message in request.messages
+    ]
     return await db.write(lambda conn: _apply(conn, request, base_hash, prepared, fence_key), retry=lost_creation_race)
 
 

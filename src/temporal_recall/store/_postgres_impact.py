@@ -19,7 +19,7 @@ __all__ = ('document_frequencies', 'postings_for', 'top_postings')
 
 
 def _serves(target: SearchTarget) -> bool:
-    return target.conversation_id is None and target.run_id is None
+    return target.conversation_id is None and target.run_id is None and target.role is None
 
 
 async def document_frequencies(conn: Conn, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:

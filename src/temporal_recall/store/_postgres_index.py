@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, TypeVar
 
 from temporal_recall.content import load_message
+from temporal_recall.search._analyzer import ANALYZER
 
 from ._postgres_db import Conn, fetch_int
 from ._serialization import IndexTerms, decode_term_ids, encode_term_ids, index_terms, scope_key
@@ -177,8 +178,8 @@ async def _create_documents(
     rows = await conn.fetch(
         """
         WITH created AS (
-            INSERT INTO documents (tenant_id, content_hash, length, refs, term_ids)
-            SELECT $1, h, l, 1, t FROM unnest($2::bytea[], $3::int[], $4::bytea[]) AS x(h, l, t)
+            INSERT INTO documents (tenant_id, content_hash, length, refs, term_ids, role)
+            SELECT $1, h, l, 1, t, r FROM unnest($2::bytea[], $3::int[], $4::bytea[], $9::text[]) AS x(h, l, t, r)
             RETURNING doc_id, content_hash
         ), posted AS (
             INSERT INTO postings (tenant_id, term_id, doc_id, term_frequency, length)
@@ -193,6 +194,7 @@ async def _create_documents(
         [terms.length for _, terms in new],
         [encode_term_ids([term_ids[word] for word in terms.frequencies]) for _, terms in new],
         *(list(column) for column in zip(*postings, strict=True)),
+        [terms.role for _, terms in new],
     )
     counts = sorted(Counter(term_ids[word] for _, terms in new for word in terms.frequencies).items())
     # Rows in term order, as every writer takes them, so two writers sharing terms cannot deadlock.
@@ -214,17 +216,18 @@ async def _join(
     conn: Conn,
     conv_key: int,
     tenant_id: int,
-    joining: Sequence[tuple[Member, int, int]],
+    joining: Sequence[tuple[Member, int, int, int]],
     existing: Sequence[int],
     created: tuple[int, int],
 ) -> None:
-    """In one statement: membership rows, a reference more on `existing` documents, and the counters of
-    the conversation and of the tenant (`created` = count and total length of the documents just made)."""
+    """In one statement: membership rows (with their occurrence counts), a reference more on `existing`
+    documents, and the counters of the conversation and of the tenant (`created` = count and total
+    length of the documents just made)."""
     await conn.execute(
         """
         WITH member AS (
-            INSERT INTO conversation_documents (conv_key, doc_id, entry_key, run_key, position)
-            SELECT $1, * FROM unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::int[])
+            INSERT INTO conversation_documents (conv_key, doc_id, entry_key, run_key, position, occurrences)
+            SELECT $1, * FROM unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::int[], $12::int[])
         ), referenced AS (
             UPDATE documents SET refs = refs + 1 WHERE doc_id = ANY($7::bigint[])
         ), tenant AS (
@@ -236,15 +239,16 @@ async def _join(
         """,
         conv_key,
         tenant_id,
-        [doc_id for _, doc_id, _ in joining],
-        [member.entry_key for member, _, _ in joining],
-        [member.run_key for member, _, _ in joining],
-        [member.position for member, _, _ in joining],
+        [doc_id for _, doc_id, _, _ in joining],
+        [member.entry_key for member, _, _, _ in joining],
+        [member.run_key for member, _, _, _ in joining],
+        [member.position for member, _, _, _ in joining],
         list(existing),
         created[0],
         created[1],
         len(joining),
-        sum(length for _, _, length in joining),
+        sum(length for _, _, length, _ in joining),
+        [count for _, _, _, count in joining],
     )
 
 
@@ -252,12 +256,17 @@ async def add_members(conn: Conn, conv_key: int, tenant_id: int, members: Sequen
     """Index `members` (in order) into the conversation, creating the tenant's documents they lack.
 
     Same rules as `_sqlite_index.add_members`: documents are created in the order their content first
-    occurs, summaries and wordless messages are skipped, and a document already a member keeps the
-    entry where it first appeared. The caller holds the tenant's lock.
+    occurs, summaries and wordless messages are skipped, a document already a member keeps the entry
+    where it first appeared, and the membership counts the entries holding the document. The caller
+    holds the tenant's lock.
     """
     first: dict[bytes, Member] = {}
+    counts: Counter[bytes] = Counter()
     for member in members:
+        if member.kept_out:
+            continue
         first.setdefault(member.content_hash, member)
+        counts[member.content_hash] += 1
     if not first:
         return
     docs = await _documents_by_hash(conn, tenant_id, list(first))
@@ -275,8 +284,17 @@ async def add_members(conn: Conn, conv_key: int, tenant_id: int, members: Sequen
     new = await _terms_of(conn, [member for content, member in first.items() if content not in docs])
     created = await _create_documents(conn, tenant_id, new)
     docs.update(created)
+    again = [(docs[content][0], counts[content]) for content in first if content in docs and docs[content][0] in held]
+    if again:
+        await conn.execute(
+            'UPDATE conversation_documents cd SET occurrences = cd.occurrences + x.count '
+            'FROM unnest($2::bigint[], $3::int[]) AS x(doc_id, count) WHERE cd.conv_key = $1 AND cd.doc_id = x.doc_id',
+            conv_key,
+            [doc_id for doc_id, _ in again],
+            [count for _, count in again],
+        )
     joining = [
-        (member, *docs[content])
+        (member, *docs[content], counts[content])
         for content, member in first.items()
         if content in docs and docs[content][0] not in held
     ]
@@ -368,13 +386,16 @@ async def chain_members(conn: Conn, tips: Sequence[int]) -> list[Member]:
             UNION
             SELECT e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k WHERE e.parent_key IS NOT NULL
         )
-        SELECT e.entry_key, e.position, e.run_key, e.content_hash
+        SELECT e.entry_key, e.position, e.run_key, e.content_hash, e.unindexed
         FROM reach JOIN entries e ON e.entry_key = reach.k
         ORDER BY e.entry_key
         """,
         list(tips),
     )
-    return [Member(entry_key=row[0], position=row[1], run_key=row[2], content_hash=bytes(row[3])) for row in rows]
+    return [
+        Member(entry_key=row[0], position=row[1], run_key=row[2], content_hash=bytes(row[3]), unindexed=bool(row[4]))
+        for row in rows
+    ]
 
 
 async def index_conversation(
@@ -389,13 +410,14 @@ async def index_conversation(
 
 
 async def rebuild_index(conn: Conn, progress: Callable[[int, int], None] | None = None) -> int:
-    """Drop the index and rebuild it from the log, in membership-event order. Returns the document count.
+    """Drop the index and rebuild it from the log, in membership-event order, with this release's analyzer
+    (recorded in `index_settings`). Returns the document count.
 
     Holds EXCLUSIVE locks on the store's tables for the whole rebuild: readers go on, writers wait.
     """
     await conn.execute(
         'LOCK TABLE tenants, conversations, conversation_branches, entries, runs, documents, terms, postings, '
-        'term_documents, conversation_documents IN EXCLUSIVE MODE'
+        'term_documents, conversation_documents, index_settings IN EXCLUSIVE MODE'
     )
     for statement in (
         'DELETE FROM postings',
@@ -404,6 +426,7 @@ async def rebuild_index(conn: Conn, progress: Callable[[int, int], None] | None 
         'DELETE FROM documents',
         'DELETE FROM terms',
         "SELECT setval(pg_get_serial_sequence('documents', 'doc_id'), 1, false)",
+        "DELETE FROM index_settings WHERE name = 'analyzer'",
         'UPDATE tenants SET document_count = 0, total_length = 0',
         'UPDATE conversations SET document_count = 0, total_length = 0',
         'DELETE FROM runs r WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.run_key = r.run_key)',
@@ -429,4 +452,5 @@ async def rebuild_index(conn: Conn, progress: Callable[[int, int], None] | None 
         await add_members(conn, conv_key, tenant_id, batch)
         if progress is not None:
             progress(done, total)
+    await conn.execute("INSERT INTO index_settings (name, value) VALUES ('analyzer', $1)", ANALYZER.key)
     return await fetch_int(conn, 'SELECT count(*) FROM documents')

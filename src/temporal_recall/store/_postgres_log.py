@@ -123,6 +123,8 @@ class EntryRow:
     content_hash: bytes
     run_key: int | None
     message_json: str
+    unindexed: bool = False
+    """Kept out of the index by the application's summary rule (`PreparedMessage.unindexed`)."""
 
 
 async def insert_entries(conn: Conn, rows: Sequence[EntryRow]) -> None:
@@ -130,9 +132,9 @@ async def insert_entries(conn: Conn, rows: Sequence[EntryRow]) -> None:
     if not rows:
         return
     await conn.execute(
-        'INSERT INTO entries (entry_key, entry_id, parent_key, position, kind, content_hash, run_key, message) '
-        'SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[], $5::text[], $6::bytea[], '
-        '$7::bigint[], $8::text[])',
+        'INSERT INTO entries (entry_key, entry_id, parent_key, position, kind, content_hash, run_key, message, '
+        'unindexed) SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[], $5::text[], $6::bytea[], '
+        '$7::bigint[], $8::text[], $9::boolean[])',
         [row.entry_key for row in rows],
         [row.entry_id for row in rows],
         [row.parent_key for row in rows],
@@ -141,6 +143,7 @@ async def insert_entries(conn: Conn, rows: Sequence[EntryRow]) -> None:
         [row.content_hash for row in rows],
         [row.run_key for row in rows],
         [row.message_json for row in rows],
+        [row.unindexed for row in rows],
     )
 
 

@@ -23,8 +23,9 @@ from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly
 
 from . import _postgres_schema as schema
 from ._postgres_db import Conn, Database, create_pool, quote_ident
+from ._postgres_index import rebuild_index
 from ._postgres_url import PostgresOptions
-from ._sqlite_schema import Migration
+from ._sqlite_schema import Migration, reindex_progress
 
 __all__ = ('migration_lock_key', 'open_database', 'recorded_version')
 
@@ -89,6 +90,8 @@ async def _migrate(db: Database, migrations: Sequence[Migration]) -> None:
         for migration in schema.pending(migrations, recorded):
             for statement in migration.statements:
                 await conn.execute(statement)
+            if migration.reindex:
+                await rebuild_index(conn, reindex_progress(options.display, migration))
             await conn.execute(
                 'INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)',
                 migration.version,

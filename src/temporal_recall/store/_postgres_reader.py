@@ -133,6 +133,7 @@ def _postings_sql(target: SearchTarget) -> str:
     decoding three integer arrays costs far less than building as many row objects. Each term's list
     is aggregated in its own subquery ordered by `doc_id`, which the postings key already delivers,
     so no sort runs (an `ORDER BY` inside `array_agg` would sort every aggregate's input again).
+    A role filter ($5) keeps the postings of the documents of that role.
 
     In one conversation there are two ways to find a term's postings, and which is cheap depends on
     sizes the planner cannot see (the term id comes from a join, so it estimates every posting list
@@ -161,6 +162,8 @@ def _postings_sql(target: SearchTarget) -> str:
             + _SCAN
             + ') AS p'
         )
+    if target.role is not None:
+        hits = _HIT + 'FROM (' + hits + ') AS p JOIN documents d ON d.doc_id = p.doc_id WHERE d.role = $5'
     return (
         _TARGET  # noqa: S608 (constant SQL fragments only; values are parameters)
         + 'SELECT q.n, x.doc_ids, x.frequencies, x.lengths '
@@ -192,7 +195,9 @@ async def postings(conn: Conn, target: SearchTarget, terms: Sequence[str]) -> di
     if not wanted:
         return {}
     found: dict[str, list[Posting]] = {}
-    for n, doc_ids, frequencies, lengths in await conn.fetch(_postings_sql(target), *_target_params(target), wanted):
+    role = () if target.role is None else (target.role,)
+    sql = _postings_sql(target)
+    for n, doc_ids, frequencies, lengths in await conn.fetch(sql, *_target_params(target), wanted, *role):
         columns = _in_doc_order(doc_ids, frequencies, lengths)
         found[wanted[n - 1]] = list(map(_new_posting, repeat(Posting), zip(*columns, strict=True)))
     return {term: found[term] for term in wanted if term in found}

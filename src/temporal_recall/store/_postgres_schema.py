@@ -21,7 +21,8 @@ Differences from SQLite, and why:
 - No `entries (content_hash)` index: no query reads entries by hash.
 - The conversation id's unique constraint is named, so a lost creation race is recognised by name.
 
-Migrations 2 (the impact-order postings index) and 3 (`message_bodies`) match SQLite's 2 and 3.
+Migrations 2 (the impact-order postings index), 3 (`message_bodies`), 4 (`term_documents`) and 5
+(analyzer version 2, with a rebuild of the index) match SQLite's.
 """
 
 from __future__ import annotations
@@ -167,11 +168,20 @@ _V4 = (
     'SELECT tenant_id, term_id, count(*) FROM postings GROUP BY tenant_id, term_id',
 )
 
+_V5 = (
+    # As SQLite's 5: the analyzer recorded, document roles, occurrence counts, entries kept out of the index.
+    'CREATE TABLE index_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)',
+    "ALTER TABLE documents ADD COLUMN role TEXT NOT NULL DEFAULT ''",
+    'ALTER TABLE conversation_documents ADD COLUMN occurrences INTEGER NOT NULL DEFAULT 1',
+    'ALTER TABLE entries ADD COLUMN unindexed BOOLEAN NOT NULL DEFAULT FALSE',
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, 'conversation log and search index', _V1),
     Migration(2, 'postings in impact order', _V2),
     Migration(3, 'message bodies for the payload codec', _V3),
     Migration(4, 'document frequency per term', _V4),
+    Migration(5, 'analyzer unicode-cjk-bigram/2, document roles, occurrences', _V5, reindex=True),
 )
 """Every migration, in version order. Append to it; never edit a released one. Version numbers and
 names match the SQLite migrations that make the same change, so both backends report one version."""

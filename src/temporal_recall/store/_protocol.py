@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
+
+if TYPE_CHECKING:
+    from temporal_recall.search._documents import SummaryRule
 
 __all__ = (
     'FENCE_PREFIX',
@@ -69,6 +72,9 @@ class AppendRequest:
     """Whether a missing conversation is created; `False` raises `UnknownConversation` instead."""
     fence: Fence | None = None
     """Refuse this write if a later attempt of the same unit already wrote (see `Fence`)."""
+    summary: SummaryRule | None = None
+    """The application's own rule for summary messages (`ConversationRecall(summary=...)`): a message it
+    accepts is stored marked as such and never indexed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +139,9 @@ class SearchTarget:
     scope: str | None
     conversation_id: str | None
     run_id: str | None = None
+    role: str | None = None
+    """Only documents of this `message_role`: a narrowing applied to postings and rows alike. The
+    stats stay the target's without it, so a filter changes which documents are hits, not their scores."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,8 +23,8 @@ from pydantic_ai.usage import RunUsage
 
 from temporal_recall.content import content_hash, dump_message, load_message
 from temporal_recall.errors import MessageNotSerializable, UnknownEntry
-from temporal_recall.search._documents import is_summary, searchable_text
-from temporal_recall.search._tokens import term_frequencies
+from temporal_recall.search._analyzer import term_frequencies
+from temporal_recall.search._documents import SummaryRule, message_role, searchable_text
 
 from ._context import ContextHit, HitsQuery, read_neighbours
 from ._protocol import DocumentRow
@@ -185,20 +185,20 @@ def record_from_columns(
 
 @dataclass(frozen=True, kw_only=True)
 class IndexTerms:
-    """What the index stores for one document: term frequencies and the BM25 length."""
+    """What the index stores for one document: term frequencies, the BM25 length, and who spoke it."""
 
     frequencies: Counter[str]
     length: int
+    role: str
+    """`message_role`: what a role filter matches (a role is a property of the content, as the document is)."""
 
 
 def index_terms(message: ModelMessage) -> IndexTerms | None:
-    """The message's index terms, or `None` if it is not indexed (a summary, or no searchable words)."""
-    if is_summary(message):
-        return None
+    """The message's index terms, or `None` if it is not indexed (only summaries, or no searchable words)."""
     frequencies, length = term_frequencies(searchable_text(message))
     if length == 0:
         return None
-    return IndexTerms(frequencies=frequencies, length=length)
+    return IndexTerms(frequencies=frequencies, length=length, role=message_role(message))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,6 +213,8 @@ class PreparedMessage:
     content_hash: bytes
     run_id: str | None
     terms: IndexTerms | None
+    unindexed: bool = False
+    """The application's summary rule accepted the message: stored with that mark, never indexed."""
 
 
 def message_run_id(message: ModelMessage) -> str | None:
@@ -220,12 +222,19 @@ def message_run_id(message: ModelMessage) -> str | None:
     return run_id if isinstance(run_id, str) else None
 
 
-def prepare_message(message: ModelMessage, *, run_id: str | None = None) -> PreparedMessage:
+def prepare_message(
+    message: ModelMessage, *, run_id: str | None = None, summary: SummaryRule | None = None
+) -> PreparedMessage:
     """Serialize, hash and tokenize `message`; `run_id` defaults to the one pydantic-ai stamped on it.
+
+    `summary` is the application's own summary rule (`ConversationRecall(summary=...)`): a message it
+    accepts is stored marked `unindexed`, which every later indexing of the entry (a fork, a
+    reindex) respects without the rule.
 
     Raises:
         MessageNotSerializable: If pydantic-ai's adapter cannot dump the message.
     """
+    unindexed = summary is not None and bool(summary(message))
     try:
         message_json = dump_message(message)
         digest = content_hash(message)
@@ -243,7 +252,8 @@ def prepare_message(message: ModelMessage, *, run_id: str | None = None) -> Prep
         message_json=message_json,
         content_hash=hash_bytes(digest),
         run_id=run_id if run_id is not None else message_run_id(message),
-        terms=index_terms(message),
+        terms=None if unindexed else index_terms(message),
+        unindexed=unindexed,
     )
 
 

@@ -138,7 +138,9 @@ async def _attach(
 async def append(db: Database, request: AppendRequest) -> AppendResult:
     base_hash = _base_hash(request)
     fence_key = fence_row_key(request)
-    prepared = [prepare_message(message, run_id=request.run_id) for message in request.messages]
+    prepared = [
+        prepare_message(message, run_id=request.run_id, summary=request.summary) for message in request.messages
+    ]
     usage_increment = request.usage
 
     async def apply(db: Database) -> AppendResult:

@@ -347,6 +347,10 @@ async def _migrate(db: Database, migrations: Sequence[schema.Migration]) -> None
         for migration in schema.pending(migrations, recorded):
             for statement in migration.statements:
                 await db.run(statement)
+            if migration.reindex:
+                from ._sqlite_index import rebuild_index  # that module builds on this one
+
+                await rebuild_index(db, schema.reindex_progress(str(db.path), migration))
             await db.run(
                 'INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)',
                 (migration.version, migration.name, datetime.now(UTC).isoformat()),

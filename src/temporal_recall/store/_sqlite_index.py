@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from temporal_recall.content import load_message
+from temporal_recall.search._analyzer import ANALYZER
 
 from ._serialization import IndexTerms, PreparedMessage, decode_term_ids, encode_term_ids, index_terms, scope_key
 from ._sqlite_db import Database
@@ -59,6 +60,13 @@ class Member:
     content_hash: bytes
     prepared: PreparedMessage | None = None
     """Set for entries written by this transaction; otherwise the terms are read from the stored message."""
+    unindexed: bool = False
+    """Stored marked as a summary by the application's own rule (`entries.unindexed`): never indexed."""
+
+    @property
+    def kept_out(self) -> bool:
+        """Whether the application's summary rule keeps this entry out of the index (read or prepared)."""
+        return self.unindexed or (self.prepared is not None and self.prepared.unindexed)
 
 
 async def tenant_of(db: Database, scope: str | None) -> int:
@@ -139,13 +147,14 @@ async def _create_documents(
         return {}
     term_ids = await _intern_terms(db, sorted({word for _, terms in new for word in terms.frequencies}))
     await db.many(
-        'INSERT INTO documents (tenant_id, content_hash, length, refs, term_ids) VALUES (?, ?, ?, 0, ?)',
+        'INSERT INTO documents (tenant_id, content_hash, length, refs, term_ids, role) VALUES (?, ?, ?, 0, ?, ?)',
         [
             (
                 tenant_id,
                 member.content_hash,
                 terms.length,
                 encode_term_ids([term_ids[word] for word in terms.frequencies]),
+                terms.role,
             )
             for member, terms in new
         ],
@@ -181,11 +190,16 @@ async def add_members(db: Database, conv_key: int, tenant_id: int, members: Sequ
     Documents are created in the order their content first occurs in `members` (their ids are the
     ranking tie-break). Summaries and messages without searchable words are skipped. A document
     already a member keeps the entry where it first appeared; otherwise the first member holding it
-    becomes its membership row.
+    becomes its membership row. Either way the membership counts the entries holding the document
+    (`occurrences`), so a search knows which documents were said more than once.
     """
     first: dict[bytes, Member] = {}
+    counts: Counter[bytes] = Counter()
     for member in members:
+        if member.kept_out:
+            continue
         first.setdefault(member.content_hash, member)
+        counts[member.content_hash] += 1
     if not first:
         return
     docs = await _documents_by_hash(db, tenant_id, list(first))
@@ -204,11 +218,23 @@ async def add_members(db: Database, conv_key: int, tenant_id: int, members: Sequ
     for content, member in first.items():
         if content in docs and docs[content][0] not in held:
             joining.append((member, *docs[content]))
+    await db.many(
+        'UPDATE conversation_documents SET occurrences = occurrences + ? WHERE conv_key = ? AND doc_id = ?',
+        [
+            (counts[content], conv_key, docs[content][0])
+            for content in first
+            if content in docs and docs[content][0] in held
+        ],
+    )
     if not joining:
         return
     await db.many(
-        'INSERT INTO conversation_documents (conv_key, doc_id, entry_key, run_key, position) VALUES (?, ?, ?, ?, ?)',
-        [(conv_key, doc_id, member.entry_key, member.run_key, member.position) for member, doc_id, _ in joining],
+        'INSERT INTO conversation_documents (conv_key, doc_id, entry_key, run_key, position, occurrences) '
+        'VALUES (?, ?, ?, ?, ?, ?)',
+        [
+            (conv_key, doc_id, member.entry_key, member.run_key, member.position, counts[member.content_hash])
+            for member, doc_id, _ in joining
+        ],
     )
     await db.many('UPDATE documents SET refs = refs + 1 WHERE doc_id = ?', [(doc_id,) for _, doc_id, _ in joining])
     await db.run(
@@ -280,13 +306,16 @@ async def chain_members(db: Database, tips: Sequence[int]) -> list[Member]:
             UNION
             SELECT e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k WHERE e.parent_key IS NOT NULL
         )
-        SELECT e.entry_key, e.position, e.run_key, e.content_hash
+        SELECT e.entry_key, e.position, e.run_key, e.content_hash, e.unindexed
         FROM reach JOIN entries e ON e.entry_key = reach.k
         ORDER BY e.entry_key
         """,
         (json_keys(tips),),
     )
-    return [Member(entry_key=row[0], position=row[1], run_key=row[2], content_hash=row[3]) for row in rows]
+    return [
+        Member(entry_key=row[0], position=row[1], run_key=row[2], content_hash=row[3], unindexed=bool(row[4]))
+        for row in rows
+    ]
 
 
 async def index_conversation(
@@ -308,7 +337,8 @@ def membership_order(entry_key: int, conv_key: int, created_seq: int) -> tuple[i
 
 
 async def rebuild_index(db: Database, progress: Callable[[int, int], None] | None = None) -> int:
-    """Drop the index and rebuild it from the log, in membership-event order. Returns the document count."""
+    """Drop the index and rebuild it from the log, in membership-event order, with this release's analyzer
+    (recorded in `index_settings`). Returns the document count."""
     for statement in (
         'DELETE FROM postings',
         'DELETE FROM term_documents',
@@ -316,6 +346,7 @@ async def rebuild_index(db: Database, progress: Callable[[int, int], None] | Non
         'DELETE FROM documents',
         'DELETE FROM terms',
         "DELETE FROM sqlite_sequence WHERE name = 'documents'",
+        "DELETE FROM index_settings WHERE name = 'analyzer'",
         'UPDATE tenants SET document_count = 0, total_length = 0',
         'UPDATE conversations SET document_count = 0, total_length = 0',
         'DELETE FROM runs WHERE run_key NOT IN (SELECT run_key FROM entries WHERE run_key IS NOT NULL)',
@@ -342,4 +373,5 @@ async def rebuild_index(db: Database, progress: Callable[[int, int], None] | Non
         await add_members(db, conv_key, tenant_id, batch)
         if progress is not None:
             progress(done, total)
+    await db.run("INSERT INTO index_settings (name, value) VALUES ('analyzer', ?)", (ANALYZER.key,))
     return int(await db.value('SELECT count(*) FROM documents'))

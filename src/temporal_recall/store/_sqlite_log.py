@@ -95,9 +95,18 @@ async def insert_entry(
 ) -> int:
     return int(
         await db.value(
-            'INSERT INTO entries (entry_id, parent_key, position, kind, content_hash, run_key, message) '
-            'VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING entry_key',
-            (entry_id, parent_key, position, kind, prepared.content_hash, run_key, prepared.message_json),
+            'INSERT INTO entries (entry_id, parent_key, position, kind, content_hash, run_key, message, unindexed) '
+            'VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_key',
+            (
+                entry_id,
+                parent_key,
+                position,
+                kind,
+                prepared.content_hash,
+                run_key,
+                prepared.message_json,
+                prepared.unindexed,
+            ),
         )
     )
 

@@ -26,6 +26,7 @@ class _Target:
     run_key: int | None
     """Only meaningful when `filtered`."""
     filtered: bool
+    role: str | None = None
     document_count: int = 0
     total_length: int = 0
     tenant_document_count: int = 0
@@ -50,6 +51,7 @@ async def _resolve(db: Database, target: SearchTarget) -> _Target | None:
             conversation_id=None,
             run_key=run_key,
             filtered=target.run_id is not None,
+            role=target.role,
             document_count=tenant[1],
             total_length=tenant[2],
         )
@@ -65,6 +67,7 @@ async def _resolve(db: Database, target: SearchTarget) -> _Target | None:
         conversation_id=target.conversation_id,
         run_key=run_key,
         filtered=target.run_id is not None,
+        role=target.role,
         document_count=conversation[1],
         total_length=conversation[2],
         tenant_document_count=tenant[1],
@@ -107,6 +110,19 @@ async def index_stats(db: Database, target: SearchTarget) -> IndexStats | None:
 
 
 def _postings_query(resolved: _Target) -> tuple[str, tuple[object, ...], tuple[object, ...]]:
+    """The per-term query: `(sql, params before the term id, params after it)`, the role filter applied."""
+    sql, before, after = _target_postings_query(resolved)
+    if resolved.role is None:
+        return sql, before, after
+    filtered = (
+        'SELECT p.doc_id, p.term_frequency, p.length FROM ('  # noqa: S608 (constant SQL fragments only)
+        + sql
+        + ') AS p JOIN documents d ON d.doc_id = p.doc_id WHERE d.role = ? ORDER BY p.doc_id'
+    )
+    return filtered, before, (*after, resolved.role)
+
+
+def _target_postings_query(resolved: _Target) -> tuple[str, tuple[object, ...], tuple[object, ...]]:
     """The per-term query, one index range per term: `(sql, params before the term id, params after it)`."""
     select = 'SELECT p.doc_id, p.term_frequency, p.length FROM postings p '
     order = ' ORDER BY p.doc_id'
@@ -224,7 +240,7 @@ _HITS = (
 
 
 def _tenant_target(resolved: _Target | None) -> _Target | None:
-    if resolved is None or resolved.conv_key is not None or resolved.filtered:
+    if resolved is None or resolved.conv_key is not None or resolved.filtered or resolved.role is not None:
         return None
     return resolved
 

@@ -32,10 +32,13 @@ Schema notes (version 1):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ('MIGRATIONS', 'MIGRATIONS_TABLE', 'Migration', 'latest_version', 'pending')
+__all__ = ('MIGRATIONS', 'MIGRATIONS_TABLE', 'Migration', 'latest_version', 'pending', 'reindex_progress')
+
+_log = logging.getLogger('temporal_recall.store')
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class Migration:
     version: int
     name: str
     statements: Sequence[str]
+    reindex: bool = False
+    """Rebuild the search index after the statements, in the same transaction: for a migration that
+    changes what the index holds or how text is analysed (the rebuild records `search.ANALYZER`)."""
 
 
 _V1 = (
@@ -179,11 +185,23 @@ _V4 = (
     'SELECT tenant_id, term_id, count(*) FROM postings GROUP BY tenant_id, term_id',
 )
 
+_V5 = (
+    # Analyzer version 2 (Unicode normalisation, case and accent folding, CJK pairs), recorded in
+    # `index_settings`; who spoke each document, for role filters; how many entries of a conversation
+    # hold a document, so a search expands the repeated ones into their occurrences; and the entries an
+    # application's own summary rule kept out of the index. The rebuild fills them all.
+    'CREATE TABLE index_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID',
+    "ALTER TABLE documents ADD COLUMN role TEXT NOT NULL DEFAULT ''",
+    'ALTER TABLE conversation_documents ADD COLUMN occurrences INTEGER NOT NULL DEFAULT 1',
+    'ALTER TABLE entries ADD COLUMN unindexed INTEGER NOT NULL DEFAULT 0',
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, 'conversation log and search index', _V1),
     Migration(2, 'postings in impact order', _V2),
     Migration(3, 'message bodies for the payload codec', _V3),
     Migration(4, 'document frequency per term', _V4),
+    Migration(5, 'analyzer unicode-cjk-bigram/2, document roles, occurrences', _V5, reindex=True),
 )
 """Every migration, in version order. Append to it; never edit a released one."""
 
@@ -202,3 +220,26 @@ MIGRATIONS_TABLE = (
 def pending(migrations: Sequence[Migration], recorded: int) -> list[Migration]:
     """The migrations a store at version `recorded` still needs, in the order to apply them."""
     return sorted((m for m in migrations if m.version > recorded), key=lambda migration: migration.version)
+
+
+def reindex_progress(store: str, migration: Migration) -> Callable[[int, int], None]:
+    """Logs a migration's index rebuild (logger `temporal_recall.store`, INFO) at its start, at every
+    tenth of the way and at its end, so an operator watching a long upgrade sees it move."""
+    reported = -1
+
+    def report(done: int, total: int) -> None:
+        nonlocal reported
+        tenth = 10 if total == 0 else done * 10 // total
+        if tenth == reported and done != 0:
+            return
+        reported = tenth
+        _log.info(
+            'Store %s, migration %d (%s): reindexing, %d of %d entries done.',
+            store,
+            migration.version,
+            migration.name,
+            done,
+            total,
+        )
+
+    return report

@@ -97,7 +97,8 @@ class ConversationWorkflow:
 
     @workflow.update(name='search')
     async def search(self, request: SearchRequest) -> SearchResult:
-        """Recall without the model: the conversation and scope are this workflow's, whatever the caller sent."""
+        """Recall without the model: the conversation and scope are this workflow's, whatever the caller sent;
+        the caller's `run_id` and `role` only narrow it."""
         return await recall(
             request.query,
             conversation_id=self._input.conversation_id,
@@ -105,6 +106,7 @@ class ConversationWorkflow:
             run_id=request.run_id,
             limit=request.limit,
             context_lines=request.context_lines,
+            role=request.role,
         )
 
     @workflow.signal(name='close')

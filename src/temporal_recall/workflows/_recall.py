@@ -16,8 +16,9 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ..activities._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
-    from ..errors import InvalidIdentifier, InvalidQuery
+    from ..errors import InvalidIdentifier, InvalidQuery, InvalidSearchParameters
     from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
+    from ..search import Role
 
 __all__ = ('DEFAULT_RETRY_POLICY', 'load_history', 'recall')
 
@@ -41,7 +42,7 @@ def _refused() -> Generator[None]:
     """
     try:
         yield
-    except (InvalidIdentifier, InvalidQuery) as error:
+    except (InvalidIdentifier, InvalidQuery, InvalidSearchParameters) as error:
         raise ApplicationError(str(error), type=type(error).__name__, non_retryable=True) from error
 
 
@@ -54,6 +55,7 @@ async def recall(
     run_id: str | None = None,
     limit: int = 10,
     context_lines: int = 0,
+    role: Role | None = None,
     start_to_close_timeout: timedelta = timedelta(seconds=30),
     schedule_to_close_timeout: timedelta | None = timedelta(minutes=5),
     retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
@@ -62,12 +64,14 @@ async def recall(
 
     `conversation_id` and `scope` must come from the workflow's own input or state. A conversation
     that does not exist in `scope` yields an empty result with a `message`, exactly as one that
-    belongs to another scope does.
+    belongs to another scope does. `role` keeps only what the user, the assistant, a tool or the
+    system said; `limit` counts occurrences (see `SearchRequest.limit`).
 
     Raises:
-        ApplicationError: non-retryable, `type` `InvalidIdentifier` or `InvalidQuery`, when an id or the
-            query is not usable text (see `_refused`); the activity's own refusals arrive as an
-            `ActivityError` whose cause has the same `type`s.
+        ApplicationError: non-retryable, `type` `InvalidIdentifier`, `InvalidQuery` or
+            `InvalidSearchParameters`, when an id or the query is not usable text or the role is
+            unknown (see `_refused`); the activity's own refusals arrive as an `ActivityError` whose
+            cause has the same `type`s.
     """
     with _refused():
         request = SearchRequest(
@@ -78,6 +82,7 @@ async def recall(
             run_id=run_id,
             limit=limit,
             context_lines=context_lines,
+            role=role,
         )
     return await workflow.execute_activity(
         SEARCH_ACTIVITY,
