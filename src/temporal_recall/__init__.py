@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .search import SearchHit
     from .settings import Settings
     from .store import SqliteConversationStore, open_store
-    from .worker import build_worker
+    from .worker import RecallPlugin, build_worker
     from .workflows import ConversationWorkflow, RunPromptWorkflow, load_history, recall
 
 __all__ = (
@@ -45,6 +45,7 @@ __all__ = (
     'RecallDataCodec',
     'RecallDeps',
     'RecallError',
+    'RecallPlugin',
     'RunPromptInput',
     'RunPromptOutput',
     'RunPromptWorkflow',
@@ -88,6 +89,7 @@ _LOCATIONS = {
     'SqliteConversationStore': '.store',
     'open_store': '.store',
     'build_worker': '.worker',
+    'RecallPlugin': '.worker',
     'ConversationWorkflow': '.workflows',
     'RunPromptWorkflow': '.workflows',
     'load_history': '.workflows',

@@ -15,6 +15,7 @@ workflow id, the agent run id and the boundary's sequence number, all of which r
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,8 +31,8 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from ._delta import Delta, DeltaTracker
-from ._metrics import MESSAGES_STORED, SEARCH_SECONDS, STEP_WRITES
-from ._store_provider import StoreProvider
+from ._metrics import record_search, record_step_write
+from ._store_provider import StoreProvider, store_for
 from .errors import (
     HistoryMismatch,
     InvalidQuery,
@@ -58,7 +59,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         store: Where the conversation lives: a URL such as `"sqlite:///recall.db"` or
             `"postgresql://…"` (opened lazily, in activity code only), a `StoreProvider`, or an open
             store for plain runs outside Temporal. Default: the store of the worker the activity
-            runs on (`build_worker(store=...)`).
+            runs on (its `RecallPlugin`'s).
         id: Stable identity; part of the activity names
             (`agent__{agent}__capability__{id}__store_step`), so changing it breaks the replay of
             running workflows.
@@ -88,7 +89,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
     ) -> None:
         self.id = id
         self.max_payload_bytes = max_payload_bytes
-        self.store = StoreProvider.coerce(store)
+        self.store = None if store is None else StoreProvider.coerce(store)
         self._scope = scope
         self.search_limit = search_limit
         self.context_lines = context_lines
@@ -205,7 +206,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         """Append one boundary's messages to the store, exactly once per idempotency key."""
         from .store._protocol import AppendRequest
 
-        store = await self.store.get()
+        store = await store_for(self.store)
         request = AppendRequest(
             conversation_id=step.conversation_id,
             scope=step.scope,
@@ -218,8 +219,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         )
         try:
             result = await store.append(request)
-            STEP_WRITES.inc()
-            MESSAGES_STORED.inc(result.stored)
+            record_step_write(result.stored)
         except HistoryMismatch:
             return StepWritten(attached=False)
         except StoreUnavailable:
@@ -259,10 +259,11 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             limit=self.search_limit,
             context_lines=self.context_lines,
         )
-        store = await self.store.get()
+        store = await store_for(self.store)
+        started = time.perf_counter()
         try:
-            with SEARCH_SECONDS.time():
-                result = await search_history(store, request)
+            result = await search_history(store, request)
+            record_search(time.perf_counter() - started, len(result.hits))
         except UnknownConversation:
             return 'No earlier messages are stored for this conversation yet.'
         except (InvalidQuery, InvalidSearchParameters) as error:

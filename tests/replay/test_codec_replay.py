@@ -19,7 +19,7 @@ from temporal_recall._codec import ENCODING
 from temporal_recall.testing import replay
 
 from ..workflows import agents
-from .conftest import StoreThatMustNotBeCalled
+from .conftest import StoreThatMustNotBeCalled, store_plugin
 from .test_replay import AGENTS
 
 CODEC = Path(__file__).parent / 'codec'
@@ -53,7 +53,7 @@ async def test_replays_from_the_store_alone(bodies: Path, forbidden_store: Store
     model_calls_before = len(agents.MODEL_CALLS)
     plugin = message_codec_plugin(str(bodies))
     try:
-        results = await replay([HISTORY], agents=AGENTS, plugins=[plugin])
+        results = await replay([HISTORY], agents=AGENTS, plugins=[plugin, store_plugin(forbidden_store)])
     finally:
         await plugin.codec.aclose()
     assert all(result.replay_failure is None for result in results.replay_failures.values())

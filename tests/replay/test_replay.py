@@ -13,6 +13,7 @@ from temporalio.workflow import NondeterminismError
 from temporal_recall.testing import replay
 
 from ..workflows import agents
+from .conftest import store_plugin
 from .workflows import ChangedRunPromptWorkflow, RecallDirectlyWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / 'histories').glob('*.json'))
@@ -34,7 +35,12 @@ def test_every_scenario_has_a_recorded_history():
 @pytest.mark.parametrize('path', HISTORIES, ids=[path.stem for path in HISTORIES])
 async def test_recorded_history_replays_without_store_or_model(path: Path, forbidden_store):
     model_calls_before = len(agents.MODEL_CALLS)
-    results = await replay([path.read_text()], workflows=[RecallDirectlyWorkflow], agents=AGENTS)
+    results = await replay(
+        [path.read_text()],
+        workflows=[RecallDirectlyWorkflow],
+        agents=AGENTS,
+        plugins=[store_plugin(forbidden_store)],
+    )
     assert all(result.replay_failure is None for result in results.replay_failures.values())
     assert forbidden_store.calls == []
     assert len(agents.MODEL_CALLS) == model_calls_before
