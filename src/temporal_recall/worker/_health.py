@@ -4,9 +4,8 @@ Metrics are the Temporal runtime's Prometheus endpoint (`_metrics.prometheus_run
 offers no health routes, so these two remain. `ThreadingHTTPServer` is the smallest well-known
 stack for them: no dependency (uvicorn is only in the `api` extra), and it runs in its own thread,
 so it never touches the worker's SIGTERM handling (uvicorn's `Server.serve` installs its own signal
-handlers). What it does not give, and this module adds: a cap on concurrent connections (more are
-closed unanswered) and a per-read timeout (`timeout`), so a slow client cannot hold a thread long.
-It already limits a request line to 64 KiB and a head to 100 headers.
+handlers). It limits a request line to 64 KiB and a head to 100 headers; the handler's `timeout`
+cuts off a client that sends nothing for 5 s. The port is for the cluster network only.
 
 - `GET /healthz`: 200 while the worker's event loop runs a callback within `LOOP_TIMEOUT`; a loop
   blocked by runaway code answers 503, so the liveness probe restarts it.
@@ -47,19 +46,6 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self.ready = ready
         self.loop = loop
-        self.slots = threading.BoundedSemaphore(32)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
 
 
 class _Handler(BaseHTTPRequestHandler):
