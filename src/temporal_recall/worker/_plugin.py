@@ -22,6 +22,7 @@ How activities find the store, without any process-wide state:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -41,13 +42,15 @@ from temporalio.worker import (
 
 from .._store_provider import _WORKER_STORE, StoreProvider
 from ..activities import RecallActivities
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StoreUnavailable
 from ..workflows import ConversationWorkflow, RunPromptWorkflow
 from ..workflows._agents import register_agents
 
 __all__ = ('SHIPPED_WORKFLOWS', 'RecallPlugin')
 
 SHIPPED_WORKFLOWS: tuple[type, ...] = (RunPromptWorkflow, ConversationWorkflow)
+
+log = logging.getLogger('temporal_recall.worker')
 
 
 class _WorkerStore(Interceptor):
@@ -121,9 +124,8 @@ class RecallPlugin(SimplePlugin):
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        # Open before polling, so a bad store stops the worker at once instead of failing activities.
         if self._running == 0:
-            await self.store.get()
+            await self._open()
         self._running += 1
         try:
             run = next
@@ -134,6 +136,18 @@ class RecallPlugin(SimplePlugin):
             self._running -= 1
             if self._running == 0:
                 await self.store.aclose()
+
+    async def _open(self) -> None:
+        """Open the store before polling: a store that can never work stops the worker at once.
+
+        An unreachable one (`StoreUnavailable`: a database down, a volume not mounted yet) does not:
+        the worker polls, its activities fail and Temporal retries them visibly until the store is
+        back, and the provider opens it then. The stock worker process is stricter and exits.
+        """
+        try:
+            await self.store.get()
+        except StoreUnavailable as error:
+            log.warning('the store is unavailable; activities will retry until it is back: %s', error)
 
     def run_replayer(
         self,
