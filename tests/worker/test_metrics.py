@@ -86,7 +86,7 @@ async def scenario(temporal_dev_server: DevServer, tmp_path_factory: pytest.Temp
         persisted = f'metrics-weather-{uuid.uuid4()}'
         await client.execute_workflow(
             RunPromptWorkflow.run,
-            RunPromptInput(prompt='Weather in Paris?', conversation_id='metrics'),
+            RunPromptInput(prompt='Weather in Paris?', conversation_id='metrics', agent='weather'),
             id=persisted,
             task_queue=queue,
         )

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.temporal
 async def _run(client: Client, queue: str, conversation_id: str) -> str:
     result = await client.execute_workflow(
         RunPromptWorkflow.run,
-        RunPromptInput(prompt=f'Weather for {conversation_id}?', conversation_id=conversation_id),
+        RunPromptInput(prompt=f'Weather for {conversation_id}?', conversation_id=conversation_id, agent='weather'),
         id=f'plugin-{uuid.uuid4()}',
         task_queue=queue,
         execution_timeout=timedelta(seconds=30),  # a store-less activity would retry until then
