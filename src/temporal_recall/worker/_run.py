@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 import signal
 import sys
@@ -181,10 +182,18 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     _parser().parse_args(argv)  # answers --help before anything connects
+    status = 0
     try:
         settings = Settings.from_env()
         configure_logging(settings.log_level)
         asyncio.run(run_worker(settings))
     except RecallError as error:
         print(f'temporal-recall-worker: {error}', file=sys.stderr)
-        sys.exit(1)
+        status = 1
+    # Temporal's Rust core keeps threads that can abort the interpreter while it finalizes
+    # (temporalio/sdk-python#300: "PyGILState_Release ... must be current"), which would turn a
+    # clean exit into status 134 with a crash report. Everything is closed by now: skip finalization.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
