@@ -58,7 +58,7 @@ async def _run_sides(
     sides: list[tuple[str, Path | str, str]], workloads: tuple[str, ...], work: Path
 ) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
-    async with dev_server(log_file=work / 'temporal-dev-server.log') as server:
+    async with dev_server() as server:
         for side, python, script in sides:
             out = work / f'temporal-{side}.json'
             names = [w for w in workloads if side == 'ours' or w not in OURS_ONLY_WORKLOADS]

@@ -171,7 +171,7 @@ async def test_a_tiny_cache_still_decodes_everything(store):
 
 def test_negative_sizes_are_refused():
     with pytest.raises(ValueError, match='threshold_bytes'):
-        RecallDataCodec(threshold_bytes=-1)
+        RecallDataCodec('unused.db', threshold_bytes=-1)
 
 
 json_values = st.recursive(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._capability import ConversationRecall
     from ._codec import RecallDataCodec, message_codec_plugin
+    from ._metrics import prometheus_runtime
     from ._recall import search_history
     from ._store_provider import StoreProvider
     from .activities import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY, RecallActivities
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from .search import SearchHit
     from .settings import Settings
     from .store import SqliteConversationStore, open_store
-    from .worker import build_worker
+    from .worker import RecallPlugin, build_worker
     from .workflows import ConversationWorkflow, RunPromptWorkflow, load_history, recall
 
 __all__ = (
@@ -45,6 +46,7 @@ __all__ = (
     'RecallDataCodec',
     'RecallDeps',
     'RecallError',
+    'RecallPlugin',
     'RunPromptInput',
     'RunPromptOutput',
     'RunPromptWorkflow',
@@ -60,6 +62,7 @@ __all__ = (
     'load_history',
     'message_codec_plugin',
     'open_store',
+    'prometheus_runtime',
     'recall',
     'search_history',
 )
@@ -68,6 +71,7 @@ _LOCATIONS = {
     'ConversationRecall': '._capability',
     'RecallDataCodec': '._codec',
     'message_codec_plugin': '._codec',
+    'prometheus_runtime': '._metrics',
     'search_history': '._recall',
     'StoreProvider': '._store_provider',
     'LOAD_HISTORY_ACTIVITY': '.activities',
@@ -88,6 +92,7 @@ _LOCATIONS = {
     'SqliteConversationStore': '.store',
     'open_store': '.store',
     'build_worker': '.worker',
+    'RecallPlugin': '.worker',
     'ConversationWorkflow': '.workflows',
     'RunPromptWorkflow': '.workflows',
     'load_history': '.workflows',

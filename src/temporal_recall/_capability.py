@@ -22,6 +22,7 @@ boundary's sequence number.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,9 +39,9 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from ._delta import Delta, DeltaTracker
-from ._metrics import MESSAGES_STORED, SEARCH_SECONDS, STEP_WRITES
+from ._metrics import record_search, record_step_write
 from ._persisting_model import PersistingModel, persistable, take_marker
-from ._store_provider import StoreProvider
+from ._store_provider import StoreProvider, store_for
 from .errors import (
     HistoryMismatch,
     InvalidIdentifier,
@@ -72,7 +73,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         store: Where the conversation lives: a URL such as `"sqlite:///recall.db"` or
             `"postgresql://…"` (opened lazily, in activity code only), a `StoreProvider`, or an open
             store for plain runs outside Temporal. Default: the store of the worker the activity
-            runs on (`build_worker(store=...)`).
+            runs on (its `RecallPlugin`'s).
         id: Stable identity; part of the activity names
             (`agent__{agent}__capability__{id}__store_step`), so changing it breaks the replay of
             running workflows.
@@ -109,7 +110,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
     ) -> None:
         self.id = id
         self.max_payload_bytes = max_payload_bytes
-        self.store = StoreProvider.coerce(store)
+        self.store = None if store is None else StoreProvider.coerce(store)
         self._scope = scope
         self.search_limit = search_limit
         self.context_lines = context_lines
@@ -305,7 +306,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         """Append one boundary's messages to the store, exactly once per idempotency key."""
         from .store._protocol import AppendRequest
 
-        store = await self.store.get()
+        store = await store_for(self.store)
         request = AppendRequest(
             conversation_id=step.conversation_id,
             scope=step.scope,
@@ -337,8 +338,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
 
     def record_write(self, result: AppendResult) -> None:
         """Count a committed write in the worker's metrics (activity code only)."""
-        STEP_WRITES.inc()
-        MESSAGES_STORED.inc(result.stored)
+        record_step_write(result.stored)
 
     # --- the model's recall tool (an activity under Temporal) ---------------------------------------
 
@@ -372,9 +372,10 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
                 context_lines=self.context_lines,
                 role=role,
             )
-            store = await self.store.get()
-            with SEARCH_SECONDS.time():
-                result = await search_history(store, request)
+            store = await store_for(self.store)
+            started = time.perf_counter()
+            result = await search_history(store, request)
+            record_search(time.perf_counter() - started, len(result.hits))
         except UnknownConversation:
             return 'No earlier messages are stored for this conversation yet.'
         except (InvalidIdentifier, InvalidQuery, InvalidSearchParameters) as error:

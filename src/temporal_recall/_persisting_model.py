@@ -59,6 +59,7 @@ from pydantic_ai.usage import RunUsage
 from temporalio import activity, workflow
 from temporalio.exceptions import ApplicationError
 
+from ._store_provider import store_for
 from .content import content_hash
 from .errors import HistoryMismatch, RecallError, StoreUnavailable
 
@@ -296,7 +297,7 @@ class _Step:
         raise AssertionError('unreachable')  # pragma: no cover
 
     async def _append(self, request: AppendRequest) -> AppendResult:
-        store = await self.capability.store.get()
+        store = await store_for(self.capability.store)
         try:
             result = await store.append(request)
         except (HistoryMismatch, StoreUnavailable):

@@ -23,7 +23,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     'TEMPORAL_RECALL_TASK_QUEUE': 'Task queue the worker polls (default `temporal-recall`).',
     'TEMPORAL_RECALL_AGENTS': 'Comma-separated `module:attribute` agents the worker serves (default the demo agent).',
     'TEMPORAL_RECALL_MODEL': 'Model for the demo agent: `scripted` (default, offline) or e.g. `openai:gpt-4o`.',
-    'TEMPORAL_RECALL_HEALTH_PORT': 'Port of the worker health and metrics endpoint; unset disables it.',
+    'TEMPORAL_RECALL_HEALTH_PORT': 'Port of the worker `/healthz` and `/readyz` endpoint; unset disables it.',
+    'TEMPORAL_RECALL_METRICS_PORT': "Port of the worker's Prometheus `/metrics` (the SDK's and recall's); unset: none.",
     'TEMPORAL_RECALL_LOG_LEVEL': 'Python log level of the worker (default `INFO`).',
     'TEMPORAL_RECALL_MESSAGE_CODEC': (
         'Keep message bodies in the store and only references in Temporal history (`true`/`false`).'
@@ -51,7 +52,9 @@ class Settings:
     model: str = 'scripted'
     """The demo agent's model; `scripted` needs no API key and no network."""
     health_port: int | None = None
-    """Port for `/healthz`, `/readyz` and `/metrics`; `None` serves nothing."""
+    """Port for `/healthz` and `/readyz`; `None` serves nothing."""
+    metrics_port: int | None = None
+    """Port of the Temporal runtime's Prometheus endpoint (the SDK's metrics and recall's); `None` serves none."""
     log_level: str = 'INFO'
     message_codec: bool = False
     """Whether clients and workers use `RecallDataCodec` (all of a namespace's must agree)."""
@@ -68,17 +71,24 @@ class Settings:
         codec = (env.get('TEMPORAL_RECALL_MESSAGE_CODEC') or 'false').strip().lower()
         if codec not in ('true', 'false', '1', '0', 'yes', 'no'):
             raise ConfigurationError(f'TEMPORAL_RECALL_MESSAGE_CODEC must be true or false, got {codec!r}.')
-        port = env.get('TEMPORAL_RECALL_HEALTH_PORT') or None
-        if port is not None and not port.isdigit():
-            raise ConfigurationError(f'TEMPORAL_RECALL_HEALTH_PORT must be a port number, got {port!r}.')
         agents = tuple(a.strip() for a in env.get('TEMPORAL_RECALL_AGENTS', '').split(',') if a.strip())
         return cls(
             store_url=env.get('TEMPORAL_RECALL_STORE') or DEFAULT_STORE_URL,
             task_queue=env.get('TEMPORAL_RECALL_TASK_QUEUE') or DEFAULT_TASK_QUEUE,
             agents=agents or DEFAULT_AGENTS,
             model=env.get('TEMPORAL_RECALL_MODEL') or 'scripted',
-            health_port=int(port) if port is not None else None,
+            health_port=_port(env, 'TEMPORAL_RECALL_HEALTH_PORT'),
+            metrics_port=_port(env, 'TEMPORAL_RECALL_METRICS_PORT'),
             log_level=(env.get('TEMPORAL_RECALL_LOG_LEVEL') or 'INFO').upper(),
             message_codec=codec in ('true', '1', 'yes'),
             temporal=temporal,
         )
+
+
+def _port(env: Mapping[str, str], name: str) -> int | None:
+    value = env.get(name) or None
+    if value is None:
+        return None
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        raise ConfigurationError(f'{name} must be a TCP port number (1-65535), got {value!r}.')
+    return int(value)

@@ -31,7 +31,6 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, Worker, WorkflowReplayResults
 
 from ._devserver import DevServer, start_dev_server
-from ._store_provider import StoreProvider
 from .worker import SHIPPED_WORKFLOWS, build_worker
 from .workflows._agents import register_agents
 
@@ -125,9 +124,10 @@ async def running_worker(
     task_queue: str | None = None,
     **worker_options: Any,
 ) -> AsyncGenerator[RunningWorker]:
-    """A worker with temporal-recall's workflows and activities on a fresh task queue.
+    """A worker with a `RecallPlugin` for `store` and `agents`, on a fresh task queue.
 
-    It is shut down cleanly on exit (in-flight activities are drained), which also avoids the
+    The plugin opens the store when the worker starts and closes it when the worker stops. The
+    worker is shut down cleanly on exit (in-flight activities are drained), which also avoids the
     interpreter-exit crashes seen when a process leaves a worker running.
     """
     queue = task_queue or f'test-{uuid.uuid4()}'
@@ -140,11 +140,8 @@ async def running_worker(
         activities=activities,
         **worker_options,
     )
-    try:
-        async with worker:
-            yield RunningWorker(worker=worker, task_queue=queue)
-    finally:
-        await StoreProvider.default().aclose()
+    async with worker:
+        yield RunningWorker(worker=worker, task_queue=queue)
 
 
 @dataclass(frozen=True)

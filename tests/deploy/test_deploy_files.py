@@ -1,19 +1,23 @@
 """The files under `deploy/`, checked as far as a machine without a container engine allows.
 
-Nothing here builds an image or starts a container. Instead the Dockerfile is parsed into
-instructions, the Compose and Kubernetes YAML is loaded and cross-checked, every environment
-variable the deploy files use is checked against `settings.ENVIRONMENT_VARIABLES`, and the probe
-paths and the image's HEALTHCHECK command are exercised against a real `HealthServer`.
+Nothing here builds an image or starts a container. The files are checked by real validators from
+PyPI (hadolint for the Dockerfile, the Kubernetes OpenAPI schemas through `kubernetes-validate`,
+the Compose specification through `check-jsonschema`), each also shown to reject a broken copy.
+What no validator knows is checked here: the ports, probes and variables agree with each other and
+with `settings.ENVIRONMENT_VARIABLES`, and the probe paths and the image's HEALTHCHECK command are
+exercised against the worker's real health endpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.util
 import json
 import os
 import re
 import shlex
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,11 +25,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import kubernetes_validate
 import pytest
 import yaml
 
 from temporal_recall.settings import ENVIRONMENT_VARIABLES, Settings
-from temporal_recall.worker._health import HealthServer
+from temporal_recall.worker._health import serve_health
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / 'deploy'
@@ -34,11 +39,6 @@ LONGEST_ACTIVITY_TIMEOUT_SECONDS = 60  # pydantic-ai's default start-to-close fo
 
 
 # --- a tiny Dockerfile parser ---------------------------------------------------------------------
-
-KNOWN_INSTRUCTIONS = {
-    'FROM', 'RUN', 'CMD', 'LABEL', 'EXPOSE', 'ENV', 'ADD', 'COPY', 'ENTRYPOINT', 'VOLUME', 'USER',
-    'WORKDIR', 'ARG', 'ONBUILD', 'STOPSIGNAL', 'HEALTHCHECK', 'SHELL',
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -139,9 +139,19 @@ def final_env(dockerfile: list[Instruction]) -> dict[str, str]:
     return env
 
 
-def test_dockerfile_uses_only_known_instructions(dockerfile: list[Instruction]) -> None:
-    unknown = {i.keyword for i in dockerfile} - KNOWN_INSTRUCTIONS
-    assert not unknown, f'unknown Dockerfile instructions: {unknown}'
+BIN = Path(sys.executable).parent
+
+
+def hadolint(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / 'hadolint'), str(path)], capture_output=True, text=True, timeout=60)
+
+
+def test_hadolint_passes_the_dockerfile_and_rejects_a_broken_one(tmp_path: Path) -> None:
+    ran = hadolint(DEPLOY / 'Dockerfile')
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    broken = tmp_path / 'Dockerfile'
+    broken.write_text((DEPLOY / 'Dockerfile').read_text().replace('WORKDIR /data', 'WORKDIR data\nFORM x'))
+    assert hadolint(broken).returncode != 0
 
 
 def test_dockerfile_is_multi_stage_on_python_slim(dockerfile: list[Instruction]) -> None:
@@ -182,12 +192,13 @@ def test_entrypoint_is_the_importable_worker_module(final_stage: list[Instructio
     assert importlib.util.find_spec(f'{module}.__main__') is not None, f'{module} must be runnable with -m'
 
 
-def test_image_exposes_the_health_and_sdk_metrics_ports(dockerfile: list[Instruction]) -> None:
-    health_port = int(final_env(dockerfile)['TEMPORAL_RECALL_HEALTH_PORT'])
+def test_image_exposes_the_health_and_metrics_ports(dockerfile: list[Instruction]) -> None:
+    settings = Settings.from_env(final_env(dockerfile))
     exposed = {
         int(port.split('/')[0]) for i in stages(dockerfile)[-1] if i.keyword == 'EXPOSE' for port in i.args.split()
     }
-    assert {health_port, health_port + 1} <= exposed
+    assert settings.health_port is not None and settings.metrics_port is not None
+    assert {settings.health_port, settings.metrics_port} <= exposed
 
 
 def test_copied_sources_exist_and_are_not_ignored(dockerfile: list[Instruction]) -> None:
@@ -224,9 +235,8 @@ async def run_healthcheck(command: list[str], port: int) -> int:
 async def test_healthcheck_command_passes_against_a_live_server(dockerfile: list[Instruction]) -> None:
     command = healthcheck_command(dockerfile)
     assert '/healthz' in command[-1] and 'urllib' in command[-1]
-    async with HealthServer(0, host='127.0.0.1') as health:
-        assert await run_healthcheck(command, health.port) == 0
-        port = health.port
+    async with serve_health(0, host='127.0.0.1', ready=lambda: False) as port:
+        assert await run_healthcheck(command, port) == 0
     assert await run_healthcheck(command, port) != 0, 'the check must fail when nothing answers'
 
 
@@ -265,9 +275,21 @@ def k8s() -> dict[str, dict[str, Any]]:
     return objects
 
 
+KUBERNETES_VERSION = '1.31'
+"""The oldest Kubernetes release still supported upstream when these manifests were written."""
+
+
 @pytest.mark.parametrize('path', k8s_files(), ids=lambda p: p.name)
-def test_k8s_yaml_parses(path: Path) -> None:
-    load_yaml(path)
+def test_k8s_manifests_match_the_kubernetes_schema(path: Path) -> None:
+    for document in load_yaml(path):
+        kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_kubernetes_schema_rejects_a_misspelt_field(k8s: dict[str, dict[str, Any]]) -> None:
+    deployment = copy.deepcopy(k8s['Deployment'])
+    deployment['spec']['template']['spec']['containers'][0]['readinesProbe'] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES_VERSION, strict=True)
 
 
 def worker_container(k8s: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -302,16 +324,17 @@ def test_secret_values_are_placeholders(k8s: dict[str, dict[str, Any]]) -> None:
         assert 'CHANGE-ME' in value, f'{key} must be an obvious placeholder'
 
 
-def test_probe_port_is_the_configured_health_port(k8s: dict[str, dict[str, Any]]) -> None:
+def test_probe_and_scrape_ports_are_the_configured_ones(k8s: dict[str, dict[str, Any]]) -> None:
     container = worker_container(k8s)
     settings = Settings.from_env(k8s_environment(k8s))
     assert settings.health_port is not None, 'the ConfigMap must set TEMPORAL_RECALL_HEALTH_PORT'
+    assert settings.metrics_port is not None, 'the ConfigMap must set TEMPORAL_RECALL_METRICS_PORT'
     for probe in ('readinessProbe', 'livenessProbe'):
         port = named_port(container, container[probe]['httpGet']['port'])
         assert port == settings.health_port, f'{probe} must target TEMPORAL_RECALL_HEALTH_PORT'
-    assert named_port(container, 'sdk-metrics') == settings.health_port + 1
+    assert named_port(container, 'metrics') == settings.metrics_port
     annotations = k8s['Deployment']['spec']['template']['metadata']['annotations']
-    assert int(annotations['prometheus.io/port']) == settings.health_port
+    assert int(annotations['prometheus.io/port']) == settings.metrics_port
     assert annotations['prometheus.io/path'] == '/metrics'
 
 
@@ -319,12 +342,13 @@ async def test_probe_paths_are_served_by_health_server(k8s: dict[str, dict[str, 
     container = worker_container(k8s)
     liveness = container['livenessProbe']['httpGet']['path']
     readiness = container['readinessProbe']['httpGet']['path']
-    async with HealthServer(0, host='127.0.0.1') as health:
-        assert await http_status(health.port, liveness) == 200
-        assert await http_status(health.port, readiness) == 503, 'not ready before the worker polls'
-        health.mark_ready()
-        assert await http_status(health.port, readiness) == 200
-        assert await http_status(health.port, liveness) == 200
+    polling = False
+    async with serve_health(0, host='127.0.0.1', ready=lambda: polling) as port:
+        assert await http_status(port, liveness) == 200
+        assert await http_status(port, readiness) == 503, 'not ready before the worker polls'
+        polling = True
+        assert await http_status(port, readiness) == 200
+        assert await http_status(port, liveness) == 200
 
 
 async def http_status(port: int, path: str) -> int:
@@ -360,6 +384,19 @@ def test_pod_is_locked_down(k8s: dict[str, dict[str, Any]], final_stage: list[In
 
 
 # --- compose ----------------------------------------------------------------------------------------
+
+
+def check_compose(path: Path) -> subprocess.CompletedProcess[str]:
+    command = [str(BIN / 'check-jsonschema'), '--builtin-schema', 'vendor.compose-spec', str(path)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+def test_compose_file_matches_the_compose_specification(tmp_path: Path) -> None:
+    ran = check_compose(DEPLOY / 'compose.yaml')
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    broken = tmp_path / 'compose.yaml'
+    broken.write_text((DEPLOY / 'compose.yaml').read_text().replace('stop_grace_period:', 'stop_grace_periods:'))
+    assert check_compose(broken).returncode != 0
 
 
 def test_compose_runs_temporal_on_postgres_with_ui_store_and_workers(compose: dict[str, Any]) -> None:
@@ -403,7 +440,8 @@ def test_compose_worker_points_at_the_compose_services(compose: dict[str, Any], 
     assert store.hostname in services
     assert '${STORE_DB_PASSWORD' in env['TEMPORAL_RECALL_STORE']
     assert services['store-db']['environment']['POSTGRES_PASSWORD'].startswith('${STORE_DB_PASSWORD')
-    assert env['TEMPORAL_RECALL_HEALTH_PORT'] == final_env(dockerfile)['TEMPORAL_RECALL_HEALTH_PORT']
+    for port in ('TEMPORAL_RECALL_HEALTH_PORT', 'TEMPORAL_RECALL_METRICS_PORT'):
+        assert env[port] == final_env(dockerfile)[port], f'{port} differs between compose.yaml and the image'
     grace = services['worker']['stop_grace_period']
     assert grace.endswith('s') and int(grace[:-1]) > LONGEST_ACTIVITY_TIMEOUT_SECONDS
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from temporal_recall import StoreProvider
+from temporal_recall import RecallPlugin
 
 
 class StoreThatMustNotBeCalled:
@@ -23,8 +23,9 @@ class StoreThatMustNotBeCalled:
 
 @pytest.fixture
 def forbidden_store() -> Iterator[StoreThatMustNotBeCalled]:
-    provider = StoreProvider.default()
-    store = StoreThatMustNotBeCalled()
-    provider.configure(store=store)  # type: ignore[arg-type]
-    yield store
-    provider.configure('sqlite:///unused-after-replay.db')
+    yield StoreThatMustNotBeCalled()
+
+
+def store_plugin(store: StoreThatMustNotBeCalled) -> RecallPlugin:
+    """A `RecallPlugin` on the replayer whose activities would reach `store` if replay ran any."""
+    return RecallPlugin(store, include_shipped_workflows=False)

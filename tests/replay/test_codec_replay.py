@@ -20,7 +20,7 @@ from temporal_recall._codec import ENCODING
 from temporal_recall.testing import replay
 
 from ..workflows import agents
-from .conftest import StoreThatMustNotBeCalled
+from .conftest import StoreThatMustNotBeCalled, store_plugin
 from .test_replay import AGENTS
 
 RECORDINGS = [Path(__file__).parent / 'codec', Path(__file__).parent / 'codec' / 'in_activity']
@@ -63,7 +63,7 @@ async def test_replays_from_the_store_alone(history: str, bodies: Path, forbidde
     model_calls_before = len(agents.MODEL_CALLS)
     plugin = message_codec_plugin(str(bodies))
     try:
-        results = await replay([history], agents=AGENTS, plugins=[plugin])
+        results = await replay([history], agents=AGENTS, plugins=[plugin, store_plugin(forbidden_store)])
     finally:
         await plugin.codec.aclose()
     assert all(result.replay_failure is None for result in results.replay_failures.values())

@@ -15,6 +15,7 @@ from temporalio.workflow import NondeterminismError
 from temporal_recall.testing import history_cost, replay
 
 from ..workflows import agents
+from .conftest import store_plugin
 from .workflows import ChangedRunPromptWorkflow, RecallDirectlyWorkflow
 
 FOLDER = Path(__file__).parent / 'histories'
@@ -57,7 +58,12 @@ def test_the_old_histories_wrote_through_store_step_and_the_new_ones_only_where_
 @pytest.mark.parametrize('path', HISTORIES, ids=[str(path.relative_to(FOLDER)) for path in HISTORIES])
 async def test_recorded_history_replays_without_store_or_model(path: Path, forbidden_store):
     model_calls_before = len(agents.MODEL_CALLS)
-    results = await replay([path.read_text()], workflows=[RecallDirectlyWorkflow], agents=AGENTS)
+    results = await replay(
+        [path.read_text()],
+        workflows=[RecallDirectlyWorkflow],
+        agents=AGENTS,
+        plugins=[store_plugin(forbidden_store)],
+    )
     assert all(result.replay_failure is None for result in results.replay_failures.values())
     assert forbidden_store.calls == []
     assert len(agents.MODEL_CALLS) == model_calls_before

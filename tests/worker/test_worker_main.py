@@ -1,5 +1,6 @@
-"""`python -m temporal_recall.worker` as an operator runs it: settings from the environment,
-structured logs, health endpoints, a real conversation, and a clean exit on SIGTERM."""
+"""The worker process as an operator runs it: settings from the environment, structured logs, the
+probes, Prometheus metrics, a real conversation, a clean exit on SIGTERM, `--help` without a
+server, and one-line errors when the server or the store cannot be reached."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -22,39 +25,47 @@ from temporal_recall.testing import DevServer
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
+BIN = Path(sys.executable).parent
+ENTRY_POINTS = {
+    'script': [str(BIN / 'temporal-recall-worker')],
+    'module': [sys.executable, '-m', 'temporal_recall.worker'],
+    'recall': [str(BIN / 'recall'), 'worker'],
+}
 
-def _get(url: str) -> int:
+
+def _get(url: str) -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
-        return error.code
+        return error.code, ''
     except OSError:
-        return 0
+        return 0, ''
 
 
 async def test_worker_module_serves_a_run_and_stops_cleanly_on_sigterm(
     temporal_dev_server: DevServer, temporal_client: Client, tmp_path: Path
 ):
     queue = f'worker-main-{uuid.uuid4()}'
-    port = free_port()
+    health, metrics = free_port(), free_port()
     env = {
         **os.environ,
         'TEMPORAL_ADDRESS': temporal_dev_server.address,
         'TEMPORAL_RECALL_TASK_QUEUE': queue,
         'TEMPORAL_RECALL_STORE': str(tmp_path / 'worker.db'),
-        'TEMPORAL_RECALL_HEALTH_PORT': str(port),
+        'TEMPORAL_RECALL_HEALTH_PORT': str(health),
+        'TEMPORAL_RECALL_METRICS_PORT': str(metrics),
     }
-    process = subprocess.Popen(
-        [sys.executable, '-m', 'temporal_recall.worker'], env=env, stderr=subprocess.PIPE, text=True
-    )
+    process = subprocess.Popen(ENTRY_POINTS['module'], env=env, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(100):
-            if await asyncio.to_thread(_get, f'http://127.0.0.1:{port}/readyz') == 200:
+            if (await asyncio.to_thread(_get, f'http://127.0.0.1:{health}/readyz'))[0] == 200:
                 break
             await asyncio.sleep(0.2)
         else:
             raise AssertionError('the worker never became ready')
+        assert (await asyncio.to_thread(_get, f'http://127.0.0.1:{health}/healthz'))[0] == 200
+        assert (await asyncio.to_thread(_get, f'http://127.0.0.1:{health}/metrics'))[0] == 404
         result = await temporal_client.execute_workflow(
             RunPromptWorkflow.run,
             RunPromptInput(prompt='Where is order B-77?', conversation_id='worker-main'),
@@ -62,6 +73,10 @@ async def test_worker_module_serves_a_run_and_stops_cleanly_on_sigterm(
             task_queue=queue,
         )
         assert 'B-77' in result.output
+        status, scraped = await asyncio.to_thread(_get, f'http://127.0.0.1:{metrics}/metrics')
+        assert status == 200
+        writes = [line for line in scraped.splitlines() if line.startswith('temporal_recall_step_writes{')]
+        assert writes and all(f'task_queue="{queue}"' in line for line in writes)
         process.send_signal(signal.SIGTERM)
         _, stderr = await asyncio.to_thread(process.communicate, timeout=60)
     finally:
@@ -72,3 +87,44 @@ async def test_worker_module_serves_a_run_and_stops_cleanly_on_sigterm(
     lines = [json.loads(line) for line in stderr.splitlines() if line.startswith('{')]
     messages = [line['msg'] for line in lines]
     assert 'worker started' in messages and 'worker stopped' in messages
+    assert (await asyncio.to_thread(_get, f'http://127.0.0.1:{health}/healthz'))[0] == 0, 'the probe port is closed'
+
+
+def _run(command: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    ran = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    return ran, time.monotonic() - started
+
+
+@pytest.mark.parametrize('entry', ENTRY_POINTS)
+def test_help_answers_without_a_server(entry: str):
+    nowhere = f'127.0.0.1:{free_port()}'  # nothing listens: a connection attempt would fail
+    ran, _ = _run([*ENTRY_POINTS[entry], '--help'], {**os.environ, 'TEMPORAL_ADDRESS': nowhere})
+    assert ran.returncode == 0, ran.stderr
+    assert 'usage:' in ran.stdout and 'worker' in ran.stdout
+    assert ran.stderr == ''
+
+
+@pytest.mark.parametrize('entry', ENTRY_POINTS)
+def test_an_unreachable_server_is_one_line_naming_the_address(entry: str, tmp_path: Path):
+    nowhere = f'127.0.0.1:{free_port()}'
+    env = {**os.environ, 'TEMPORAL_ADDRESS': nowhere, 'TEMPORAL_RECALL_STORE': str(tmp_path / 'w.db')}
+    ran, seconds = _run(ENTRY_POINTS[entry], env)
+    assert ran.returncode != 0 and seconds < 15
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1, ran.stderr
+    assert nowhere in lines[0] and 'TEMPORAL_ADDRESS' in lines[0]
+    assert 'Traceback' not in ran.stderr
+
+
+@pytest.mark.parametrize('entry', ENTRY_POINTS)
+def test_a_store_that_cannot_open_is_one_line_naming_it(entry: str, temporal_dev_server: DevServer, tmp_path: Path):
+    store = 'postgresql://recall:secret@127.0.0.1:1/recall?connect_timeout_ms=2000'
+    env = {**os.environ, 'TEMPORAL_ADDRESS': temporal_dev_server.address, 'TEMPORAL_RECALL_STORE': store}
+    ran, seconds = _run(ENTRY_POINTS[entry], env)
+    assert ran.returncode != 0 and seconds < 15
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1, ran.stderr
+    assert '127.0.0.1:1' in lines[0] and 'TEMPORAL_RECALL_STORE' in lines[0]
+    assert 'secret' not in ran.stderr, 'the password stays out of the message'
+    assert 'Traceback' not in ran.stderr

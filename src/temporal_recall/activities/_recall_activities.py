@@ -8,6 +8,7 @@ backoff, recording each failure on the activity so it is visible, never a silent
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from .._metrics import SEARCH_SECONDS
+from .._metrics import record_search
 from .._recall import search_history
 from .._store_provider import StoreProvider
 from ..errors import PayloadTooLarge, RecallError, StoreUnavailable, UnknownConversation
@@ -33,7 +34,7 @@ def _non_retryable(error: RecallError) -> ApplicationError:
 
 
 class RecallActivities:
-    """The store-backed activities, bound to one store provider."""
+    """The store-backed activities, bound to one store (a worker's `RecallPlugin` makes one per plugin)."""
 
     def __init__(self, store: str | StoreProvider | Any) -> None:
         self.store = StoreProvider.coerce(store)
@@ -44,9 +45,11 @@ class RecallActivities:
     @activity.defn(name=SEARCH_ACTIVITY)
     async def search(self, request: SearchRequest) -> SearchResult:
         store = await self.store.get()
+        started = time.perf_counter()
         try:
-            with SEARCH_SECONDS.time():
-                return await search_history(store, request)
+            result = await search_history(store, request)
+            record_search(time.perf_counter() - started, len(result.hits))
+            return result
         except UnknownConversation:
             # Fail closed, and say the same thing for "absent" and "someone else's".
             return SearchResult(

@@ -31,7 +31,6 @@ error quotes at most the first 40 characters of a refused value.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import hmac
@@ -42,7 +41,7 @@ import sqlite3
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Protocol, cast
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as PathParameter
@@ -55,6 +54,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._recall import search_history
+from .._store_provider import StoreProvider
 from .._validation import MAX_ID_LENGTH, Identifier, QueryText
 from ..errors import (
     ConfigurationError,
@@ -325,36 +325,6 @@ class _Guard:
         await self.app(scope, replay, send)
 
 
-# --- the store, opened lazily so an unreachable one answers 503 instead of stopping the server ------
-
-
-class _StoreHolder:
-    def __init__(self, store: str | os.PathLike[str] | ApiStore) -> None:
-        if isinstance(store, str | os.PathLike):
-            self._url: str | os.PathLike[str] | None = store
-            self._store: ApiStore | None = None
-        else:
-            self._url = None
-            self._store = store
-        self._lock = asyncio.Lock()
-
-    async def get(self) -> ApiStore:
-        if self._store is not None:
-            return self._store
-        async with self._lock:
-            if self._store is None:
-                from ..store import open_store
-
-                assert self._url is not None
-                self._store = await open_store(self._url)
-            return self._store
-
-    async def close(self) -> None:
-        if self._url is not None and self._store is not None:
-            store, self._store = self._store, None
-            await store.close()
-
-
 # --- the application ---------------------------------------------------------------------------------
 
 
@@ -471,8 +441,8 @@ Tenant = Annotated[str, Depends(_tenant)]
 
 
 async def _opened_store(request: Request) -> ApiStore:
-    holder: _StoreHolder = request.app.state.recall_store
-    return await holder.get()
+    provider: StoreProvider = request.app.state.recall_store
+    return cast(ApiStore, await provider.get())
 
 
 Store = Annotated[ApiStore, Depends(_opened_store)]
@@ -498,14 +468,14 @@ def create_app(
         ConfigurationError: No tokens, or a short token or an empty scope.
     """
     checked = _checked_tokens(tokens)
-    holder = _StoreHolder(store)
+    provider = StoreProvider(store)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncGenerator[None]:
         try:
             yield
         finally:
-            await holder.close()
+            await provider.aclose()
 
     app = FastAPI(
         title='temporal-recall search API',
@@ -516,7 +486,7 @@ def create_app(
         redoc_url=None,
         lifespan=lifespan,
     )
-    app.state.recall_store = holder
+    app.state.recall_store = provider
     app.openapi = _without_unused_responses(app)
     _install_error_handlers(app)
     app.add_middleware(_Guard, tokens=checked, max_body_bytes=max_body_bytes)

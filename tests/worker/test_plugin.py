@@ -1,0 +1,108 @@
+"""`RecallPlugin` on real workers: each worker writes to its own store, the plugin works on the client
+as on the worker, beside the message codec, and it owns the store's lifetime."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from temporal_recall import RecallPlugin, RunPromptInput, RunPromptWorkflow, message_codec_plugin
+from temporal_recall.errors import ConfigurationError
+from temporal_recall.store import open_store
+from temporal_recall.testing import DevServer, connect
+
+from ..workflows.agents import weather_agent
+
+pytestmark = pytest.mark.temporal
+
+
+async def _run(client: Client, queue: str, conversation_id: str) -> str:
+    result = await client.execute_workflow(
+        RunPromptWorkflow.run,
+        RunPromptInput(prompt=f'Weather for {conversation_id}?', conversation_id=conversation_id, agent='weather'),
+        id=f'plugin-{uuid.uuid4()}',
+        task_queue=queue,
+        execution_timeout=timedelta(seconds=30),  # a store-less activity would retry until then
+    )
+    return result.output
+
+
+async def _conversations(path: Path) -> set[str]:
+    store = await open_store(path)
+    try:
+        return {record.conversation_id for record in await store.list_conversations()}
+    finally:
+        await store.close()
+
+
+async def test_two_workers_in_one_process_each_write_to_their_own_store(temporal_client: Client, tmp_path: Path):
+    first, second = tmp_path / 'first.db', tmp_path / 'second.db'
+    queue_a, queue_b = f'a-{uuid.uuid4()}', f'b-{uuid.uuid4()}'
+    # The same module-level agent (and so the same capability object) on both workers.
+    worker_a = Worker(temporal_client, task_queue=queue_a, plugins=[RecallPlugin(first, agents=[weather_agent])])
+    worker_b = Worker(temporal_client, task_queue=queue_b, plugins=[RecallPlugin(second, agents=[weather_agent])])
+    async with worker_a, worker_b:
+        await _run(temporal_client, queue_a, 'on-a')
+        await _run(temporal_client, queue_b, 'on-b')
+        await _run(temporal_client, queue_a, 'also-on-a')
+    assert await _conversations(first) == {'on-a', 'also-on-a'}
+    assert await _conversations(second) == {'on-b'}
+
+
+async def test_plugin_on_the_client_serves_every_worker_built_from_it(temporal_dev_server: DevServer, tmp_path: Path):
+    path = tmp_path / 'client.db'
+    client = await connect(temporal_dev_server, plugins=[RecallPlugin(path, agents=[weather_agent])])
+    queue = f'client-{uuid.uuid4()}'
+    async with Worker(client, task_queue=queue):
+        assert 'Paris' in await _run(client, queue, 'from-client-plugin')
+    assert await _conversations(path) == {'from-client-plugin'}
+
+
+async def test_plugin_works_beside_the_message_codec(temporal_dev_server: DevServer, tmp_path: Path):
+    path = tmp_path / 'codec.db'
+    codec = message_codec_plugin(str(path))
+    client = await connect(temporal_dev_server, plugins=[codec, RecallPlugin(path, agents=[weather_agent])])
+    queue = f'codec-{uuid.uuid4()}'
+    try:
+        async with Worker(client, task_queue=queue):
+            await _run(client, queue, 'with-codec')
+    finally:
+        await codec.codec.aclose()
+    assert await _conversations(path) == {'with-codec'}
+    with sqlite3.connect(path) as db:
+        (bodies,) = db.execute('SELECT count(*) FROM message_bodies').fetchone()
+    assert bodies > 0, 'the codec stored message bodies in the same store'
+
+
+async def test_the_store_is_open_while_the_worker_runs_and_closed_after(temporal_client: Client, tmp_path: Path):
+    path = tmp_path / 'lifetime.db'
+    wal = path.with_name(path.name + '-wal')
+    queue = f'life-{uuid.uuid4()}'
+    async with Worker(temporal_client, task_queue=queue, plugins=[RecallPlugin(path, agents=[weather_agent])]):
+        await _run(temporal_client, queue, 'lifetime')
+        assert wal.exists(), 'the plugin holds the store open while the worker runs'
+    # SQLite removes the write-ahead log when its last connection closes.
+    assert not wal.exists(), 'the plugin closed the store when the worker stopped'
+
+
+async def test_a_store_that_cannot_open_stops_the_worker_before_it_polls(temporal_client: Client, tmp_path: Path):
+    not_a_store = tmp_path / 'notes.txt'
+    not_a_store.write_text('not a database\n' * 100)
+    worker = Worker(
+        temporal_client, task_queue=f'bad-{uuid.uuid4()}', plugins=[RecallPlugin(not_a_store, agents=[weather_agent])]
+    )
+    with pytest.raises(Exception, match=r'notes\.txt'):
+        await worker.run()
+    assert not worker.is_running
+
+
+async def test_a_client_without_the_pydantic_ai_plugin_is_refused(temporal_dev_server: DevServer, tmp_path: Path):
+    bare = await Client.connect(temporal_dev_server.address)
+    with pytest.raises(ConfigurationError, match='PydanticAIPlugin'):
+        Worker(bare, task_queue='never', plugins=[RecallPlugin(tmp_path / 'x.db', agents=[weather_agent])])
