@@ -27,6 +27,7 @@ from ..workflows.agents import recall_agent, weather_agent
 pytestmark = pytest.mark.temporal
 
 STORE_STEP = 'agent__weather__capability__recall__store_step'
+MODEL_REQUEST = 'agent__weather__model_request'
 RECALL_TOOL = 'agent__recaller__toolset__recall-search__call_tool'
 SEARCH = 'temporal_recall.search'
 SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$')
@@ -56,6 +57,7 @@ class Scenario:
     samples: list[tuple[str, dict[str, str], float]]
     queue: str
     store_step_activities: int
+    model_request_activities: int
     stored_messages: int
     tool_searches: int
     workflow_hits: int
@@ -100,6 +102,7 @@ async def scenario(temporal_dev_server: DevServer, tmp_path_factory: pytest.Temp
             RecallDirectlyWorkflow.run, 'metrics', id=f'metrics-direct-{uuid.uuid4()}', task_queue=queue
         )
         steps = await _activities_named(client, persisted, STORE_STEP)
+        model_requests = await _activities_named(client, persisted, MODEL_REQUEST)
     reader = await open_store(Path(store))
     try:
         entries = await reader.load_entries('metrics')
@@ -110,17 +113,22 @@ async def scenario(temporal_dev_server: DevServer, tmp_path_factory: pytest.Temp
         samples=scrape(f'http://127.0.0.1:{port}/metrics'),
         queue=queue,
         store_step_activities=steps,
+        model_request_activities=model_requests,
         stored_messages=len(entries),
         tool_searches=1,
         workflow_hits=len(found.hits),
     )
 
 
-def test_step_writes_count_every_store_step_activity(scenario: Scenario) -> None:
-    assert scenario.store_step_activities >= 2
-    writes = value(scenario.samples, 'temporal_recall_step_writes', task_queue=scenario.queue, activity_type=STORE_STEP)
-    # The recaller's run writes too; the weather run's writes are exactly its store_step activities.
-    assert writes == scenario.store_step_activities
+def test_step_writes_count_every_write_of_the_model_request_activities(scenario: Scenario) -> None:
+    # The weather run (model, tool, model) persists inside its model-request activities: each writes
+    # the request's new messages (the prompt, then the tool's return) and then its response.
+    assert scenario.store_step_activities == 0
+    assert scenario.model_request_activities == 2
+    writes = value(
+        scenario.samples, 'temporal_recall_step_writes', task_queue=scenario.queue, activity_type=MODEL_REQUEST
+    )
+    assert writes == 2 * scenario.model_request_activities
 
 
 def test_messages_stored_counts_each_new_message_once(scenario: Scenario) -> None:
@@ -130,7 +138,7 @@ def test_messages_stored_counts_each_new_message_once(scenario: Scenario) -> Non
         if name == 'temporal_recall_messages_stored' and labels.get('task_queue') == scenario.queue
     )
     assert stored == scenario.stored_messages
-    assert value(scenario.samples, 'temporal_recall_messages_stored', activity_type=STORE_STEP) > 0
+    assert value(scenario.samples, 'temporal_recall_messages_stored', activity_type=MODEL_REQUEST) > 0
 
 
 def test_search_latency_is_a_histogram_per_activity_type(scenario: Scenario) -> None:
@@ -152,7 +160,7 @@ def test_search_hits_sum_the_hits_returned(scenario: Scenario) -> None:
 def test_recall_metrics_sit_beside_the_sdks_own(scenario: Scenario) -> None:
     names = {name for name, _, _ in scenario.samples}
     assert 'temporal_activity_execution_latency_count' in names
-    assert value(scenario.samples, 'temporal_activity_execution_latency_count', activity_type=STORE_STEP) > 0
+    assert value(scenario.samples, 'temporal_activity_execution_latency_count', activity_type=MODEL_REQUEST) > 0
 
 
 async def test_a_plain_agent_run_persists_and_searches_without_a_meter(tmp_path: Path) -> None:
