@@ -282,3 +282,31 @@ async def test_a_multilingual_corpus_is_found_in_every_script(recall_store: AnyS
         assert result.hits, query
         assert result.hits[0].position == keys.index(expected), query
         assert result.hits[0].excerpt == CORPUS[expected]
+
+
+async def test_the_models_tool_takes_a_role(recall_store: AnyStore) -> None:
+    """The tool's `role` argument reaches the query: only the user's words come back."""
+    said = [
+        m.ModelRequest(parts=[m.SystemPromptPart('the invoice policy: monthly')]),
+        user('my invoice 7 is late'),
+        reply('invoice 7 was paid yesterday'),
+    ]
+    await append(recall_store, 'c', [], said, 'k1', run_id='earlier')
+
+    def model(messages: list[m.ModelMessage], info: AgentInfo) -> m.ModelResponse:
+        last = messages[-1]
+        returned = [part for part in last.parts if isinstance(part, m.ToolReturnPart)]
+        if returned:
+            return m.ModelResponse(parts=[m.TextPart(returned[0].model_response_str())])
+        call = m.ToolCallPart('search_conversation_history', {'query': 'invoice', 'role': 'user'}, tool_call_id='r')
+        return m.ModelResponse(parts=[call])
+
+    agent = Agent(FunctionModel(model), capabilities=[ConversationRecall(store=recall_store)])
+    history = await recall_store.load('c')
+    assert history is not None
+    result = await agent.run('what did I say about the invoice?', conversation_id='c', message_history=history.messages)
+
+    # One hit, the user's; the assistant's and the system's mentions are not hits (at most context).
+    assert result.output.startswith('1 earlier message matched "invoice"')
+    assert '[1] position 1, user' in result.output
+    assert '[2]' not in result.output
