@@ -83,9 +83,9 @@ def numbered_replies() -> FunctionModel:
 
 
 async def test_the_issues_repeated_message_is_a_hit_at_each_position(recall_store: AnyStore) -> None:
-    agent = Agent(numbered_replies(), capabilities=[ConversationRecall(store=recall_store)])
-    earlier = m.ModelRequest(parts=[m.UserPromptPart('repeat this exactly')])
-    await agent.run('repeat this exactly', conversation_id='c', message_history=[earlier])
+    """The issue's three messages: a prompt, the same prompt again, the answer."""
+    repeated = user('repeat this exactly')
+    await append(recall_store, 'c', [], [repeated, repeated, reply('done')], 'k1', run_id='r1')
 
     entries = await recall_store.load_entries('c')
     assert entries is not None and len(entries) == 3
@@ -93,6 +93,8 @@ async def test_the_issues_repeated_message_is_a_hit_at_each_position(recall_stor
     assert places(result) == [('c', 0), ('c', 1)]
     assert result.hits[0].score == result.hits[1].score
     assert [hit.entry_id for hit in result.hits] == [entries[0].id, entries[1].id]
+    # Each has its own neighbours; a position shown as a hit is not repeated as context.
+    assert [[n.position for n in hit.context] for hit in result.hits] == [[], [2]]
 
 
 async def test_repeats_across_runs_are_hits_and_resent_copies_are_not(recall_store: AnyStore) -> None:
@@ -191,19 +193,18 @@ async def test_each_summary_shape_is_left_out_and_the_original_is_found(
 async def test_a_summary_shape_declared_by_the_application_is_left_out_even_after_a_reindex(
     recall_store: AnyStore,
 ) -> None:
-    def digest(message: m.ModelMessage) -> bool:
-        return any(
-            isinstance(part, m.SystemPromptPart) and (part.metadata or {}).get('digest') for part in message.parts
-        )
+    """The application's model writes digests marked `[digest]`; its rule keeps them out, for good."""
 
-    mine = m.ModelRequest(
-        parts=[m.SystemPromptPart('Earlier: the ZEBRA shipment left Lyon.', metadata={'digest': True})]
-    )
-    agent = Agent(numbered_replies(), capabilities=[ConversationRecall(store=recall_store, summary=digest)])
+    def digest(message: m.ModelMessage) -> bool:
+        return any(isinstance(part, m.TextPart) and part.content.startswith('[digest]') for part in message.parts)
+
+    def model(messages: list[m.ModelMessage], info: AgentInfo) -> m.ModelResponse:
+        return m.ModelResponse(parts=[m.TextPart('[digest] the user asked where the ZEBRA shipment is')])
+
+    agent = Agent(FunctionModel(model), capabilities=[ConversationRecall(store=recall_store, summary=digest)])
     await agent.run('where is the ZEBRA shipment?', conversation_id='c')
-    history = await recall_store.load('c')
-    assert history is not None
-    await agent.run('thanks', conversation_id='c', message_history=[*history.messages, mine])
+    entries = await recall_store.load_entries('c')
+    assert entries is not None and len(entries) == 2  # stored, both
 
     assert places(await find(recall_store, 'zebra')) == [('c', 0)]
     await recall_store.reindex()
