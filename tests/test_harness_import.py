@@ -241,3 +241,24 @@ async def test_snapshots_written_inline_by_older_harness_versions_read_the_same(
     await import_harness(store, harness_copy)
 
     assert await stored_hashes(store) == expected_hashes()
+
+
+def test_every_harness_summary_shape_is_dropped_from_a_snapshot_and_look_alikes_are_kept() -> None:
+    """The shapes the search index leaves out are the ones an import drops: one rule, shared."""
+    from temporal_recall.harness_import import _without_summaries  # pyright: ignore[reportPrivateUsage]
+    from temporal_recall.search._documents import SUMMARY_METADATA, SUMMARY_PREFIX
+
+    def request(*parts: dict[str, Any]) -> dict[str, Any]:
+        return {'kind': 'request', 'parts': list(parts)}
+
+    legacy = request({'part_kind': 'system-prompt', 'content': SUMMARY_PREFIX + 'older'})
+    marked = request(
+        {
+            'part_kind': 'user-prompt',
+            'content': [{'kind': 'text-content', 'content': 'x', 'metadata': SUMMARY_METADATA}],
+        }
+    )
+    lookalike = request({'part_kind': 'system-prompt', 'content': 'Summary of previous conversation: ONYX'})
+    dynamic = request({'part_kind': 'system-prompt', 'content': SUMMARY_PREFIX + 'mine', 'dynamic_ref': 'notes'})
+    user_text = request({'part_kind': 'user-prompt', 'content': SUMMARY_PREFIX + 'typed by a person'})
+    assert _without_summaries([legacy, marked, lookalike, dynamic, user_text]) == [lookalike, dynamic, user_text]

@@ -84,19 +84,21 @@ async def search_history(reader: IndexReader, request: SearchRequest) -> SearchR
     fetch = options.limit
     while True:
         ranked, candidates = await _ranked(reader, target, stats, query.terms, options.parameters, fetch)
-        rows = await reader.documents(target, [scored.doc_id for scored in ranked], context=options.context_lines)
-        order = {scored.doc_id: index for index, scored in enumerate(ranked)}
-        rows = sorted(
-            (row for row in rows if request.exclude_run_id is None or row.run_id != request.exclude_run_id),
-            key=lambda row: order[row.doc_id],
+        # One row per occurrence, documents in ranked order: `limit` counts occurrences.
+        rows = await reader.documents(
+            target,
+            [scored.doc_id for scored in ranked],
+            context=options.context_lines,
+            limit=options.limit,
+            exclude_run_id=request.exclude_run_id,
         )
-        # Excluded rows leave gaps: widen the ranking until the page is full or nothing is left.
+        # Excluded occurrences leave gaps: widen the ranking until the page is full or nothing is left.
         if len(rows) >= options.limit or len(ranked) < fetch or fetch >= candidates:
             break
         fetch *= 4
-    kept = {row.doc_id for row in rows[: options.limit]}
+    kept = {row.doc_id for row in rows}
     ranked = [scored for scored in ranked if scored.doc_id in kept]
-    hits = build_hits(ranked, rows[: options.limit], query.terms, context_lines=options.context_lines)
+    hits = build_hits(ranked, rows, query.terms, context_lines=options.context_lines)
     return SearchResult(
         query=request.query[:200],
         hits=hits,

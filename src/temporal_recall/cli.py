@@ -235,6 +235,7 @@ async def _search(args: argparse.Namespace) -> int:
             run_id=args.run,
             limit=args.limit,
             context_lines=args.context,
+            role=args.role,
         )
         try:
             result = await search_history(store, request)
@@ -589,6 +590,7 @@ def build_parser() -> argparse.ArgumentParser:
         '--scope', help="only if stored under this tenant scope (default: the conversation's own scope)"
     )
     search.add_argument('--run', help='only messages from this agent run id')
+    search.add_argument('--role', help='only what one speaker said: user, assistant, tool or system')
     search.add_argument('--limit', type=_limit, default=20, help='most hits, 1-100 (default 20)')
     search.add_argument('--context', type=int, default=0, choices=range(4), help='neighbouring messages per hit (0-3)')
     _format_option(search)

@@ -419,3 +419,18 @@ def with_token(case: schemathesis.Case) -> None:
     if str(headers.get('Authorization', '')).startswith('Bearer '):
         headers['Authorization'] = f'Bearer {ACME}'
         case.headers = headers
+
+
+def test_search_role_filter(api: Client) -> None:
+    """`role` keeps one speaker's hits: the tool's return, the user's prompt, never another scope's."""
+    body: dict[str, Any] = {'conversation_id': 'support-42', 'query': 'order A-1042'}
+    everything = api.post(SEARCH, token=ACME, json_body=body).json()['hits']
+    roles = {hit['role'] for hit in everything}
+    assert {'user', 'tool', 'assistant'} <= roles
+    for role in ('user', 'assistant', 'tool'):
+        hits = api.post(SEARCH, token=ACME, json_body={**body, 'role': role}).json()['hits']
+        assert hits and {hit['role'] for hit in hits} == {role}
+        assert [hit['position'] for hit in hits] == [hit['position'] for hit in everything if hit['role'] == role]
+    refused = api.post(SEARCH, token=ACME, json_body={**body, 'role': 'robot'})
+    assert refused.status == 400
+    assert 'role' in refused.body.decode()

@@ -182,6 +182,26 @@ def test_search_errors(filled: Filled) -> None:
     assert ok(all_unknown_scope).json() == {'hits': []}
 
 
+def test_search_role_keeps_one_speakers_hits(filled: Filled) -> None:
+    store = ['--store', str(filled.path), '--format', 'json']
+    everything, *by_role, unknown = recall_many(
+        [
+            ['search', 'support-42', 'order', 'A-1042', *store],
+            *(
+                ['search', 'support-42', 'order', 'A-1042', '--role', role, *store]
+                for role in ('user', 'assistant', 'tool')
+            ),
+            ['search', 'support-42', 'order', '--role', 'robot', '--store', str(filled.path)],
+        ]
+    )
+    hits = ok(everything).json()['hits']
+    for role, ran in zip(('user', 'assistant', 'tool'), by_role, strict=True):
+        found = ok(ran).json()['hits']
+        assert found and {hit['role'] for hit in found} == {role}
+        assert [hit['position'] for hit in found] == [hit['position'] for hit in hits if hit['role'] == role]
+    refused(unknown, 2, "role='robot' is not a role", 'user, assistant, tool, system')
+
+
 @pytest.mark.parametrize(
     ('value', 'message'),
     [

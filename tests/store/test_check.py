@@ -111,6 +111,16 @@ DAMAGE: dict[str, tuple[Sequence[str], str, str]] = {
         'index',
         'postings hold the term',
     ),
+    'document role': (
+        ["UPDATE documents SET role = 'system' WHERE doc_id = (SELECT min(doc_id) FROM documents)"],
+        'index',
+        "has role 'system', its message 'user'",
+    ),
+    'occurrence count': (
+        ['UPDATE conversation_documents SET occurrences = occurrences + 1'],
+        'index',
+        'indexed entries of the conversation hold it',
+    ),
     'edited message': (
         ["UPDATE entries SET message = replace(message, 'invoice', 'invoicf')"],
         'content_hash',

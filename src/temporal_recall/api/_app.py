@@ -66,7 +66,7 @@ from ..errors import (
     shown,
 )
 from ..models import SearchRequest
-from ..search import MAX_LIMIT, SearchHit, message_role, transcript_text
+from ..search import MAX_LIMIT, Role, SearchHit, message_role, transcript_text
 from ..store import IndexReader
 
 __all__ = ('API_PREFIX', 'MAX_BODY_BYTES', 'MIN_TOKEN_LENGTH', 'ApiStore', 'create_app', 'load_tokens')
@@ -118,6 +118,9 @@ class SearchBody(BaseModel):
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT, strict=True, description='Most hits to return (1-100).')
     run_id: Identifier | None = Field(
         default=None, json_schema_extra={'maxLength': MAX_ID_LENGTH}, description='Only messages of this agent run.'
+    )
+    role: Role | None = Field(
+        default=None, description='Only what this speaker said: user, assistant, tool (results) or system.'
     )
 
 
@@ -500,7 +503,12 @@ def create_app(
     )
     async def search(body: SearchBody, tenant: Tenant, store: Store) -> SearchResponse:
         request = SearchRequest(
-            query=body.query, conversation_id=body.conversation_id, scope=tenant, run_id=body.run_id, limit=body.limit
+            query=body.query,
+            conversation_id=body.conversation_id,
+            scope=tenant,
+            run_id=body.run_id,
+            limit=body.limit,
+            role=body.role,
         )
         result = await search_history(store, request)
         return SearchResponse(hits=result.hits)

@@ -10,9 +10,10 @@ Every rule the writers keep is verified from the rows themselves, in one consist
 - `scope`: no row crosses a tenant: a conversation's tenant is its scope's, and every membership,
   posting and per-term count belongs to the tenant of the document or conversation it names.
 - `index`: each document holds exactly the postings its first entry's text gives (terms, term
-  frequencies, length); `term_documents` counts each term's postings; `refs` and the per-tenant
-  and per-conversation counters match the memberships; every membership's entry holds its
-  document's content.
+  frequencies, length) and that text's role; `term_documents` counts each term's postings; `refs`
+  and the per-tenant and per-conversation counters match the memberships; every membership's entry
+  holds its document's content, and its `occurrences` counts the indexed entries of the
+  conversation (head and kept branches) that hold it.
 
 The backends supply only `Fetch` (their placeholders and connection); the SQL is plain and shared.
 """
@@ -147,7 +148,9 @@ async def _conversations(fetch: Fetch, report: CheckReport) -> None:
 async def _index(fetch: Fetch, report: CheckReport) -> None:
     documents = {
         int(row[0]): row
-        for row in await fetch('SELECT doc_id, tenant_id, content_hash, length, refs, term_ids FROM documents', ())
+        for row in await fetch(
+            'SELECT doc_id, tenant_id, content_hash, length, refs, term_ids, role FROM documents', ()
+        )
     }
     report.documents = len(documents)
     postings: dict[int, dict[int, tuple[int, int, int]]] = defaultdict(dict)
@@ -189,6 +192,7 @@ async def _index(fetch: Fetch, report: CheckReport) -> None:
         _document(report, doc_id, document, postings.get(doc_id, {}), members.get(doc_id, []), terms)
     for doc_id in members.keys() - documents.keys():
         report.add('index', f'document {doc_id}', 'has memberships but is not stored')
+    await _occurrences(fetch, report)
     await _counters(fetch, report)
 
 
@@ -201,7 +205,7 @@ def _document(
     terms: dict[str, int],
 ) -> None:
     where = f'document {doc_id}'
-    _, tenant_id, stored_hash, length, refs, term_ids = document
+    _, tenant_id, stored_hash, length, refs, term_ids, role = document
     if refs != len(members):
         report.add('index', where, f'counts {refs} memberships, but {len(members)} are stored')
     listed = set(decode_term_ids(_bytes(term_ids)))
@@ -230,6 +234,8 @@ def _document(
         return
     if expected.length != length:
         report.add('index', where, f'has length {length}, its text {expected.length}')
+    if expected.role != role:
+        report.add('index', where, f'has role {role!r}, its message {expected.role!r}')
     wanted = {terms.get(term, -1): count for term, count in expected.frequencies.items()}
     for term_id, count in sorted(wanted.items()):
         found = postings.get(term_id)
@@ -244,6 +250,35 @@ def _document(
             )
     for term_id in sorted(postings.keys() - wanted.keys()):
         report.add('index', where, f'has a posting for term {term_id}, which its text does not hold')
+
+
+async def _occurrences(fetch: Fetch, report: CheckReport) -> None:
+    held: Counter[tuple[int, bytes]] = Counter()
+    for conv_key, content, count in await fetch(
+        'WITH RECURSIVE tips(conv, k) AS ('
+        'SELECT conv_key, head_key FROM conversations WHERE head_key IS NOT NULL '
+        'UNION SELECT conv_key, entry_key FROM conversation_branches), '
+        'reach(conv, k) AS (SELECT conv, k FROM tips UNION '
+        'SELECT reach.conv, e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k '
+        'WHERE e.parent_key IS NOT NULL) '
+        'SELECT r.conv, e.content_hash, count(*) FROM reach r JOIN entries e ON e.entry_key = r.k '
+        'WHERE NOT e.unindexed GROUP BY r.conv, e.content_hash',
+        (),
+    ):
+        held[int(conv_key), _bytes(content)] = int(count)
+    for conversation_id, conv_key, doc_id, occurrences, content in await fetch(
+        'SELECT c.conversation_id, cd.conv_key, cd.doc_id, cd.occurrences, d.content_hash '
+        'FROM conversation_documents cd JOIN conversations c ON c.conv_key = cd.conv_key '
+        'JOIN documents d ON d.doc_id = cd.doc_id',
+        (),
+    ):
+        actual = held.get((int(conv_key), _bytes(content)), 0)
+        if occurrences != actual:
+            report.add(
+                'index',
+                f'document {doc_id} in conversation {conversation_id!r}',
+                f'counts {occurrences} occurrences, but {actual} indexed entries of the conversation hold it',
+            )
 
 
 async def _counters(fetch: Fetch, report: CheckReport) -> None:

@@ -260,10 +260,21 @@ class PostgresConversationStore(CheckedStore):
     async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
         return await self._db.read(lambda conn: _postings(conn, target, terms), snapshot=False)
 
-    async def documents(self, target: SearchTarget, doc_ids: Sequence[int], *, context: int = 0) -> list[DocumentRow]:
+    async def documents(
+        self,
+        target: SearchTarget,
+        doc_ids: Sequence[int],
+        *,
+        context: int = 0,
+        limit: int | None = None,
+        exclude_run_id: str | None = None,
+    ) -> list[DocumentRow]:
         if context < 0:
             raise ValueError('context must not be negative.')
-        return await self._db.read(lambda conn: _documents(conn, target, doc_ids, context=context), snapshot=False)
+        return await self._db.read(
+            lambda conn: _documents(conn, target, doc_ids, context=context, limit=limit, exclude_run_id=exclude_run_id),
+            snapshot=False,
+        )
 
     # --- ImpactReader (scope-wide searches read only the head of a common term's postings) -----------
 

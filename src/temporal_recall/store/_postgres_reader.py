@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
+from ._occurrences import page_rows
 from ._postgres_db import Conn
 from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
 from ._serialization import document_rows, scope_key
@@ -205,8 +206,9 @@ async def postings(conn: Conn, target: SearchTarget, terms: Sequence[str]) -> di
 
 _ROW_COLUMNS = (
     'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, r.run_id, e.entry_id, e.message, '
-    'c.conversation_id, c.conv_key '
-    'FROM conversation_documents cd JOIN entries e ON e.entry_key = cd.entry_key '
+    'c.conversation_id, c.conv_key, cd.occurrences, d.content_hash '
+    'FROM conversation_documents cd JOIN documents d ON d.doc_id = cd.doc_id '
+    'JOIN entries e ON e.entry_key = cd.entry_key '
     'JOIN conversations c ON c.conv_key = cd.conv_key LEFT JOIN runs r ON r.run_key = cd.run_key '
 )
 
@@ -214,29 +216,59 @@ _ROW_COLUMNS = (
 _OF_CONVERSATION = 'WHERE cd.conv_key = (SELECT conv_key FROM conv) AND cd.doc_id = ANY($4::bigint[])'
 _OF_TENANT = (
     # The document must be the tenant's, and so (documents being per tenant) is every conversation holding it.
-    'JOIN documents d ON d.doc_id = cd.doc_id WHERE d.tenant_id = (SELECT tenant_id FROM tenant) '
+    'WHERE d.tenant_id = (SELECT tenant_id FROM tenant) '
     'AND c.tenant_id = (SELECT tenant_id FROM tenant) AND cd.doc_id = ANY($4::bigint[])'
 )
+
+_CHAIN = """
+WITH RECURSIVE chain(k) AS (
+    SELECT head_key FROM conversations WHERE conv_key = $1 AND head_key IS NOT NULL
+    UNION ALL
+    SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k WHERE e.parent_key IS NOT NULL
+)
+SELECT e.content_hash, e.entry_key, e.position, e.run_key, r.run_id, e.entry_id, e.message
+FROM chain JOIN entries e ON e.entry_key = chain.k LEFT JOIN runs r ON r.run_key = e.run_key
+WHERE NOT e.unindexed AND e.content_hash = ANY($2::bytea[])
+"""
+"""`_occurrences.ChainQuery`: the conversation's current history, walked up from its head."""
 
 
 def _documents_sql(target: SearchTarget) -> str:
     sql = _TARGET + _ROW_COLUMNS + (_OF_CONVERSATION if target.conversation_id is not None else _OF_TENANT)
     if target.run_id is not None:
         sql += ' AND cd.run_key = (SELECT run_key FROM run)'
+    if target.role is not None:
+        sql += ' AND d.role = $5'
     return sql + ' ORDER BY cd.entry_key, cd.conv_key'
 
 
-async def documents(conn: Conn, target: SearchTarget, doc_ids: Sequence[int], *, context: int = 0) -> list[DocumentRow]:
+async def documents(
+    conn: Conn,
+    target: SearchTarget,
+    doc_ids: Sequence[int],
+    *,
+    context: int = 0,
+    limit: int | None = None,
+    exclude_run_id: str | None = None,
+) -> list[DocumentRow]:
     if not doc_ids:
         return []
     ids = [int(doc_id) for doc_id in doc_ids]
-    rows = await conn.fetch(_documents_sql(target), *_target_params(target), ids)
+    role = () if target.role is None else (target.role,)
+    rows = await conn.fetch(_documents_sql(target), *_target_params(target), ids, *role)
+    run_key = None
+    if target.run_id is not None:
+        run_key = await conn.fetchval('SELECT run_key FROM runs WHERE run_id = $1', target.run_id)
+
+    async def chain(conv_key: int, hashes: Sequence[bytes]) -> list[Any]:
+        return await conn.fetch(_CHAIN, conv_key, list(hashes))
 
     async def read_context(sql: str, hits: Sequence[tuple[int, int, int]]) -> list[Any]:
         keys, convs, depths = (list(column) for column in zip(*hits, strict=True))
         return await conn.fetch(_HITS + sql, keys, convs, depths)
 
-    return await document_rows(ids, rows, read_context, context)
+    page = await page_rows(ids, rows, chain, run_key=run_key, exclude_run_id=exclude_run_id, limit=limit)
+    return await document_rows(page, read_context, context)
 
 
 _HITS = (

@@ -165,7 +165,7 @@ class Posting(NamedTuple):
 
 @dataclass(frozen=True, kw_only=True)
 class DocumentRow:
-    """Where a matching document first appeared in the searched conversation(s)."""
+    """One place a matching document was said in the searched conversation(s): an occurrence, a hit."""
 
     doc_id: int
     conversation_id: str
@@ -188,8 +188,20 @@ class IndexReader(Protocol):
         """For each term, its postings among the target's documents (terms with none may be omitted)."""
         ...
 
-    async def documents(self, target: SearchTarget, doc_ids: Sequence[int], *, context: int = 0) -> list[DocumentRow]:
-        """The rows for `doc_ids` within the target, with up to `context` neighbours on each side."""
+    async def documents(
+        self,
+        target: SearchTarget,
+        doc_ids: Sequence[int],
+        *,
+        context: int = 0,
+        limit: int | None = None,
+        exclude_run_id: str | None = None,
+    ) -> list[DocumentRow]:
+        """A row per occurrence of `doc_ids` within the target, with up to `context` neighbours on each side.
+
+        Documents in `doc_ids` order, each at every place of the conversation's current history
+        where it was said (earliest first; see `_occurrences`), an entry once, none said in
+        `exclude_run_id`, at most `limit` rows."""
         ...
 
 

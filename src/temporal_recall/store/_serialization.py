@@ -9,7 +9,7 @@ message compares `==` to the one saved; the content hash is only ever used for m
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -296,19 +296,15 @@ def decode_term_ids(data: bytes) -> list[int]:
 
 
 async def document_rows(
-    doc_ids: Sequence[int], rows: Iterable[Sequence[Any]], read_context: HitsQuery | None, context: int = 0
+    rows: Sequence[Sequence[Any]], read_context: HitsQuery | None, context: int = 0
 ) -> list[DocumentRow]:
-    """One `DocumentRow` per wanted document, in `doc_ids` order, from a backend's document query.
+    """One `DocumentRow` per row, in order: the page `_occurrences.page_rows` chose.
 
     `rows` are `(doc_id, entry_key, position, run_key, run_id, entry_id, message JSON, conversation_id,
-    conv_key)` in first-appearance order, so a document held by several conversations is shown where
-    it first appeared. `read_context` is the backend's query for `_context.read_neighbours`, which reads up to
+    conv_key)`. `read_context` is the backend's query for `_context.read_neighbours`, which reads up to
     `context` neighbours on each side, on the hit's own conversation only; `None` when no context was asked for.
     """
-    first: dict[int, Sequence[Any]] = {}
-    for row in rows:
-        first.setdefault(int(row[0]), row)
-    chosen = [first[doc_id] for doc_id in dict.fromkeys(int(doc_id) for doc_id in doc_ids) if doc_id in first]
+    chosen = list(rows)
     around: dict[int, list[tuple[int, str]]] = {}
     if read_context is not None and context > 0 and chosen:
         hits = [

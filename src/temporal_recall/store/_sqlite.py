@@ -392,10 +392,20 @@ class SqliteConversationStore(CheckedStore):
     async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]:
         return await self._db.read_on_connection_thread(lambda db: _reader.postings_for(db, target, term, doc_ids))
 
-    async def documents(self, target: SearchTarget, doc_ids: Sequence[int], *, context: int = 0) -> list[DocumentRow]:
+    async def documents(
+        self,
+        target: SearchTarget,
+        doc_ids: Sequence[int],
+        *,
+        context: int = 0,
+        limit: int | None = None,
+        exclude_run_id: str | None = None,
+    ) -> list[DocumentRow]:
         if context < 0:
             raise ValueError('context must not be negative.')
-        return await self._db.read_on_connection_thread(lambda db: _documents(db, target, doc_ids, context=context))
+        return await self._db.read_on_connection_thread(
+            lambda db: _documents(db, target, doc_ids, context=context, limit=limit, exclude_run_id=exclude_run_id)
+        )
 
     # --- Maintenance ------------------------------------------------------------------------------
 

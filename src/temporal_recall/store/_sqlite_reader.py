@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ._occurrences import page_rows
 from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
 from ._serialization import document_rows, scope_key
 from ._sqlite_db import Database, Row
@@ -179,29 +180,51 @@ async def postings(db: Database, target: SearchTarget, terms: Sequence[str]) -> 
 
 _ROW_COLUMNS = (
     'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, r.run_id, e.entry_id, e.message, '
-    'c.conversation_id, c.conv_key '
-    'FROM conversation_documents cd JOIN entries e ON e.entry_key = cd.entry_key '
+    'c.conversation_id, c.conv_key, cd.occurrences, d.content_hash '
+    'FROM conversation_documents cd JOIN documents d ON d.doc_id = cd.doc_id '
+    'JOIN entries e ON e.entry_key = cd.entry_key '
     'JOIN conversations c ON c.conv_key = cd.conv_key LEFT JOIN runs r ON r.run_key = cd.run_key '
 )
 
 _SCOPE_ROWS = (
     'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, r.run_id, e.entry_id, e.message, '
-    'c.conversation_id, c.conv_key '
+    'c.conversation_id, c.conv_key, cd.occurrences, d.content_hash '
     'FROM json_each(?) AS wanted CROSS JOIN conversation_documents cd ON cd.doc_id = wanted.value '
     'JOIN documents d ON d.doc_id = cd.doc_id JOIN conversations c ON c.conv_key = cd.conv_key '
     'JOIN entries e ON e.entry_key = cd.entry_key LEFT JOIN runs r ON r.run_key = cd.run_key '
     'WHERE d.tenant_id = ? AND c.tenant_id = ?'
 )
 
+_CHAIN = """
+WITH RECURSIVE chain(k) AS (
+    SELECT head_key FROM conversations WHERE conv_key = ? AND head_key IS NOT NULL
+    UNION ALL
+    SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k WHERE e.parent_key IS NOT NULL
+)
+SELECT e.content_hash, e.entry_key, e.position, e.run_key, r.run_id, e.entry_id, e.message
+FROM chain CROSS JOIN entries e ON e.entry_key = chain.k LEFT JOIN runs r ON r.run_key = e.run_key
+WHERE e.unindexed = 0 AND e.content_hash IN ({})
+"""
+"""`_occurrences.ChainQuery`: the conversation's current history, walked up from its head."""
+
 
 async def documents(
-    db: Database, target: SearchTarget, doc_ids: Sequence[int], *, context: int = 0
+    db: Database,
+    target: SearchTarget,
+    doc_ids: Sequence[int],
+    *,
+    context: int = 0,
+    limit: int | None = None,
+    exclude_run_id: str | None = None,
 ) -> list[DocumentRow]:
     resolved = await _resolve(db, target)
     if resolved is None or not doc_ids:
         return []
     run_filter = ' AND cd.run_key = ?' if resolved.filtered else ''
     run_params: tuple[object, ...] = (resolved.run_key,) if resolved.filtered else ()
+    if resolved.role is not None:
+        run_filter += ' AND d.role = ?'
+        run_params = (*run_params, resolved.role)
     ids = json.dumps([int(doc_id) for doc_id in doc_ids])
     if resolved.conv_key is not None:
         rows = await db.rows(
@@ -219,10 +242,21 @@ async def documents(
             (ids, resolved.tenant_id, resolved.tenant_id, *run_params),
         )
 
+    async def chain(conv_key: int, hashes: Sequence[bytes]) -> list[Row]:
+        return await db.rows(_CHAIN.format(', '.join('?' * len(hashes))), (conv_key, *hashes))
+
     async def read_context(sql: str, hits: Sequence[tuple[int, int, int]]) -> list[Row]:
         return await db.rows(_HITS + sql, (json.dumps(hits),))
 
-    return await document_rows(doc_ids, rows, read_context, context)
+    page = await page_rows(
+        doc_ids,
+        rows,
+        chain,
+        run_key=resolved.run_key if resolved.filtered else None,
+        exclude_run_id=exclude_run_id,
+        limit=limit,
+    )
+    return await document_rows(page, read_context, context)
 
 
 _HITS = (

@@ -28,6 +28,13 @@ Schema notes (version 1):
   conversation (any branch).
 - `applied_writes`: idempotency keys of `append`, with the result recorded the first time; also each
   write fence (key `fence:…`, the highest attempt seen in `length`, no head), see `_protocol.Fence`.
+
+Version 5 (analyzer version 2): `index_settings` records which analyzer built the index
+(`analyzer` = `search.ANALYZER.key`); `documents.role` is who spoke the content (`message_role`),
+for role filters; `conversation_documents.occurrences` counts the conversation's indexed entries
+holding the document, so a search knows which documents to expand into several hits
+(`_occurrences`); `entries.unindexed` marks a message an application's own summary rule kept out of
+the index. The migration rebuilds the index (`Migration.reindex`), logging its progress.
 """
 
 from __future__ import annotations
