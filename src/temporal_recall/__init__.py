@@ -29,6 +29,15 @@ if TYPE_CHECKING:
         TurnInput,
         TurnOutput,
     )
+    from .query import (
+        ANY_SCOPE,
+        ConversationInfo,
+        Transcript,
+        TranscriptMessage,
+        list_conversations,
+        read_conversation,
+        search_messages,
+    )
     from .search import SearchHit
     from .settings import Settings
     from .store import SqliteConversationStore, open_store
@@ -36,8 +45,10 @@ if TYPE_CHECKING:
     from .workflows import ConversationWorkflow, RunPromptWorkflow, load_history, recall
 
 __all__ = (
+    'ANY_SCOPE',
     'LOAD_HISTORY_ACTIVITY',
     'SEARCH_ACTIVITY',
+    'ConversationInfo',
     'ConversationInput',
     'ConversationRecall',
     'ConversationSummary',
@@ -56,15 +67,20 @@ __all__ = (
     'Settings',
     'SqliteConversationStore',
     'StoreProvider',
+    'Transcript',
+    'TranscriptMessage',
     'TurnInput',
     'TurnOutput',
     'build_worker',
+    'list_conversations',
     'load_history',
     'message_codec_plugin',
     'open_store',
     'prometheus_runtime',
+    'read_conversation',
     'recall',
     'search_history',
+    'search_messages',
 )
 
 _LOCATIONS = {
@@ -88,6 +104,13 @@ _LOCATIONS = {
     'TurnInput': '.models',
     'TurnOutput': '.models',
     'SearchHit': '.search',
+    'ANY_SCOPE': '.query',
+    'ConversationInfo': '.query',
+    'Transcript': '.query',
+    'TranscriptMessage': '.query',
+    'list_conversations': '.query',
+    'read_conversation': '.query',
+    'search_messages': '.query',
     'Settings': '.settings',
     'SqliteConversationStore': '.store',
     'open_store': '.store',

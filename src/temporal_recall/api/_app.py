@@ -49,11 +49,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .._recall import search_history
 from .._store_provider import StoreProvider
 from .._validation import MAX_ID_LENGTH, Identifier, QueryText
 from ..errors import (
@@ -65,9 +63,8 @@ from ..errors import (
     UnknownConversation,
     shown,
 )
-from ..models import SearchRequest
-from ..search import MAX_LIMIT, Role, SearchHit, message_role, transcript_text
-from ..store import IndexReader
+from ..query import ConversationInfo, QueryStore, list_conversations, read_conversation, search_messages
+from ..search import MAX_LIMIT, Role, SearchHit
 
 __all__ = ('API_PREFIX', 'MAX_BODY_BYTES', 'MIN_TOKEN_LENGTH', 'ApiStore', 'create_app', 'load_tokens')
 
@@ -89,18 +86,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-class ApiStore(IndexReader, Protocol):
-    """What the API reads: the search index plus pydantic-ai's `ConversationStore` reads."""
-
-    async def list_conversations(
-        self, *, scope: str | None = None, limit: int | None = None
-    ) -> list[ConversationRecord]: ...
-
-    async def load_entries(
-        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
-    ) -> list[ConversationEntry] | None: ...
-
-    async def read_record(self, conversation_id: str) -> ConversationRecord | None: ...
+class ApiStore(QueryStore, Protocol):
+    """What the API reads (through `temporal_recall.query`), and closes at shutdown."""
 
     async def close(self) -> None: ...
 
@@ -331,15 +318,8 @@ class _Guard:
 # --- the application ---------------------------------------------------------------------------------
 
 
-def _summary(record: ConversationRecord) -> ConversationSummary:
-    return ConversationSummary(
-        conversation_id=record.conversation_id,
-        scope=record.scope,
-        updated_at=record.updated_at,
-        head_id=record.head_id,
-        branches=len(record.branches),
-        forked_from=record.forked_from,
-    )
+def _summary(info: ConversationInfo) -> ConversationSummary:
+    return ConversationSummary.model_validate(info, from_attributes=True)
 
 
 def _validation_message(error: RequestValidationError) -> str:
@@ -502,15 +482,9 @@ def create_app(
         operation_id='search_conversation',
     )
     async def search(body: SearchBody, tenant: Tenant, store: Store) -> SearchResponse:
-        request = SearchRequest(
-            query=body.query,
-            conversation_id=body.conversation_id,
-            scope=tenant,
-            run_id=body.run_id,
-            limit=body.limit,
-            role=body.role,
+        result = await search_messages(
+            store, body.query, conversation_id=body.conversation_id, scope=tenant, run_id=body.run_id, limit=body.limit
         )
-        result = await search_history(store, request)
         return SearchResponse(hits=result.hits)
 
     @app.get(
@@ -523,8 +497,8 @@ def create_app(
     async def conversations(
         tenant: Tenant, store: Store, limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 20
     ) -> ConversationList:
-        records = await store.list_conversations(scope=tenant, limit=limit)
-        return ConversationList(conversations=[_summary(record) for record in records])
+        listed = await list_conversations(store, scope=tenant, limit=limit)
+        return ConversationList(conversations=[_summary(info) for info in listed])
 
     @app.get(
         f'{API_PREFIX}/conversations/{{conversation_id}}',
@@ -538,27 +512,14 @@ def create_app(
         tenant: Tenant,
         store: Store,
     ) -> ConversationDetail:
-        record = await store.read_record(conversation_id)
-        entries = (
-            None
-            if record is None or record.scope != tenant
-            else await store.load_entries(conversation_id, scope=tenant)
-        )
-        if record is None or entries is None:
-            raise UnknownConversation(conversation_id)
+        transcript = await read_conversation(store, conversation_id, scope=tenant)
         dumped: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(
-            [entry.message for entry in entries], mode='json'
+            [message.message for message in transcript.messages], mode='json'
         )
         messages = [
-            TranscriptMessage(
-                position=position,
-                entry_id=entry.id,
-                role=message_role(entry.message),
-                text=transcript_text(entry.message),
-                message=data,
-            )
-            for position, (entry, data) in enumerate(zip(entries, dumped, strict=True))
+            TranscriptMessage(position=m.position, entry_id=m.entry_id, role=m.role, text=m.text, message=data)
+            for m, data in zip(transcript.messages, dumped, strict=True)
         ]
-        return ConversationDetail(conversation=_summary(record), messages=messages)
+        return ConversationDetail(conversation=_summary(transcript.conversation), messages=messages)
 
     return app

@@ -1,0 +1,216 @@
+"""Read a store the way `recall` and the HTTP API do: list conversations, read one, search.
+
+This is the one place their answers are built, and public API for your own code, so reading a
+transcript needs no knowledge of the store's record and entry layout:
+
+    async with await open_store('sqlite:///recall.db') as store:
+        for conversation in await list_conversations(store, scope='acme'):
+            print(conversation.conversation_id, conversation.updated_at)
+        transcript = await read_conversation(store, 'support-42', scope='acme')
+        for message in transcript.messages:
+            print(message.position, message.role, message.text)
+        result = await search_messages(store, 'delivery address', conversation_id='support-42', scope='acme')
+
+Scope works as everywhere else: a conversation stored under another scope answers exactly like a
+missing one (`UnknownConversation`), and `None` is the scope of conversations stored without one.
+`ANY_SCOPE` is the operator's view (`recall` without `--scope`): a conversation is read or searched
+under whatever scope it was stored with. Only pass it for callers who may see every tenant.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, Literal, Protocol, TypeAlias
+
+from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
+from pydantic_ai.messages import ModelMessage
+
+from ._recall import search_history
+from .errors import InvalidSearchParameters, UnknownConversation
+from .models import SearchRequest
+from .search import SearchResult, message_role, parse_query, transcript_text
+from .store import IndexReader
+
+__all__ = (
+    'ANY_SCOPE',
+    'Branch',
+    'ConversationInfo',
+    'QueryStore',
+    'ScopeFilter',
+    'Transcript',
+    'TranscriptMessage',
+    'list_conversations',
+    'read_conversation',
+    'search_messages',
+)
+
+
+class _AnyScope(enum.Enum):
+    ANY = 'any scope'
+
+
+ANY_SCOPE: Final = _AnyScope.ANY
+"""Every scope: the conversation under the scope it was stored with (for operators only)."""
+
+ScopeFilter: TypeAlias = str | Literal[_AnyScope.ANY] | None
+"""A tenant scope (`None`: stored without one), or `ANY_SCOPE`."""
+
+
+class QueryStore(IndexReader, Protocol):
+    """What these functions read: the search index, records and entry chains (both backends)."""
+
+    async def list_conversations(
+        self, *, scope: str | None = None, limit: int | None = None
+    ) -> list[ConversationRecord]: ...
+
+    async def read_record(self, conversation_id: str) -> ConversationRecord | None: ...
+
+    async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConversationInfo:
+    """A conversation as listed: `recall conversations` and `GET /api/v1/conversations`."""
+
+    conversation_id: str
+    scope: str | None
+    updated_at: datetime
+    head_id: str | None
+    branches: int
+    """How many branches it has left (histories kept after a rewrite)."""
+    forked_from: str | None
+
+    @classmethod
+    def of(cls, record: ConversationRecord) -> ConversationInfo:
+        return cls(
+            conversation_id=record.conversation_id,
+            scope=record.scope,
+            updated_at=record.updated_at,
+            head_id=record.head_id,
+            branches=len(record.branches),
+            forked_from=record.forked_from,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TranscriptMessage:
+    position: int
+    entry_id: str
+    role: str
+    """`user`, `assistant`, `tool` or `system`."""
+    text: str
+    """What a reader should see: the searchable text plus the recall tool's returns and compaction
+    summaries, which are stored but not indexed."""
+    message: ModelMessage
+
+
+@dataclass(frozen=True, kw_only=True)
+class Branch:
+    tip: str
+    """The entry the branch ends at."""
+    messages: list[TranscriptMessage]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transcript:
+    conversation: ConversationInfo
+    messages: list[TranscriptMessage]
+    """The current branch, oldest first."""
+    branches: list[Branch]
+    """The branches it left, when asked for (`branches=True`); otherwise empty."""
+
+
+def _messages(entries: Sequence[ConversationEntry]) -> list[TranscriptMessage]:
+    return [
+        TranscriptMessage(
+            position=position,
+            entry_id=entry.id,
+            role=message_role(entry.message),
+            text=transcript_text(entry.message),
+            message=entry.message,
+        )
+        for position, entry in enumerate(entries)
+    ]
+
+
+async def _record(store: QueryStore, conversation_id: str, scope: ScopeFilter) -> ConversationRecord:
+    record = await store.read_record(conversation_id)
+    if record is None or (scope is not ANY_SCOPE and record.scope != scope):
+        raise UnknownConversation(conversation_id)
+    return record
+
+
+async def list_conversations(
+    store: QueryStore, *, scope: str | Literal[_AnyScope.ANY] = ANY_SCOPE, limit: int | None = 20
+) -> list[ConversationInfo]:
+    """The conversations of `scope` (or of every scope), most recently updated first."""
+    records = await store.list_conversations(scope=None if scope is ANY_SCOPE else scope, limit=limit)
+    return [ConversationInfo.of(record) for record in records]
+
+
+async def read_conversation(
+    store: QueryStore, conversation_id: str, *, scope: ScopeFilter, branches: bool = False
+) -> Transcript:
+    """The transcript of a conversation's current branch, and of the branches it left if asked.
+
+    Raises:
+        UnknownConversation: No such conversation in `scope` (also when it was deleted meanwhile).
+        InvalidIdentifier: `conversation_id` is not a usable id.
+    """
+    record = await _record(store, conversation_id, scope)
+    try:
+        current = await store.read_history(record.head_id)
+        kept = [(tip, await store.read_history(tip)) for tip in record.branches] if branches else []
+    except LookupError:  # deleted between reading the record and its entries
+        raise UnknownConversation(conversation_id) from None
+    return Transcript(
+        conversation=ConversationInfo.of(record),
+        messages=_messages(current),
+        branches=[Branch(tip=tip, messages=_messages(entries)) for tip, entries in kept],
+    )
+
+
+async def search_messages(
+    store: QueryStore,
+    query: str,
+    *,
+    conversation_id: str | None,
+    scope: ScopeFilter,
+    run_id: str | None = None,
+    limit: int = 10,
+    context: int = 0,
+) -> SearchResult:
+    """Search one conversation, or every conversation of `scope` with `conversation_id=None`.
+
+    A scope without conversations gives no hits. The query is checked before anything is read, so
+    an unusable one is refused whatever the store holds.
+
+    Raises:
+        InvalidQuery: The query is empty, too large or holds control characters.
+        InvalidSearchParameters: `limit` or `context` out of range, or `ANY_SCOPE` without a conversation.
+        UnknownConversation: No such conversation in `scope`.
+        InvalidIdentifier: An id or the scope is not usable.
+    """
+    parse_query(query)
+    if conversation_id is not None and scope is ANY_SCOPE:
+        scope = (await _record(store, conversation_id, scope)).scope
+    elif scope is ANY_SCOPE:
+        raise InvalidSearchParameters('Searching every conversation needs one scope; ANY_SCOPE would mix tenants.')
+    request = SearchRequest(
+        query=query,
+        conversation_id=conversation_id,
+        all_conversations=conversation_id is None,
+        scope=scope,
+        run_id=run_id,
+        limit=limit,
+        context_lines=context,
+    )
+    try:
+        return await search_history(store, request)
+    except UnknownConversation:
+        if conversation_id is not None:
+            raise
+        return SearchResult(query=query[:200], hits=[], searched_documents=0, truncated_query=False)
