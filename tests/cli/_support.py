@@ -1,13 +1,14 @@
-"""Run `recall` the way a user does, as a process, and fill stores for it to read."""
+"""Run `recall` in-process (or as a process, for the smoke tests), and fill stores for it to read."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from temporal_recall.cli import run, run_async
 from temporal_recall.store import AppendRequest, open_store
 
 RECALL = [sys.executable, '-m', 'temporal_recall.cli']
@@ -47,30 +49,60 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def recall(
-    *args: str | os.PathLike[str],
-    cwd: Path | None = None,
-    env: Mapping[str, str] | None = None,
-    timeout: float = 60,
+@contextlib.contextmanager
+def _as_a_user(cwd: Path | None, env: Mapping[str, str] | None) -> Iterator[tuple[io.StringIO, io.StringIO]]:
+    """The process's environment, working directory, stdout and stderr, as a user's `recall` would have them."""
+    saved_env, saved_cwd = dict(os.environ), Path.cwd()
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.clear()
+    os.environ.update(clean_env() if env is None else env)
+    os.environ.setdefault('COLUMNS', '200')
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            yield out, err
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+
+
+def recall(*args: str | os.PathLike[str], cwd: Path | None = None, env: Mapping[str, str] | None = None) -> Ran:
+    """`recall ARGS` in this process (`main` without the exit), as a user at a pipe would see it."""
+    argv = tuple(str(arg) for arg in args)
+    with _as_a_user(cwd, env) as (out, err):
+        status = run(argv)
+    return Ran(argv, status, out.getvalue(), err.getvalue())
+
+
+async def recall_async(
+    *args: str | os.PathLike[str], cwd: Path | None = None, env: Mapping[str, str] | None = None
 ) -> Ran:
+    """`recall` for async tests: in the running event loop, so the session's clients keep working."""
+    argv = tuple(str(arg) for arg in args)
+    with _as_a_user(cwd, env) as (out, err):
+        status = await run_async(argv)
+    return Ran(argv, status, out.getvalue(), err.getvalue())
+
+
+def recall_many(commands: Sequence[Sequence[str | os.PathLike[str]]], **options: Any) -> list[Ran]:
+    return [recall(*command, **options) for command in commands]
+
+
+def recall_process(*args: str | os.PathLike[str], env: Mapping[str, str] | None = None, timeout: float = 60) -> Ran:
+    """`recall` as a separate process: for what only a process shows (exit status, streams, signals)."""
     argv = tuple(str(arg) for arg in args)
     done = subprocess.run(
         [*RECALL, *argv],
         capture_output=True,
         text=True,
-        cwd=cwd,
         env=dict(env) if env is not None else clean_env(),
         timeout=timeout,
         stdin=subprocess.DEVNULL,
         check=False,
     )
     return Ran(argv, done.returncode, done.stdout, done.stderr)
-
-
-def recall_many(commands: Sequence[Sequence[str | os.PathLike[str]]], **options: Any) -> list[Ran]:
-    """Several independent commands at once: each process spends most of its time importing."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return list(pool.map(lambda command: recall(*command, **options), commands))
 
 
 def _support(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -1,8 +1,8 @@
 """Ids and queries that are not usable text make `recall` exit 2 with a one-line message, on both backends.
 
-A NUL byte cannot reach a process through its arguments, so NUL is checked in-process through
-`main()`; control characters, long ids and invalid UTF-8 (which Python turns into lone surrogates)
-go through real processes.
+In-process, with the arguments as Python hands them to `main()`: invalid UTF-8 arrives as lone
+surrogates (`os.fsdecode`). One real process checks that path end to end, and that a NUL, which
+no process argument can hold, is refused through `main()`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from temporal_recall.cli import main
 
 from ..store._support import PostgresSite
 from ..store._support import postgres_url as configured_postgres_url
-from ._support import RECALL, Ran, clean_env, fill_store
+from ._support import RECALL, Ran, clean_env, fill_store, recall
 
 INVALID_UTF8 = b'support-\xff42'
 BAD_IDS: list[str | bytes] = ['a\x01b', 'esc\x1b[31m', 'del\x7f', 'x' * 600, 'y' * 10_000, INVALID_UTF8]
@@ -65,8 +65,6 @@ def assert_usage_error(ran: Ran, *phrases: str) -> None:
 
 
 def test_bad_ids_and_queries_exit_2_with_one_line(store_arg: str) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
     store = ['--store', store_arg]
     cases: list[tuple[list[str | bytes], str]] = []
     for bad in BAD_IDS:
@@ -82,12 +80,15 @@ def test_bad_ids_and_queries_exit_2_with_one_line(store_arg: str) -> None:
         (['search', 'support-42', 'order\x1b[2J', *store], 'The query'),
         (['search', 'support-42', b'order \xff', *store], 'The query'),
     ]
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda case: run(*case[0]), cases))
-    for ran, (_, phrase) in zip(results, cases, strict=True):
-        assert_usage_error(ran, phrase)
-    still_there = run('show', 'support-42', *store)
+    for args, phrase in cases:
+        assert_usage_error(recall(*(os.fsdecode(arg) for arg in args)), phrase)
+    still_there = recall('show', 'support-42', *store)
     assert still_there.returncode == 0 and 'Where is my order A-1042?' in still_there.stdout
+
+
+def test_a_process_given_undecodable_bytes_exits_2(store_arg: str) -> None:
+    assert_usage_error(run('show', INVALID_UTF8, '--store', store_arg), 'The conversation id', 'surrogate')
+    assert_usage_error(run('search', 'support-42', b'order \xff', '--store', store_arg), 'The query')
 
 
 @pytest.mark.parametrize(
@@ -111,6 +112,6 @@ def test_a_nul_byte_exits_2(store_arg: str, args: list[str], capsys: pytest.Capt
 
 
 def test_the_longest_id_is_only_absent(store_arg: str) -> None:
-    ran = run('show', 'z' * 512, '--store', store_arg)
+    ran = recall('show', 'z' * 512, '--store', store_arg)
     assert ran.returncode == 1 and 'no conversation' in ran.stderr and 'Traceback' not in ran.stderr, str(ran)
     assert '512 characters' in ran.stderr and 'z' * 41 not in ran.stderr

@@ -1,11 +1,14 @@
-"""Every `recall` subcommand, run as a process against a real SQLite store, as a user would."""
+"""Every `recall` subcommand against a real SQLite store, run in-process as a user at a pipe would see it.
+
+What only a separate process shows (exit status through the interpreter, signals, stdout and
+stderr kept apart) is in `test_process.py`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import math
-import os
 import re
 import signal
 import sqlite3
@@ -23,13 +26,13 @@ from hypothesis import strategies as st
 from temporalio.client import Client
 
 from temporal_recall._recall import search_history
-from temporal_recall.cli import build_parser, to_yaml
+from temporal_recall.cli import app, to_yaml
 from temporal_recall.demo._run import DEMO_TURNS
 from temporal_recall.models import RunPromptInput, SearchRequest
 from temporal_recall.testing import DevServer, replay, running_worker
 from temporal_recall.workflows import RunPromptWorkflow
 
-from ._support import RECALL, Filled, Ran, clean_env, recall, recall_many
+from ._support import RECALL, Filled, Ran, clean_env, recall, recall_async, recall_many
 from .workflows import GreetWorkflow
 
 HARNESS_DB = Path(__file__).parents[1] / 'data' / 'harness_steps.db'
@@ -37,10 +40,7 @@ FORMATS = ('table', 'json', 'yaml', 'ndjson')
 
 
 def subcommands() -> list[str]:
-    parser = build_parser()
-    action = next(a for a in parser._actions if a.dest == 'command')
-    assert action.choices is not None
-    return sorted(action.choices)
+    return sorted(name for name in app if not name.startswith('-'))
 
 
 def ok(ran: Ran) -> Ran:
@@ -56,6 +56,13 @@ def refused(ran: Ran, status: int, *phrases: str) -> Ran:
     for phrase in phrases:
         assert phrase in ran.stderr, str(ran)
     return ran
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The cells of a table's rows (below its header's rule), split on whitespace."""
+    lines = text.splitlines()
+    rule = next(i for i, line in enumerate(lines) if set(line.strip()) == {'─'})
+    return [line.split() for line in lines[rule + 1 :] if line.strip()]
 
 
 def parse(ran: Ran, fmt: str) -> Any:
@@ -95,23 +102,28 @@ def test_every_subcommand_has_help_with_an_example() -> None:
     commands = [[name, '--help'] for name in subcommands()] + [['--help']]
     for ran in recall_many(commands):
         ok(ran)
-        assert 'example' in ran.stdout, str(ran)
-        assert ran.stdout.startswith('usage: recall'), str(ran)
+        assert 'Example: ' in ran.stdout, str(ran)
+        assert ran.stdout.startswith('Usage: recall'), str(ran)
 
 
 def test_no_command_is_bad_usage() -> None:
-    ran = recall()
-    assert ran.returncode == 2
-    assert 'required: COMMAND' in ran.stderr
+    refused(recall(), 2, 'a command is required: COMMAND', 'recall --help')
+
+
+def test_an_unknown_command_or_option_is_bad_usage(filled: Filled) -> None:
+    refused(recall('serach', 'x'), 2, 'serach')
+    refused(recall('stats', '--stroe', filled.path), 2, '--stroe')
+    refused(recall('search', 'support-42', 'order', '--format', 'xml', '--store', filled.path), 2, 'xml')
 
 
 # --- search -----------------------------------------------------------------------------------------
 
 
 async def test_search_formats_all_carry_the_library_hits(filled: Filled) -> None:
-    runs = recall_many(
-        [['search', 'support-42', 'Harbour', 'Street', '--store', filled.path, '--format', fmt] for fmt in FORMATS]
-    )
+    runs = [
+        await recall_async('search', 'support-42', 'Harbour', 'Street', '--store', filled.path, '--format', fmt)
+        for fmt in FORMATS
+    ]
     table, *structured = (ok(ran) for ran in runs)
     from temporal_recall.store import open_store
 
@@ -266,6 +278,17 @@ def test_the_default_store_is_the_environments(filled: Filled, tmp_path: Path) -
     refused(recall('stats', cwd=tmp_path), 1, 'no store at temporal-recall.db')
 
 
+@pytest.mark.parametrize('width', [60, 100])
+def test_tables_fit_the_terminal_width(filled: Filled, width: int) -> None:
+    env = clean_env(TEMPORAL_RECALL_STORE=str(filled.path), COLUMNS=str(width))
+    for command in (['search', 'support-42', 'order', '--context', '1'], ['conversations'], ['stats']):
+        ran = ok(recall(*command, env=env))
+        assert max(len(line) for line in ran.stdout.splitlines()) <= width, str(ran)
+        assert len(ran.stdout.splitlines()) >= 3, str(ran)
+    wrapped = ok(recall('search', 'support-42', 'Harbour', env=env)).stdout
+    assert 'Harbour' in wrapped, 'a long excerpt wraps inside its column'
+
+
 # --- conversations, show, delete --------------------------------------------------------------------
 
 
@@ -284,7 +307,8 @@ def test_conversations_in_every_format(filled: Filled) -> None:
     }
     assert parse(as_yaml, 'yaml') == as_json.json()
     assert as_ndjson.ndjson() == listed
-    assert [line.split()[-1] for line in table.stdout.splitlines()[1:]] == [c['conversation_id'] for c in listed]
+    assert [row[-1] for row in table_rows(table.stdout)] == [c['conversation_id'] for c in listed]
+    assert table.stdout.split()[:4] == ['updated', 'scope', 'branches', 'conversation']
 
 
 def test_conversations_scope_and_limit(filled: Filled) -> None:
@@ -371,15 +395,42 @@ def test_reindex_rebuilds_and_search_still_answers(filled: Filled) -> None:
     before = ok(recall('search', 'support-42', 'Harbour', '--store', filled.path, '--format', 'json')).json()
     ran = ok(recall('reindex', '--store', filled.path))
     assert re.fullmatch(r'reindexed \d+ entries\n', ran.stdout), ran.stdout
-    assert re.search(r'reindexing \[#{30}\] (\d+)/\1', ran.stderr), ran.stderr
+    assert re.search(r'^reindexing (\d+)/\1 entries \(done in [\d.]+s, [\d,]+ entries/s\)$', ran.stderr, re.M), (
+        ran.stderr
+    )
+    assert '\x1b' not in ran.stderr, 'piped: plain lines, no terminal codes'
     after = ok(recall('search', 'support-42', 'Harbour', '--store', filled.path, '--format', 'json')).json()
     assert [h['entry_id'] for h in after['hits']] == [h['entry_id'] for h in before['hits']]
+
+
+@pytest.mark.parametrize(
+    ('command', 'done'),
+    [
+        (['reindex'], r'(\d+)/\1'),
+        (['check'], r'4/4'),
+        (['import-harness', HARNESS_DB], r'11/11'),
+    ],
+    ids=['reindex', 'check', 'import-harness'],
+)
+def test_long_jobs_draw_a_bar_with_rate_and_time_left_on_a_terminal(
+    filled: Filled, command: list[str | Path], done: str
+) -> None:
+    env = clean_env(TTY_COMPATIBLE='1', TTY_INTERACTIVE='1', COLUMNS='120')
+    ran = ok(recall(*command, '--store', filled.path, env=env))
+    screen = re.sub(r'\x1b\[[0-9;?]*[A-Za-z]', '', ran.stderr)  # the bar as drawn, without colours and cursor moves
+    assert '\x1b[' in ran.stderr, 'a terminal gets a live bar'
+    last = [line for line in screen.splitlines() if line.strip()][-1]
+    assert re.search(rf'━+ {done} ', last), screen
+    assert re.search(r'[\d,]+ \w+/s', screen), 'the rate is shown: ' + screen
+    assert re.search(r'\d+:\d\d:\d\d', last), 'the time left is shown: ' + screen
+    assert '\x1b' not in ran.stdout, 'the result itself stays plain'
 
 
 def test_check_is_clean_on_a_healthy_store_and_fails_on_a_damaged_one(filled: Filled) -> None:
     clean = ok(recall('check', '--store', filled.path))
     assert re.fullmatch(r'clean: checked \d+ conversations, \d+ entries, .*\n', clean.stdout), clean.stdout
-    assert 'checking the index' in clean.stderr
+    assert re.search(r'^checking the index 2/4 steps', clean.stderr, re.M), clean.stderr
+    assert re.search(r'^checked 4/4 steps \(done in', clean.stderr, re.M), clean.stderr
     with closing(sqlite3.connect(filled.path)) as connection:
         connection.execute('DELETE FROM postings WHERE doc_id = (SELECT min(doc_id) FROM postings)')
         connection.execute("UPDATE entries SET message = replace(message, 'A-1042', 'A-1043')")
@@ -404,7 +455,7 @@ async def test_stats_in_every_format(filled: Filled) -> None:
         expected = await store.stats()
     finally:
         await store.close()
-    runs = recall_many([['stats', '--store', filled.path, '--format', fmt] for fmt in FORMATS])
+    runs = [await recall_async('stats', '--store', filled.path, '--format', fmt) for fmt in FORMATS]
     table, as_json, as_yaml, as_ndjson = (ok(ran) for ran in runs)
     stats = as_json.json()['stats']
     assert stats['conversations'] == expected.conversations == 4
@@ -413,7 +464,7 @@ async def test_stats_in_every_format(filled: Filled) -> None:
     assert stats['store_url'] == str(filled.path)
     assert parse(as_yaml, 'yaml') == {'stats': stats}
     assert as_ndjson.ndjson() == [stats]
-    assert re.search(rf'^entries\s+{expected.entries}$', table.stdout, re.MULTILINE)
+    assert ['entries', str(expected.entries)] in [line.split() for line in table.stdout.splitlines()]
 
 
 # --- import-harness ---------------------------------------------------------------------------------
@@ -422,7 +473,7 @@ async def test_stats_in_every_format(filled: Filled) -> None:
 def test_import_harness_twice(tmp_path: Path) -> None:
     store = tmp_path / 'imported.db'
     first = ok(recall('import-harness', HARNESS_DB, '--store', store, '--scope', 'acme'))
-    assert re.search(r'importing \[#{30}\] 11/11', first.stderr), first.stderr
+    assert re.search(r'^importing 11/11 runs \(done in', first.stderr, re.M), first.stderr
     assert 'read 11 runs' in first.stdout and '34 stored' in first.stdout
     stats = ok(recall('stats', '--store', store, '--format', 'json')).json()['stats']
 
@@ -528,15 +579,10 @@ def test_serve_configuration_errors(filled: Filled, tmp_path: Path) -> None:
     refused(short_token, 2, 'shorter than 16 characters')
     refused(broken_json, 2, 'not valid JSON')
     refused(no_store, 1, 'no store at')
-    refused(no_tokens_option, 2, 'the following arguments are required: --tokens')
+    refused(no_tokens_option, 2, '--tokens', 'requires an argument')
 
 
 # --- Temporal: export-history, worker, dev-server, demo ---------------------------------------------
-
-
-async def _recall_async(*args: str | os.PathLike[str], env: dict[str, str] | None = None, limit: float = 60) -> Ran:
-    """`recall` in a thread, so the session's event loop (and the dev server's clients) keep running."""
-    return await asyncio.to_thread(recall, *args, env=env, timeout=limit)
 
 
 @pytest.mark.temporal
@@ -553,9 +599,9 @@ async def test_export_history_writes_a_replayable_history(
     assert result == 'Hello, Dana!'
     output = tmp_path / 'history.json'
 
-    ran = ok(await _recall_async('export-history', workflow_id, '--address', temporal_dev_server.address, '-o', output))
+    ran = ok(await recall_async('export-history', workflow_id, '--address', temporal_dev_server.address, '-o', output))
     to_stdout = ok(
-        await _recall_async('export-history', workflow_id, env=clean_env(TEMPORAL_ADDRESS=temporal_dev_server.address))
+        await recall_async('export-history', workflow_id, env=clean_env(TEMPORAL_ADDRESS=temporal_dev_server.address))
     )
 
     assert ran.stdout == f'wrote {output}\n'
@@ -571,12 +617,12 @@ async def test_export_history_writes_a_replayable_history(
 
 @pytest.mark.temporal
 async def test_export_history_of_an_unknown_workflow_fails_clearly(temporal_dev_server: DevServer) -> None:
-    ran = await _recall_async('export-history', 'no-such-workflow', '--address', temporal_dev_server.address)
+    ran = await recall_async('export-history', 'no-such-workflow', '--address', temporal_dev_server.address)
     refused(ran, 1, "cannot export workflow 'no-such-workflow'")
 
 
 async def test_export_history_without_a_server_fails_clearly() -> None:
-    ran = await _recall_async('export-history', 'wf', '--address', f'127.0.0.1:{_free_port()}', limit=120)
+    ran = await recall_async('export-history', 'wf', '--address', f'127.0.0.1:{_free_port()}')
     refused(ran, 1, 'cannot reach Temporal at 127.0.0.1:')
 
 
@@ -612,7 +658,7 @@ async def test_worker_serves_runs_until_terminated(
         _stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
     assert process.returncode == 0, stderr.decode()
     assert output.conversation_id == 'cli-worker-1'
-    shown = ok(await _recall_async('show', 'cli-worker-1', '--store', store, '--format', 'json')).json()
+    shown = ok(await recall_async('show', 'cli-worker-1', '--store', store, '--format', 'json')).json()
     assert shown['scope'] == 'acme'
     assert shown['messages'][0]['text'] == 'Where is order A-1042?'
     assert len(shown['messages']) == output.new_messages
@@ -655,7 +701,7 @@ async def test_dev_server_runs_until_interrupted(tmp_path: Path) -> None:
 @pytest.mark.slow
 async def test_demo_prints_the_stored_transcript(tmp_path: Path) -> None:
     store = tmp_path / 'demo.db'
-    ran = await _recall_async('demo', '--store', f'sqlite:///{store}', limit=300)
+    ran = await recall_async('demo', '--store', f'sqlite:///{store}')
     ok(ran)
     for prompt in DEMO_TURNS:
         assert f'user:  {prompt}' in ran.stdout
@@ -664,9 +710,9 @@ async def test_demo_prints_the_stored_transcript(tmp_path: Path) -> None:
     stored = ran.stdout[ran.stdout.index('Stored: ') : ran.stdout.index('Demo finished')]
     transcript = [line for line in stored.splitlines() if re.match(r'\s+\[\s*\d+\] ', line)]
     assert len(transcript) >= 2 * len(DEMO_TURNS)
-    listed = ok(await _recall_async('conversations', '--store', store, '--format', 'json')).json()
+    listed = ok(await recall_async('conversations', '--store', store, '--format', 'json')).json()
     [conversation] = listed['conversations']
-    shown = ok(await _recall_async('show', conversation['conversation_id'], '--store', store, '--format', 'json'))
+    shown = ok(await recall_async('show', conversation['conversation_id'], '--store', store, '--format', 'json'))
     assert len(shown.json()['messages']) == len(transcript)
 
 

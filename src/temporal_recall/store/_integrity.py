@@ -30,13 +30,16 @@ from temporal_recall.content import content_hash, load_message
 
 from ._serialization import decode_term_ids, hash_bytes, index_terms, scope_key
 
-__all__ = ('CheckReport', 'Fetch', 'Finding', 'FindingKind', 'run_check')
+__all__ = ('CHECK_STEPS', 'CheckReport', 'Fetch', 'Finding', 'FindingKind', 'run_check')
 
 FindingKind = Literal['chain', 'content_hash', 'scope', 'index']
 """What a finding is about (see the module notes)."""
 
 Fetch = Callable[[str, Sequence[object]], Awaitable[Sequence[Sequence[Any]]]]
 """`(sql with ? placeholders, params) -> rows`, all inside one read snapshot."""
+
+CHECK_STEPS = ('checking entries and chains', 'checking conversations', 'checking the index', 'checking message bodies')
+"""What `run_check` reports to its `progress` callback, in order."""
 
 _PAGE = 1000
 """Entries read per query, so checking a large log never holds all of it at once."""
@@ -81,13 +84,14 @@ async def run_check(fetch: Fetch, progress: Callable[[str], None] | None = None)
         if progress is not None:
             progress(step)
 
-    say('checking entries and chains')
+    entries, conversations, index, bodies = CHECK_STEPS
+    say(entries)
     await _entries(fetch, report)
-    say('checking conversations')
+    say(conversations)
     await _conversations(fetch, report)
-    say('checking the index')
+    say(index)
     await _index(fetch, report)
-    say('checking message bodies')
+    say(bodies)
     await _bodies(fetch, report)
     return report
 
