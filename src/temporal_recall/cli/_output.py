@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import yaml
 from rich import box
@@ -72,8 +72,9 @@ class _Rate(ProgressColumn):
         return Text(f'{task.speed:,.0f} {self.unit}/s' if task.speed else '', style='progress.data.speed')
 
 
-Update = Callable[[int, int, str | None], None]
-"""`update(done, total, what)`: how far a job is, and what it is doing now (`None`: the same)."""
+class Update(Protocol):
+    def __call__(self, done: int, total: int, what: str | None = None, /) -> None:
+        """How far a job is, and what it is doing now (`None`: the same as before)."""
 
 
 @contextmanager
@@ -84,12 +85,16 @@ def progress(verb: str, unit: str) -> Generator[Update]:
         columns = (TextColumn('{task.description}'), BarColumn(), MofNCompleteColumn(), _Rate(unit))
         with Progress(*columns, TimeRemainingColumn(), console=console) as bar:
             task = bar.add_task(verb, total=None)
-            yield lambda done, total, what=None: bar.update(task, completed=done, total=total, description=what or verb)
+
+            def draw(done: int, total: int, what: str | None = None, /) -> None:
+                bar.update(task, completed=done, total=total, description=what or verb)
+
+            yield draw
         return
     started = time.monotonic()
     last = [started - 1.0]
 
-    def line(done: int, total: int, what: str | None = None) -> None:
+    def line(done: int, total: int, what: str | None = None, /) -> None:
         now = time.monotonic()
         if done < total and now - last[0] < 1.0 and what is None:
             return
