@@ -1,0 +1,129 @@
+"""The public query module on both backends: listing, reading and searching, confined to a scope."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+import temporal_recall
+from temporal_recall import ANY_SCOPE, list_conversations, read_conversation, search_messages
+from temporal_recall.errors import InvalidQuery, InvalidSearchParameters, UnknownConversation
+from temporal_recall.search._documents import RECALL_TOOL_NAME
+from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore, open_store
+
+from .cli._support import fill_store
+from .store._support import PostgresSite
+from .store._support import postgres_url as configured_postgres_url
+
+Store = SqliteConversationStore | PostgresConversationStore
+
+RECALLED = [
+    ModelRequest(parts=[UserPromptPart('What did I say about the zeppelin?')]),
+    ModelResponse(parts=[ToolCallPart(RECALL_TOOL_NAME, {'query': 'zeppelin'}, tool_call_id='r1')]),
+    ModelRequest(parts=[ToolReturnPart(RECALL_TOOL_NAME, 'quoted: the zeppelin lands at noon', tool_call_id='r1')]),
+    ModelResponse(parts=[CompactionPart('summary: the customer asked about airships')]),
+    ModelResponse(parts=[TextPart('It lands at noon.')]),
+]
+
+
+@pytest.fixture(scope='module', params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
+async def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Store]:
+    """The CLI tests' conversations (acme, globex, unscoped, a branch) plus one that used the recall tool."""
+    site = PostgresSite(configured_postgres_url()) if request.param == 'postgres' else None
+    url = site.url if site is not None else str(tmp_path_factory.mktemp('query') / 'recall.db')
+    await fill_store(Path(url) if site is None else url)  # type: ignore[arg-type]  # a URL opens too
+    opened = await open_store(url)
+    await opened.append(
+        AppendRequest(
+            conversation_id='recalled-1',
+            scope='acme',
+            idempotency_key='recalled-1',
+            base_length=0,
+            base_hash=None,
+            messages=RECALLED,
+        )
+    )
+    try:
+        yield opened
+    finally:
+        await opened.close()
+        if site is not None:
+            await site.close()
+
+
+def test_the_query_functions_are_the_packages_public_api() -> None:
+    for name in ('ANY_SCOPE', 'list_conversations', 'read_conversation', 'search_messages', 'Transcript'):
+        assert name in temporal_recall.__all__
+        assert getattr(temporal_recall, name) is getattr(temporal_recall.query, name)
+
+
+async def test_list_conversations_by_scope(store: Store) -> None:
+    everything = [c.conversation_id for c in await list_conversations(store)]
+    assert sorted(everything) == ['acme-branchy', 'globex-7', 'recalled-1', 'support-42', 'unscoped-1']
+    acme = await list_conversations(store, scope='acme')
+    assert [c.conversation_id for c in acme] == ['recalled-1', 'acme-branchy', 'support-42'], 'newest first'
+    assert {c.scope for c in acme} == {'acme'}
+    assert [c.conversation_id for c in await list_conversations(store, scope='acme', limit=1)] == ['recalled-1']
+    branchy = next(c for c in acme if c.conversation_id == 'acme-branchy')
+    assert branchy.branches == 1 and branchy.head_id is not None
+
+
+async def test_read_a_conversation_only_in_its_scope(store: Store) -> None:
+    transcript = await read_conversation(store, 'support-42', scope='acme')
+    assert transcript.conversation.scope == 'acme'
+    assert [m.role for m in transcript.messages] == ['user', 'assistant', 'tool', 'assistant', 'user', 'assistant']
+    assert transcript.messages[0].text == 'Where is my order A-1042?'
+    assert [m.position for m in transcript.messages] == list(range(6))
+    assert transcript.messages[-1].entry_id == transcript.conversation.head_id
+    assert transcript.branches == []
+    assert (await read_conversation(store, 'support-42', scope=ANY_SCOPE)).messages == transcript.messages
+    assert (await read_conversation(store, 'unscoped-1', scope=None)).conversation.scope is None
+    refusals: list[str] = []
+    for conversation_id, scope in (('support-42', 'globex'), ('support-42', None), ('no-such', 'acme')):
+        with pytest.raises(UnknownConversation) as refused:
+            await read_conversation(store, conversation_id, scope=scope)
+        refusals.append(str(refused.value).replace(conversation_id, 'ID'))
+    assert len(set(refusals)) == 1, 'another scope answers exactly like a missing conversation'
+
+
+async def test_a_transcript_shows_the_recall_tools_returns_and_summaries(store: Store) -> None:
+    texts = [m.text for m in (await read_conversation(store, 'recalled-1', scope='acme')).messages]
+    assert any('quoted: the zeppelin lands at noon' in text for text in texts)
+    assert 'summary: the customer asked about airships' in texts
+    found = await search_messages(store, 'airships noon', conversation_id='recalled-1', scope='acme')
+    assert [hit.excerpt for hit in found.hits] == ['It lands at noon.'], 'stored and shown, but not indexed'
+
+
+async def test_read_the_branches_a_conversation_left(store: Store) -> None:
+    transcript = await read_conversation(store, 'acme-branchy', scope='acme', branches=True)
+    assert transcript.messages[0].text == 'Actually, resend invoice INV-8800 instead'
+    [branch] = transcript.branches
+    assert branch.messages[0].text == 'Please resend invoice INV-7731'
+    assert branch.tip == branch.messages[-1].entry_id
+
+
+async def test_search_in_a_scope_or_under_the_stored_one(store: Store) -> None:
+    scoped = await search_messages(store, 'Harbour', conversation_id='support-42', scope='acme')
+    assert scoped.hits and {hit.conversation_id for hit in scoped.hits} == {'support-42'}
+    anywhere = await search_messages(store, 'Harbour', conversation_id='support-42', scope=ANY_SCOPE)
+    assert anywhere.hits == scoped.hits
+    with pytest.raises(UnknownConversation):
+        await search_messages(store, 'refund', conversation_id='globex-7', scope='acme')
+    everything = await search_messages(store, 'invoice', conversation_id=None, scope='acme')
+    assert {hit.conversation_id for hit in everything.hits} == {'acme-branchy'}
+    assert (await search_messages(store, 'invoice', conversation_id=None, scope='initech')).hits == []
+    with pytest.raises(InvalidSearchParameters, match='ANY_SCOPE'):
+        await search_messages(store, 'invoice', conversation_id=None, scope=ANY_SCOPE)
+    with pytest.raises(InvalidQuery):  # the query is refused before the conversation is looked up
+        await search_messages(store, '  ', conversation_id='no-such', scope=ANY_SCOPE)
