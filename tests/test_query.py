@@ -127,3 +127,23 @@ async def test_search_in_a_scope_or_under_the_stored_one(store: Store) -> None:
         await search_messages(store, 'invoice', conversation_id=None, scope=ANY_SCOPE)
     with pytest.raises(InvalidQuery):  # the query is refused before the conversation is looked up
         await search_messages(store, '  ', conversation_id='no-such', scope=ANY_SCOPE)
+
+
+README = Path(__file__).resolve().parents[1] / 'README.md'
+
+
+async def test_the_readme_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    found = re.search(r'<!-- query-example:start -->\n```python\n(.*?)```\n', README.read_text(), re.S)
+    assert found, 'README lost its query example markers'
+    path = tmp_path / 'recall.db'
+    await fill_store(path)
+    body = found.group(1).replace('sqlite:///recall.db', f'sqlite:///{path}').replace('delivery address', 'Harbour')
+    namespace: dict[str, object] = {}
+    exec('async def example():\n' + ''.join(f'    {line}\n' for line in body.splitlines()), namespace)
+    await namespace['example']()  # type: ignore[operator]
+    printed = capsys.readouterr().out
+    assert printed.index('acme-branchy') < printed.index('support-42'), printed
+    assert '[0] user: Where is my order A-1042?' in printed
+    assert re.search(r'^\d\.\d\d Order A-1042 will be delivered to 12 Harbour Street', printed, re.M), printed
