@@ -12,21 +12,29 @@ import re
 import select
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ._support import RECALL, Filled, clean_env, recall_process
 
 
 def test_exit_statuses_and_streams(filled: Filled) -> None:
-    listed = recall_process('conversations', '--store', filled.path, '--format', 'json')
+    store = ['--store', str(filled.path)]
+    with ThreadPoolExecutor(max_workers=4) as pool:  # each process spends most of its second importing
+        listed, missing, usage, helped = pool.map(
+            lambda args: recall_process(*args),
+            [
+                ['conversations', *store, '--format', 'json'],
+                ['show', 'nope', *store],
+                ['search', 'support-42', 'order', '--limit', '0', *store],
+                ['--help'],
+            ],
+        )
     assert listed.returncode == 0 and listed.stderr == '', str(listed)
     assert len(listed.json()['conversations']) == 4
-    missing = recall_process('show', 'nope', '--store', filled.path)
     assert missing.returncode == 1 and missing.stdout == '', str(missing)
     assert missing.stderr.startswith("error: no conversation 'nope'") and missing.stderr.count('\n') == 1
-    usage = recall_process('search', 'support-42', 'order', '--limit', '0', '--store', filled.path)
     assert usage.returncode == 2 and usage.stdout == '', str(usage)
     assert usage.stderr.count('\n') == 1 and 'for --limit. Must be >= 1' in usage.stderr
-    helped = recall_process('--help')
     assert helped.returncode == 0 and helped.stdout.startswith('Usage: recall') and helped.stderr == ''
     reindexed = recall_process('reindex', '--store', filled.path)
     assert reindexed.returncode == 0 and re.fullmatch(r'reindexed \d+ entries\n', reindexed.stdout), str(reindexed)
