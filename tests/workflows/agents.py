@@ -132,14 +132,15 @@ def slow_tool(seconds: float) -> str:
 
 
 slow_tool_agent = Agent(
-    _counted(scripted_model(tool_call('slow_tool', {'seconds': 2.0}), text('Done waiting.'))),
+    _counted(scripted_model(tool_call('slow_tool', {'seconds': 1.0}), text('Done waiting.'))),
     name='slow_tool',
     deps_type=RecallDeps,
     tools=[slow_tool],
     capabilities=[
         ConversationRecall(),
-        # Short timeouts so a killed worker's activity is retried within seconds, not minutes.
-        TemporalDurability(activity_config={'start_to_close_timeout': timedelta(seconds=6)}),
+        # Short timeouts so a killed worker's activity is retried within seconds, not minutes (the
+        # tool sleeps 1 s; the rest of the margin is for a loaded machine).
+        TemporalDurability(activity_config={'start_to_close_timeout': timedelta(seconds=4)}),
     ],
 )
 
@@ -180,9 +181,11 @@ pg_weather_agent = Agent(
 
 tool_loop_200_agent = _durable('tool_loop_200', _tool_loop(200))
 tool_loop_90_agent = _durable('tool_loop_90', _tool_loop(90))
+forecast_15_agent = _durable('forecast_15', _tool_loop(15, 'get_forecast'), tools=(get_forecast,))
 forecast_45_agent = _durable('forecast_45', _tool_loop(45, 'get_forecast'), tools=(get_forecast,))
 forecast_200_agent = _durable('forecast_200', _tool_loop(200, 'get_forecast'), tools=(get_forecast,))
-"""The same agent with 45 and 200 calls of a tool whose answers are realistically sized (RecallDataCodec tests)."""
+"""One agent with 15, 45 and 200 calls of a tool whose answers are realistically sized: the codec tests use 15,
+scripts/measure_history_size.py all three."""
 
 
 # --- In-activity persistence: an output tool, streaming, attempts that answer differently ----------

@@ -1,4 +1,9 @@
-"""RecallDataCodec under Temporal: a small history, the same results, replay from the store alone."""
+"""RecallDataCodec under Temporal: a small history, the same results, replay from the store alone.
+
+At a test's size: 15 calls of a tool answering 1.8 KB, and a dev server whose history limit is
+300 KB. `scripts/measure_history_size.py` measures the full sizes (45 and 200 calls against the
+default 50 MB limit, which stops the 200-call run without the codec).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,10 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
 
 from temporal_recall import RunPromptInput, RunPromptWorkflow, message_codec_plugin
+from temporal_recall._devserver import find_temporal_cli
 from temporal_recall.testing import (
     DevServer,
     HistorySize,
@@ -21,12 +28,13 @@ from temporal_recall.testing import (
     running_worker,
 )
 
-from .agents import forecast_45_agent, forecast_200_agent, many_tools_agent
+from .agents import forecast_15_agent
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
-HISTORY_LIMIT = 50 * 1024 * 1024
-"""Temporal's default history size limit (`limit.historySize.error`); the dev server enforces it too."""
+HISTORY_LIMIT = 300_000
+"""The history size limit (`limit.historySize.error`, 50 MB by default) of the server that stops a run:
+between the 15-call run's history with the codec (about 40 KB) and without it (about 550 KB)."""
 
 
 @dataclass(frozen=True)
@@ -60,57 +68,46 @@ async def _run(client: Client, agent: Agent[Any, str], store_url: str) -> Run:
 async def test_codec_shrinks_history_and_replays_from_the_store(
     temporal_dev_server: DevServer, temporal_client: Client, store_url: str
 ):
-    plain = await _run(temporal_client, many_tools_agent, store_url)
+    plain = await _run(temporal_client, forecast_15_agent, store_url)
     plugin = message_codec_plugin(store_url)
     try:
         coded_client = await connect(temporal_dev_server, plugins=[plugin])
-        coded = await _run(coded_client, many_tools_agent, store_url)
+        coded = await _run(coded_client, forecast_15_agent, store_url)
         history = await export_history(coded_client, coded.workflow_id)
     finally:
         await plugin.codec.aclose()
     plain_bytes, coded_bytes = plain.size.total_bytes, coded.size.total_bytes
-    print(f'45 tool calls: history {plain_bytes:,} B without the codec, {coded_bytes:,} B with it')
-    assert coded.output == plain.output == 'Checked 45 cities.'
+    print(f'15 tool calls: history {plain_bytes:,} B without the codec, {coded_bytes:,} B with it')
+    assert coded.output == plain.output == 'Checked 15 cities.'
     assert coded.size.total_bytes <= 0.15 * plain.size.total_bytes
 
     # A fresh codec (empty cache) replays the history with the store as the only source of bodies.
     replay_plugin = message_codec_plugin(store_url)
     try:
-        await replay([history], agents=[many_tools_agent], plugins=[replay_plugin])
+        await replay([history], agents=[forecast_15_agent], plugins=[replay_plugin])
     finally:
         await replay_plugin.codec.aclose()
 
 
-async def test_45_and_200_tool_calls_with_and_without_the_codec(
-    temporal_dev_server: DevServer, temporal_client: Client, store_url: str
-):
-    """The issue's measurement: one agent whose tool answers ~1.8 KB, 45 and 200 calls, both ways."""
+async def test_the_server_stops_a_run_at_its_history_limit_unless_the_codec_keeps_it_small(store_url: str):
+    extra = ['--dynamic-config-value', f'limit.historySize.error={HISTORY_LIMIT}']
+    extra += ['--dynamic-config-value', f'limit.historySize.warn={HISTORY_LIMIT // 2}']
+    server = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(find_temporal_cli()), dev_server_extra_args=extra
+    )
     plugin = message_codec_plugin(store_url)
-    try:
-        coded_client = await connect(temporal_dev_server, plugins=[plugin])
-        runs = {
-            ('45', 'no codec'): await _run(temporal_client, forecast_45_agent, store_url),
-            ('45', 'codec'): await _run(coded_client, forecast_45_agent, store_url),
-            ('200', 'codec'): await _run(coded_client, forecast_200_agent, store_url),
-            ('200', 'no codec'): await _run(temporal_client, forecast_200_agent, store_url),
-        }
-    finally:
-        await plugin.codec.aclose()
-    for (calls, codec), run in runs.items():
-        print(
-            f'{calls:>3} tool calls, {codec:8}: history {run.size.total_bytes:>12,} B, largest payload '
-            f'{run.size.largest_payload:>9,} B, {run.size.events:>5,} events, ended with {run.size.last_event}'
-        )
-    plain_45, coded_45 = runs['45', 'no codec'], runs['45', 'codec']
-    coded_200, plain_200 = runs['200', 'codec'], runs['200', 'no codec']
-    ratio = coded_45.size.total_bytes / plain_45.size.total_bytes
-    print(f'45 calls: the codec history is {ratio:.1%} of the plain one')
-
-    assert coded_45.output == plain_45.output == 'Checked 45 cities.'
-    assert coded_45.size.total_bytes <= 0.15 * plain_45.size.total_bytes
-    assert coded_200.output == 'Checked 200 cities.'
-    assert coded_200.size.total_bytes < 10_000_000
-    # Without the codec, the server itself stops the 200-call run at its history size limit.
-    assert plain_200.output is None
-    assert plain_200.size.last_event == 'workflow_execution_terminated_event_attributes'
-    assert plain_200.size.total_bytes > HISTORY_LIMIT
+    async with server:
+        address = server.client.service_client.config.target_host
+        try:
+            plain = await _run(await connect(address), forecast_15_agent, store_url)
+            coded = await _run(await connect(address, plugins=[plugin]), forecast_15_agent, store_url)
+        finally:
+            await plugin.codec.aclose()
+    for name, run in (('no codec', plain), ('codec', coded)):
+        print(f'{name:8}: history {run.size.total_bytes:>9,} B, {run.size.events:>4} events, {run.size.last_event}')
+    assert coded.output == 'Checked 15 cities.'
+    assert coded.size.total_bytes < HISTORY_LIMIT
+    # Without the codec, the server itself stops the run at its history size limit.
+    assert plain.output is None
+    assert plain.size.last_event == 'workflow_execution_terminated_event_attributes'
+    assert plain.size.total_bytes > HISTORY_LIMIT

@@ -40,8 +40,9 @@ async def test_worker_killed_during_a_tool_activity(
     temporal_dev_server: DevServer, temporal_client: Client, store_url: str, read_store, tmp_path: Path
 ):
     queue = f'killed-tool-{uuid.uuid4()}'
-    marker = tmp_path / 'tool-started'
+    marker, go = tmp_path / 'tool-started', tmp_path / 'second-worker-go'
     first = spawn_worker(temporal_dev_server.address, queue, store_url, RECALL_TEST_TOOL_MARKER=str(marker))
+    second = spawn_worker(temporal_dev_server.address, queue, store_url, RECALL_TEST_START_AFTER=str(go))
     try:
         handle = await temporal_client.start_workflow(
             RunPromptWorkflow.run,
@@ -52,12 +53,10 @@ async def test_worker_killed_during_a_tool_activity(
         await _wait_for(marker)
         first.send_signal(signal.SIGKILL)
         first.wait()
-    finally:
-        stop_worker(first)
-    second = spawn_worker(temporal_dev_server.address, queue, store_url)
-    try:
+        go.touch()  # the second worker, started alongside the first, takes over
         result = await asyncio.wait_for(handle.result(), timeout=90)
     finally:
+        stop_worker(first)
         stop_worker(second)
     assert result.output == 'Done waiting.'
     await _assert_stored_once(read_store, 'conv-killed-tool', 4)
@@ -73,7 +72,7 @@ async def test_worker_killed_after_a_store_commit_before_the_activity_completed(
     stored the response calling the tool (mid-run) or the final answer, before the activity could complete.
     """
     queue = f'killed-commit-{uuid.uuid4()}'
-    marker = tmp_path / 'killed-after-commit'
+    marker, go = tmp_path / 'killed-after-commit', tmp_path / 'second-worker-go'
     conversation_id = f'conv-killed-{kill_on}'
     first = spawn_worker(
         temporal_dev_server.address,
@@ -82,6 +81,7 @@ async def test_worker_killed_after_a_store_commit_before_the_activity_completed(
         RECALL_TEST_KILL_AFTER_COMMIT=str(marker),
         RECALL_TEST_KILL_ON=kill_on,
     )
+    second = spawn_worker(temporal_dev_server.address, queue, store_url, RECALL_TEST_START_AFTER=str(go))
     try:
         handle = await temporal_client.start_workflow(
             RunPromptWorkflow.run,
@@ -92,12 +92,10 @@ async def test_worker_killed_after_a_store_commit_before_the_activity_completed(
         await _wait_for(marker)
         first.wait(timeout=30)
         assert first.returncode == -signal.SIGKILL
-    finally:
-        stop_worker(first)
-    second = spawn_worker(temporal_dev_server.address, queue, store_url)
-    try:
+        go.touch()  # the second worker, started alongside the first, takes over
         result = await asyncio.wait_for(handle.result(), timeout=90)
     finally:
+        stop_worker(first)
         stop_worker(second)
     assert result.output == 'Done waiting.'
     await _assert_stored_once(read_store, conversation_id, 4)

@@ -6,6 +6,8 @@ RECALL_TEST_KILL_AFTER_COMMIT=<marker path>: the first store write that commits 
 this process with SIGKILL right after the commit, before the activity can report completion
 (once: the marker file records that it happened). RECALL_TEST_KILL_ON narrows which write:
 `tool-call-response` (a model response calling a tool, mid-run) or `final-response` (a text answer).
+RECALL_TEST_START_AFTER=<path>: start polling only once that file exists, so a test can start the
+process (a few seconds of imports) ahead of the moment it needs the worker.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +60,19 @@ async def main() -> None:
     kill_on = os.environ.get('RECALL_TEST_KILL_ON', 'any')
     served = KillAfterCommit(store, Path(marker), kill_on) if marker else store
     client = await connect(os.environ['RECALL_TEST_ADDRESS'])
+    start_after = os.environ.get('RECALL_TEST_START_AFTER')
+    while start_after and not Path(start_after).exists():  # noqa: ASYNC110 - another process creates it
+        await asyncio.sleep(0.05)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     agents = [weather_agent, recall_agent, slow_tool_agent, pg_weather_agent]
-    async with running_worker(client, agents=agents, store=served, task_queue=os.environ['RECALL_TEST_QUEUE']):
+    # A killed worker's sticky queue holds the workflow's next task until this timeout (10 s by
+    # default) sends it to the shared queue: keep the survivor's takeover to about a second.
+    sticky = timedelta(seconds=1)
+    queue = os.environ['RECALL_TEST_QUEUE']
+    async with running_worker(
+        client, agents=agents, store=served, task_queue=queue, sticky_queue_schedule_to_start_timeout=sticky
+    ):
         await stop.wait()
     await store.close()
 
