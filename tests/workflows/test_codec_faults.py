@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,10 @@ from ._stored import assert_stored_once
 from .agents import weather_agent
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
+
+RETRY_AFTER = timedelta(seconds=2)
+"""The workflow task timeout: after the first failure, a workflow task is retried when the last attempt
+timed out (10 s by default), so recovery is seen within seconds."""
 
 
 async def _failed_workflow_tasks(handle: WorkflowHandle) -> list[str]:
@@ -61,6 +66,7 @@ async def test_an_unreachable_store_while_encoding_fails_the_task_and_recovers(
                 RunPromptInput(prompt='Weather in Paris?', conversation_id='codec-encode-outage', agent='weather'),
                 id=f'codec-encode-{uuid.uuid4()}',
                 task_queue=worker.task_queue,
+                task_timeout=RETRY_AFTER,
             )
             with caplog.at_level(logging.ERROR, logger='temporalio'):
                 failures = await _wait_for_failed_workflow_task(handle)
@@ -96,6 +102,7 @@ async def test_an_unreachable_store_while_decoding_fails_the_task_and_recovers(
             RunPromptInput(prompt=prompt, conversation_id='codec-decode-outage', agent='weather'),
             id=f'codec-decode-{uuid.uuid4()}',
             task_queue=task_queue,
+            task_timeout=RETRY_AFTER,
         )
         bodies.rename(moved)  # the store goes away before any worker has seen the workflow
         worker_client = await connect(temporal_dev_server, plugins=[worker_side])
