@@ -1,6 +1,6 @@
 """Scale out: several worker processes on one task queue share one PostgreSQL store, and one is killed.
 
-Three workers (separate processes, each with its own connection pool) run 24 conversations at once,
+Three workers (separate processes, each with its own connection pool) run 60 conversations at once,
 each a `RunPromptWorkflow` whose agent calls a one-second tool. Once some workflows have completed,
 a worker that is running tool calls right then is SIGKILLed while other workflows are in flight (its
 tool calls, model calls and store writes are retried by the two survivors after the agent's 5 s
@@ -34,7 +34,7 @@ from ._processes import spawn_worker, stop_worker
 pytestmark = [pytest.mark.temporal, pytest.mark.postgres, pytest.mark.slow]
 
 WORKERS = 3
-CONVERSATIONS = 24
+CONVERSATIONS = 60
 KILL_AFTER_COMPLETED = 5
 
 
