@@ -6,11 +6,13 @@ Everything else runs in-process (`test_cli.py`); the signal handling of `serve`,
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
 import select
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,6 +41,21 @@ def test_exit_statuses_and_streams(filled: Filled) -> None:
     reindexed = recall_process('reindex', '--store', filled.path)
     assert reindexed.returncode == 0 and re.fullmatch(r'reindexed \d+ entries\n', reindexed.stdout), str(reindexed)
     assert re.search(r'^reindexing (\d+)/\1 entries \(done', reindexed.stderr, re.M), 'piped: progress as lines'
+
+
+def test_recall_needs_no_postgres_driver_for_a_sqlite_store(filled: Filled) -> None:
+    """`pip install temporal-recall` (without the `postgres` extra) gives a working `recall`."""
+    without_asyncpg = "import sys; sys.modules['asyncpg'] = None; from temporal_recall.cli import main; main()"
+    done = subprocess.run(
+        [sys.executable, '-c', without_asyncpg, 'stats', '--store', str(filled.path), '--format', 'json'],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)['stats']['conversations'] == 4
 
 
 def test_a_terminal_gets_a_live_progress_bar(filled: Filled) -> None:

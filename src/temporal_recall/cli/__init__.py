@@ -34,7 +34,7 @@ import textwrap
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from cyclopts import App, Parameter, validators
 from cyclopts.exceptions import CycloptsError
@@ -44,8 +44,11 @@ from rich.text import Text
 from ..errors import ConfigurationError, InvalidIdentifier, RecallError, SearchError, UnknownConversation, shown
 from ..query import ANY_SCOPE, TranscriptMessage, list_conversations, read_conversation, search_messages
 from ..settings import Settings
-from ..store import PostgresConversationStore, SqliteConversationStore, open_store
+from ..store import open_store
 from ._output import Format, emit, progress, table, to_yaml
+
+if TYPE_CHECKING:  # asyncpg is an extra: only a PostgreSQL store imports it
+    from ..store import PostgresConversationStore, SqliteConversationStore
 
 __all__ = ('app', 'main', 'run', 'run_async', 'to_yaml')
 
