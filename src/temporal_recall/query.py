@@ -31,7 +31,7 @@ from pydantic_ai.messages import ModelMessage
 from ._recall import search_history
 from .errors import InvalidSearchParameters, UnknownConversation
 from .models import SearchRequest
-from .search import SearchResult, message_role, parse_query, transcript_text
+from .search import Role, SearchResult, message_role, parse_query, transcript_text
 from .store import IndexReader
 
 __all__ = (
@@ -180,17 +180,21 @@ async def search_messages(
     conversation_id: str | None,
     scope: ScopeFilter,
     run_id: str | None = None,
+    role: Role | None = None,
     limit: int = 10,
     context: int = 0,
 ) -> SearchResult:
     """Search one conversation, or every conversation of `scope` with `conversation_id=None`.
+
+    `run_id` keeps one agent run's messages, `role` one speaker's (`user`, `assistant`, `tool`, `system`).
 
     A scope without conversations gives no hits. The query is checked before anything is read, so
     an unusable one is refused whatever the store holds.
 
     Raises:
         InvalidQuery: The query is empty, too large or holds control characters.
-        InvalidSearchParameters: `limit` or `context` out of range, or `ANY_SCOPE` without a conversation.
+        InvalidSearchParameters: `limit` or `context` out of range, an unknown role, or `ANY_SCOPE`
+            without a conversation.
         UnknownConversation: No such conversation in `scope`.
         InvalidIdentifier: An id or the scope is not usable.
     """
@@ -205,6 +209,7 @@ async def search_messages(
         all_conversations=conversation_id is None,
         scope=scope,
         run_id=run_id,
+        role=role,
         limit=limit,
         context_lines=context,
     )

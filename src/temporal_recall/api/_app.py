@@ -483,7 +483,13 @@ def create_app(
     )
     async def search(body: SearchBody, tenant: Tenant, store: Store) -> SearchResponse:
         result = await search_messages(
-            store, body.query, conversation_id=body.conversation_id, scope=tenant, run_id=body.run_id, limit=body.limit
+            store,
+            body.query,
+            conversation_id=body.conversation_id,
+            scope=tenant,
+            run_id=body.run_id,
+            role=body.role,
+            limit=body.limit,
         )
         return SearchResponse(hits=result.hits)
 

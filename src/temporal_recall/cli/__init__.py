@@ -43,6 +43,7 @@ from rich.text import Text
 
 from ..errors import ConfigurationError, InvalidIdentifier, RecallError, SearchError, UnknownConversation, shown
 from ..query import ANY_SCOPE, TranscriptMessage, list_conversations, read_conversation, search_messages
+from ..search._results import check_role
 from ..settings import Settings
 from ..store import open_store
 from ._output import Format, emit, progress, table, to_yaml
@@ -123,6 +124,7 @@ async def search(
     *query: Annotated[str, Parameter(help='words to search for (joined with spaces)')],
     scope: Scope = None,
     run: Annotated[str | None, Parameter(help='only messages from this agent run id')] = None,
+    role: Annotated[str | None, Parameter(help='only what one speaker said: user, assistant, tool or system')] = None,
     limit: Limit = 20,
     context: Annotated[Literal[0, 1, 2, 3], Parameter(help='neighbouring messages per hit')] = 0,
     format: Format = 'table',
@@ -140,6 +142,7 @@ async def search(
             conversation_id=None if everything else conversation,
             scope=scope if scope is not None or everything else ANY_SCOPE,
             run_id=run,
+            role=None if role is None else check_role(role),
             limit=limit,
             context=context,
         )
