@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import defaultdict
 
@@ -11,7 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from temporal_recall.errors import InvalidSearchParameters
-from temporal_recall.search import BM25Parameters, ScoredDocument, idf, rank, term_frequencies, tokenize
+from temporal_recall.models import SearchRequest
+from temporal_recall.search import (
+    DEFAULT_PARAMETERS,
+    BM25Parameters,
+    ScoredDocument,
+    idf,
+    rank,
+    term_frequencies,
+    tokenize,
+)
 from temporal_recall.store._protocol import IndexStats, Posting
 
 VOCABULARY = ('apple', 'banana', 'cherry', 'date', 'elder')
@@ -140,10 +148,11 @@ def test_parameters_reject_bad_b(b: object) -> None:
     assert 'from 0 to 1' in message
 
 
-def test_parameters_are_frozen() -> None:
-    parameters = BM25Parameters()
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        parameters.k1 = 2.0  # type: ignore[misc]
+def test_search_requests_default_to_the_rankers_parameters() -> None:
+    """`SearchRequest` carries k1 and b across Temporal as plain fields: its defaults must be the ranker's."""
+    request = SearchRequest(query='apple', conversation_id='conversation-1')
+    assert BM25Parameters(k1=request.k1, b=request.b) == DEFAULT_PARAMETERS
+    assert BM25Parameters() == DEFAULT_PARAMETERS
 
 
 def test_empty_index_has_no_results() -> None:
@@ -238,8 +247,15 @@ def test_postings_with_zero_frequency_are_ignored() -> None:
     assert [document.doc_id for document in rank(stats, postings, ['apple'], limit=5)] == [1]
 
 
-def test_scored_document_is_frozen() -> None:
-    document = ScoredDocument(doc_id=1, score=2.0)
-    assert document == ScoredDocument(1, 2.0)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        document.score = 3.0  # type: ignore[misc]
+def test_the_order_postings_arrive_in_does_not_change_the_ranking() -> None:
+    """Backends read postings in whatever order their indexes give; the ranking must not depend on it."""
+    stats = IndexStats(document_count=4, total_length=14)
+    postings = {
+        'apple': [Posting(0, 1, 3), Posting(1, 2, 4), Posting(2, 1, 3), Posting(3, 1, 4)],
+        'pie': [Posting(2, 1, 3), Posting(0, 1, 3)],
+    }
+    ranked = rank(stats, postings, ['apple', 'pie'], limit=4)
+    shuffled = {term: list(reversed(found)) for term, found in reversed(postings.items())}
+    assert rank(stats, shuffled, ['apple', 'pie'], limit=4) == ranked
+    assert [document.doc_id for document in ranked] == [0, 2, 1, 3]  # equal scores: the smaller doc_id first
+    assert ranked[0] == ScoredDocument(0, ranked[0].score)

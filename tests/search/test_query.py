@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 import temporal_recall.search._query as query_module
@@ -127,7 +125,10 @@ def test_long_words_are_cut_like_indexed_terms() -> None:
     assert parse_query('x' * 500).terms == ('x' * MAX_TERM_LENGTH,)
 
 
-def test_query_is_frozen() -> None:
-    query = parse_query('hello')
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        query.truncated = True  # type: ignore[misc]
+def test_case_and_spacing_do_not_change_a_query() -> None:
+    assert (
+        parse_query('  Delivery\tADDRESS\n delivery ')
+        == parse_query('delivery address')
+        == Query(terms=('delivery', 'address'))
+    )
+    assert parse_query('delivery address') != parse_query('address delivery'), 'terms keep their first order'

@@ -64,12 +64,19 @@ def test_result_clips_the_query() -> None:
     assert SearchResult(query='q' * MAX_QUERY_ECHO_CHARS).query == 'q' * MAX_QUERY_ECHO_CHARS
 
 
-def test_models_are_frozen() -> None:
-    result = SearchResult(query='invoice')
-    with pytest.raises(ValidationError):
-        result.query = 'other'  # type: ignore[misc]
-    with pytest.raises(ValidationError):
-        ContextMessage(position=1, role='user').excerpt = 'x'  # type: ignore[misc]
+def test_a_result_recorded_by_an_older_worker_still_validates() -> None:
+    """A search result is an activity result in recorded histories: fields added later need defaults."""
+    recorded = (
+        '{"query": "invoice", "hits": [{"score": 1.5, "conversation_id": "c-1", "entry_id": "e-1", '
+        '"position": 0, "role": "user", "context": [{"position": 1, "role": "assistant"}]}]}'
+    )
+    result = SearchResult.model_validate_json(recorded)
+    [hit] = result.hits
+    assert (hit.run_id, hit.timestamp, hit.excerpt) == (None, None, '')
+    assert hit.context == [ContextMessage(position=1, role='assistant', excerpt='')]
+    assert (result.searched_documents, result.truncated_query, result.message) == (0, False, None)
+    with pytest.raises(ValidationError):  # what every result must say is still required
+        SearchResult.model_validate_json('{"hits": []}')
 
 
 def test_result_round_trips_through_json() -> None:
