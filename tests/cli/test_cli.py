@@ -211,7 +211,7 @@ def test_search_role_keeps_one_speakers_hits(filled: Filled) -> None:
         found = ok(ran).json()['hits']
         assert found and {hit['role'] for hit in found} == {role}
         assert [hit['position'] for hit in found] == [hit['position'] for hit in hits if hit['role'] == role]
-    refused(unknown, 2, "role='robot' is not a role", 'user, assistant, tool, system')
+    refused(unknown, 2, 'Invalid value "robot" for --role', '"user", "assistant", "tool", "system"')
 
 
 @pytest.mark.parametrize(

@@ -5,22 +5,9 @@ choices, numbers, paths), so no parser has to be kept in step with the code, and
 coroutine itself. Typer, the other candidate, cannot run async commands, and every command here
 awaits a store or a Temporal client. Output is drawn by rich (`_output`).
 
-`--format json` is a stable contract for scripts; `yaml` is the same document and `ndjson` prints
-the list's items one a line. `search`: `{"hits": [SearchHit.model_dump(mode="json"), ...]}`, as the
-HTTP API answers. `conversations`: `{"conversations": [{"conversation_id", "scope", "updated_at",
-"head_id", "branches" (how many), "forked_from"}, ...]}`, newest first. `show`: `{"conversation_id",
-"scope", "messages": [{"position", "entry_id", "role", "text"}, ...]}`, plus `"branches": [{"tip",
-"messages"}, ...]` with `--branches`. `stats`: `{"stats": {"path", "conversations", "entries",
-"documents", "postings", "database_bytes", "store_url"}}`.
-
-An operator sees every scope: without `--scope`, `search`, `show` and `delete` act on the
-conversation under the scope it was stored with (`query.ANY_SCOPE`); with `--scope`, one stored
-under another scope is reported exactly like a missing one. `search all` searches every
-conversation of `--scope` (without it, those stored without a scope).
-
-Errors go to stderr as one line, `error: ...`. Exit status: 0 success, 1 a failure (no such
-conversation, an unreachable or foreign store, a check that found problems), 2 bad usage
-(arguments, an empty query, an unusable id or setting), 130 interrupted.
+The `--format json` documents, the scope rule and the exit statuses are the README's contract (and
+pinned by tests/cli). `search all` searches every conversation of `--scope` (without it, those
+stored without a scope); without `--scope` the others use `query.ANY_SCOPE`.
 """
 
 from __future__ import annotations
@@ -43,7 +30,7 @@ from rich.text import Text
 
 from ..errors import ConfigurationError, InvalidIdentifier, RecallError, SearchError, UnknownConversation, shown
 from ..query import ANY_SCOPE, TranscriptMessage, list_conversations, read_conversation, search_messages
-from ..search._results import check_role
+from ..search import Role
 from ..settings import Settings
 from ..store import open_store
 from ._output import Format, emit, progress, table, to_yaml
@@ -124,7 +111,7 @@ async def search(
     *query: Annotated[str, Parameter(help='words to search for (joined with spaces)')],
     scope: Scope = None,
     run: Annotated[str | None, Parameter(help='only messages from this agent run id')] = None,
-    role: Annotated[str | None, Parameter(help='only what one speaker said: user, assistant, tool or system')] = None,
+    role: Annotated[Role | None, Parameter(help='only what one speaker said')] = None,
     limit: Limit = 20,
     context: Annotated[Literal[0, 1, 2, 3], Parameter(help='neighbouring messages per hit')] = 0,
     format: Format = 'table',
@@ -142,7 +129,7 @@ async def search(
             conversation_id=None if everything else conversation,
             scope=scope if scope is not None or everything else ANY_SCOPE,
             run_id=run,
-            role=None if role is None else check_role(role),
+            role=role,
             limit=limit,
             context=context,
         )
