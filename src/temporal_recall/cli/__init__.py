@@ -149,7 +149,9 @@ async def search(
 
 
 @app.command
-async def conversations(scope: Scope = None, limit: Limit = 20, format: Format = 'table', store: Store = None) -> int:
+async def conversations(
+    *, scope: Scope = None, limit: Limit = 20, format: Format = 'table', store: Store = None
+) -> int:
     """List conversations, newest first.
 
     Example: recall conversations --limit 10; recall conversations --scope acme --format ndjson
@@ -214,7 +216,7 @@ async def show(
 
 
 @app.command
-async def stats(format: Format = 'table', store: Store = None) -> int:
+async def stats(*, format: Format = 'table', store: Store = None) -> int:
     """Counts and sizes of the store.
 
     Example: recall stats --format json
@@ -243,7 +245,7 @@ async def delete(conversation: str, /, *, scope: Scope = None, store: Store = No
 
 
 @app.command
-async def reindex(store: Store = None) -> int:
+async def reindex(*, store: Store = None) -> int:
     """Rebuild the search index from the entry log.
 
     Example: recall reindex --store sqlite:///recall.db
@@ -256,7 +258,7 @@ async def reindex(store: Store = None) -> int:
 
 
 @app.command
-async def check(store: Store = None) -> int:
+async def check(*, store: Store = None) -> int:
     """Verify the store: whole chains, index agreeing with the entries, hashes, no row across scopes.
 
     Prints every problem found, one a line, and exits 1 if there is any.
@@ -401,7 +403,7 @@ async def dev_server(
 
 
 @app.command
-async def worker(store: Store = None) -> int:
+async def worker(*, store: Store = None) -> int:
     """Run a worker (settings from the environment).
 
     Example: TEMPORAL_ADDRESS=localhost:7233 recall worker
