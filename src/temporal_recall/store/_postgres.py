@@ -40,12 +40,18 @@ from ._postgres_reader import index_stats as _index_stats
 from ._postgres_reader import postings as _postings
 from ._postgres_url import PostgresOptions, parse_postgres_url
 from ._postgres_write import write_record as _write_record
-from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, RecallStore, SearchTarget
+from ._protocol import (
+    AppendRequest,
+    AppendResult,
+    BodyStore,
+    DocumentRow,
+    ImpactReader,
+    IndexStats,
+    Posting,
+    RecallStore,
+    SearchTarget,
+)
 from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
-
-if TYPE_CHECKING:
-    from temporal_recall._codec import BodyStore
-    from temporal_recall._recall import ImpactReader
 
 __all__ = ('PostgresConversationStore', 'PostgresStoreStats')
 

@@ -26,10 +26,20 @@ from pydantic_ai.exceptions import UserError
 from . import _sqlite_reader as _reader
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._integrity import CheckReport, run_check
-from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, RecallStore, SearchTarget
+from ._protocol import (
+    AppendRequest,
+    AppendResult,
+    BodyStore,
+    DocumentRow,
+    ImpactReader,
+    IndexStats,
+    Posting,
+    RecallStore,
+    SearchTarget,
+)
 from ._serialization import MissingEntry, PreparedMessage, prepare_message, record_columns, scope_key
 from ._sqlite_append import append as _append
-from ._sqlite_db import Database, Row, Synchronous, connect
+from ._sqlite_db import Database, Row, Synchronous
 from ._sqlite_index import (
     Member,
     add_members,
@@ -53,6 +63,7 @@ from ._sqlite_log import (
     update_conversation,
     write_branches,
 )
+from ._sqlite_migrate import connect
 from ._sqlite_reader import documents as _documents
 from ._sqlite_reader import index_stats as _index_stats
 from ._sqlite_reader import postings as _postings
@@ -449,5 +460,7 @@ class SqliteConversationStore(CheckedStore):
 
 
 if TYPE_CHECKING:
-    # Makes pyright check that the store satisfies the protocol the activities use.
+    # Makes pyright check that the store satisfies the protocols the activities, the search and the codec use.
     _CONFORMS: type[RecallStore] = SqliteConversationStore
+    _IMPACT: type[ImpactReader] = SqliteConversationStore
+    _BODIES: type[BodyStore] = SqliteConversationStore
