@@ -18,10 +18,10 @@ from temporal_recall.content import load_message
 
 from ._postgres_db import Conn, fetch_int
 from ._postgres_index import release_members
+from ._rows import ConversationRow
 from ._serialization import RecordColumns, record_from_columns
 
 __all__ = (
-    'ConversationRow',
     'EntryRow',
     'delete_conversation',
     'entry_keys',
@@ -39,22 +39,6 @@ __all__ = (
 )
 
 _NO_LIMIT = 2**62
-
-
-@dataclass(frozen=True, kw_only=True)
-class ConversationRow:
-    conv_key: int
-    tenant_id: int
-    scope: str | None
-    head_key: int | None
-    head_id: str | None
-    head_position: int
-    """-1 for a conversation without messages."""
-    revision: str
-    usage: str
-    branch_keys: list[int]
-    applied: tuple[str | None, int] | None = None
-    """`(head entry id, length)` recorded for the idempotency key asked about, if it was applied."""
 
 
 async def lock_conversation(

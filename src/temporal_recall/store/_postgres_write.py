@@ -15,7 +15,6 @@ from pydantic_ai.conversation_store import ConversationConflict, ConversationEnt
 
 from ._postgres_db import Conn
 from ._postgres_index import (
-    Member,
     add_members,
     allocate_keys,
     index_conversation,
@@ -34,6 +33,7 @@ from ._postgres_log import (
     update_conversation,
     write_branches,
 )
+from ._rows import Member
 from ._serialization import PreparedMessage, RecordColumns
 
 __all__ = ('write_record',)

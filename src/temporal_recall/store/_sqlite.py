@@ -37,11 +37,11 @@ from ._protocol import (
     RecallStore,
     SearchTarget,
 )
+from ._rows import Member
 from ._serialization import MissingEntry, PreparedMessage, prepare_message, record_columns, scope_key
 from ._sqlite_append import append as _append
 from ._sqlite_db import Database, Row, Synchronous
 from ._sqlite_index import (
-    Member,
     add_members,
     index_conversation,
     intern_run,

@@ -6,19 +6,18 @@ Everything here runs inside a transaction the caller opened (see `Database.write
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 
 from temporal_recall.content import load_message
 
+from ._rows import ConversationRow
 from ._serialization import PreparedMessage, RecordColumns, record_from_columns
 from ._sqlite_db import Database, Row
 from ._sqlite_index import json_keys, release_members
 
 __all__ = (
-    'ConversationRow',
     'conversation_row',
     'delete_conversation',
     'entry_key_of',
@@ -37,24 +36,18 @@ __all__ = (
 _NO_LIMIT = 2**62
 
 
-@dataclass(frozen=True, kw_only=True)
-class ConversationRow:
-    conv_key: int
-    tenant_id: int
-    scope: str | None
-    head_key: int | None
-    head_position: int
-    """-1 for a conversation without messages."""
-    revision: str
-    usage: str
-    branch_keys: list[int]
-
-
-async def conversation_row(db: Database, conversation_id: str) -> ConversationRow | None:
+async def conversation_row(
+    db: Database, conversation_id: str, *, idempotency_key: str | None = None
+) -> ConversationRow | None:
+    """The conversation's row, with what `idempotency_key` recorded if it was applied."""
     found = await db.one(
-        'SELECT c.conv_key, c.tenant_id, c.scope, c.head_key, coalesce(h.position, -1), c.revision, c.usage '
-        'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key WHERE c.conversation_id = ?',
-        (conversation_id,),
+        'SELECT c.conv_key, c.tenant_id, c.scope, c.head_key, h.entry_id, coalesce(h.position, -1), c.revision, '
+        'c.usage, w.length, wh.entry_id '
+        'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
+        'LEFT JOIN applied_writes w ON w.conv_key = c.conv_key AND w.idempotency_key = ? '
+        'LEFT JOIN entries wh ON wh.entry_key = w.head_key '
+        'WHERE c.conversation_id = ?',
+        (idempotency_key, conversation_id),
     )
     if found is None:
         return None
@@ -66,10 +59,12 @@ async def conversation_row(db: Database, conversation_id: str) -> ConversationRo
         tenant_id=found[1],
         scope=found[2],
         head_key=found[3],
-        head_position=found[4],
-        revision=found[5],
-        usage=found[6],
+        head_id=found[4],
+        head_position=found[5],
+        revision=found[6],
+        usage=found[7],
         branch_keys=[row[0] for row in branch_rows],
+        applied=None if found[8] is None else (found[9], int(found[8])),
     )
 
 
