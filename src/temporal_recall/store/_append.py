@@ -18,25 +18,24 @@ Before the idempotency key, a request's `Fence` is checked: the highest attempt 
 a row of `applied_writes` (key `FENCE_PREFIX + fence key`, attempt in `length`), read and raised in
 this same transaction, so a late write from an earlier attempt can never land after a later one's.
 
-The rules live here; an `AppendDriver` (one per backend, in `_sqlite_append` / `_postgres_append`)
-holds the SQL and runs `apply` inside its own write transaction, where it keeps writers apart (SQLite:
+The rules live here; a `WriteDriver` (one per backend, in `_sqlite_write` / `_postgres_write`) holds
+the SQL, and the backend runs `apply` inside its own write transaction, where it keeps writers apart (SQLite:
 `BEGIN IMMEDIATE`, the whole transaction on the connection thread; PostgreSQL: the conversation row
 locked `FOR UPDATE` before anything is read).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from pydantic_ai.usage import RunUsage
 
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
+from ._driver import WriteDriver
 from ._ids import new_id, now
 from ._protocol import AppendRequest, AppendResult, fence_row_key
-from ._rows import ConversationRow, Member
+from ._rows import ConversationRow
 from ._serialization import (
     PreparedMessage,
     RecordColumns,
@@ -47,56 +46,7 @@ from ._serialization import (
     timestamp_order,
 )
 
-__all__ = ('AppendDriver', 'Prepared', 'apply', 'prepare')
-
-
-class AppendDriver(Protocol):
-    """The statements one append runs, all inside the write transaction the driver opened."""
-
-    async def conversation(self, conversation_id: str, idempotency_key: str) -> ConversationRow | None:
-        """The conversation's row (locked until the transaction ends, where the backend locks rows),
-        with what `idempotency_key` recorded if it was applied; `None` if there is no such conversation."""
-        ...
-
-    async def highest_attempt(self, conv_key: int, fence_key: str) -> int | None: ...
-
-    async def raise_fence(self, conv_key: int, fence_key: str, attempt: int) -> None:
-        """Record `attempt` for `fence_key` unless a higher one is recorded."""
-        ...
-
-    async def tenant_of(self, scope: str | None) -> int: ...
-
-    async def lock_tenants(self, tenant_ids: Sequence[int]) -> None:
-        """Serialise index writers of these tenants, where the backend lets several write at once."""
-        ...
-
-    async def head_chain(self, head_key: int, min_position: int) -> list[tuple[int, int, bytes]]:
-        """`(entry_key, position, content_hash)` of the head's chain from `min_position` on."""
-        ...
-
-    async def max_entry_key(self) -> int: ...
-
-    async def insert_chain(
-        self, items: Sequence[PreparedMessage], ids: Sequence[str], parent_key: int | None, parent_position: int
-    ) -> list[Member]:
-        """Insert `items` (with entry ids `ids`) as a chain after `parent_key`; the members they add."""
-        ...
-
-    async def insert_conversation(
-        self, columns: RecordColumns, *, tenant_id: int, head_key: int | None, created_seq: int
-    ) -> int: ...
-
-    async def write_branches(self, conv_key: int, branch_keys: Sequence[int]) -> None: ...
-
-    async def move_head(
-        self, conv_key: int, *, head_key: int | None, usage: str, revision: str, updated_at: str, updated_order: int
-    ) -> None: ...
-
-    async def add_members(self, conv_key: int, tenant_id: int, members: Sequence[Member]) -> None: ...
-
-    async def record_applied(
-        self, conv_key: int, idempotency_key: str, *, head_key: int | None, length: int, stored: int
-    ) -> None: ...
+__all__ = ('Prepared', 'apply', 'prepare')
 
 
 @dataclass(frozen=True)
@@ -134,7 +84,7 @@ def _base_hash(request: AppendRequest) -> bytes | None:
         raise HistoryMismatch(f'base_hash {request.base_hash!r} is not a hex content hash.') from None
 
 
-async def apply(driver: AppendDriver, prepared: Prepared) -> AppendResult:
+async def apply(driver: WriteDriver, prepared: Prepared) -> AppendResult:
     """The whole append, inside the driver's write transaction."""
     request, fence_key = prepared.request, prepared.fence_key
     row = await driver.conversation(request.conversation_id, request.idempotency_key)
@@ -195,7 +145,7 @@ async def apply(driver: AppendDriver, prepared: Prepared) -> AppendResult:
 
 
 async def _attach(
-    driver: AppendDriver,
+    driver: WriteDriver,
     row: ConversationRow | None,
     request: AppendRequest,
     base_hash: bytes | None,
@@ -251,7 +201,7 @@ def _new_columns(request: AppendRequest) -> RecordColumns:
 
 
 async def _move_head(
-    driver: AppendDriver, row: ConversationRow, new_head: int | None, *, branched: bool, usage: RunUsage | None
+    driver: WriteDriver, row: ConversationRow, new_head: int | None, *, branched: bool, usage: RunUsage | None
 ) -> None:
     """Move the head (keeping the old one in `branches` when the new entries branched), add usage, new revision."""
     if branched and row.head_key is not None:

@@ -1,23 +1,34 @@
-"""The SQLite driver of `_append`: the statements of one append, in one `BEGIN IMMEDIATE` transaction.
+"""The SQLite `WriteDriver`: the statements of an append or a `write_record`, in SQLite's SQL.
 
-The rules (idempotency, fences, attach point, branching) are `_append`'s. SQLite has one writer at a
-time, so nothing is locked beyond the transaction, and the whole transaction runs on the connection
+The rules are the engine's (`_append`, `_write`). SQLite has one writer at a time (`BEGIN IMMEDIATE`),
+so nothing is locked beyond the transaction. An append runs its whole transaction on the connection
 thread: one thread hop per append, however many statements it takes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from . import _append
+from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
+
+from . import _append, _write
 from ._protocol import AppendRequest, AppendResult
 from ._rows import ConversationRow, Member
 from ._serialization import PreparedMessage, RecordColumns
 from ._sqlite_db import Database
-from ._sqlite_index import add_members, intern_run, tenant_of
-from ._sqlite_log import conversation_row, head_chain, insert_conversation, insert_entry, max_entry_key, write_branches
+from ._sqlite_index import add_members, index_conversation, intern_run, release_members, tenant_of
+from ._sqlite_log import (
+    conversation_row,
+    entry_key_of,
+    head_chain,
+    insert_conversation,
+    insert_entry,
+    max_entry_key,
+    update_conversation,
+    write_branches,
+)
 
-__all__ = ('append',)
+__all__ = ('append', 'write_record')
 
 
 async def append(db: Database, request: AppendRequest) -> AppendResult:
@@ -26,11 +37,23 @@ async def append(db: Database, request: AppendRequest) -> AppendResult:
     return await db.write_on_connection_thread(lambda db: _append.apply(_Driver(db), prepared))
 
 
+async def write_record(
+    db: Database,
+    record: ConversationRecord,
+    new_entries: Sequence[ConversationEntry],
+    prepared: Sequence[PreparedMessage],
+    columns: RecordColumns,
+    expected_revision: str | None,
+) -> None:
+    async with db.write():
+        await _write.apply(_Driver(db), record, new_entries, prepared, columns, expected_revision)
+
+
 class _Driver:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def conversation(self, conversation_id: str, idempotency_key: str) -> ConversationRow | None:
+    async def conversation(self, conversation_id: str, idempotency_key: str | None) -> ConversationRow | None:
         return await conversation_row(self._db, conversation_id, idempotency_key=idempotency_key)
 
     async def highest_attempt(self, conv_key: int, fence_key: str) -> int | None:
@@ -115,3 +138,52 @@ class _Driver:
             'INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored) VALUES (?, ?, ?, ?, ?)',
             (conv_key, idempotency_key, head_key, length, stored),
         )
+
+    async def entry_keys(self, entry_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        found: dict[str, tuple[int, int]] = {}
+        for entry_id in entry_ids:
+            key = await entry_key_of(self._db, entry_id)
+            if key is not None:
+                found[entry_id] = key
+        return found
+
+    async def insert_entries(
+        self,
+        entries: Sequence[ConversationEntry],
+        prepared: Sequence[PreparedMessage],
+        conflict: ConversationConflict,
+    ) -> dict[str, Member]:
+        members: dict[str, Member] = {}
+        for entry, item in zip(entries, prepared, strict=True):
+            if await entry_key_of(self._db, entry.id) is not None:
+                continue
+            parent = None if entry.parent_id is None else await entry_key_of(self._db, entry.parent_id)
+            if entry.parent_id is not None and parent is None:
+                raise conflict
+            position = 0 if parent is None else parent[1] + 1
+            run_key = await intern_run(self._db, item.run_id)
+            key = await insert_entry(
+                self._db,
+                entry_id=entry.id,
+                parent_key=None if parent is None else parent[0],
+                position=position,
+                kind=entry.kind,
+                prepared=item,
+                run_key=run_key,
+            )
+            members[entry.id] = Member(
+                entry_key=key, position=position, run_key=run_key, content_hash=item.content_hash, prepared=item
+            )
+        return members
+
+    async def update_conversation(
+        self, conv_key: int, columns: RecordColumns, *, tenant_id: int, head_key: int | None
+    ) -> None:
+        await update_conversation(self._db, conv_key, columns, tenant_id=tenant_id, head_key=head_key)
+
+    async def restart_membership(self, conv_key: int, created_seq: int) -> None:
+        await release_members(self._db, conv_key)
+        await self._db.run('UPDATE conversations SET created_seq = ? WHERE conv_key = ?', (created_seq, conv_key))
+
+    async def index_conversation(self, conv_key: int, tenant_id: int, known: Mapping[int, Member]) -> None:
+        await index_conversation(self._db, conv_key, tenant_id, known)
