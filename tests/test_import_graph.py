@@ -119,3 +119,35 @@ def test_the_check_finds_a_cycle_through_type_checking_and_lazy_imports(tmp_path
     (package / 'c.py').write_text('import pkg.a\nx = 1\n')
     (package / 'd.py').write_text('from . import c\n')
     assert cycles(import_graph(package)) == [['pkg.a', 'pkg.c', 'pkg.sub.b']]
+
+
+BELOW_THE_STORE = {
+    'temporal_recall.errors',
+    'temporal_recall.content',
+    'temporal_recall._validation',
+    'temporal_recall.text',
+    'temporal_recall.text._analyzer',
+    'temporal_recall.text._documents',
+}
+"""What the store may import from the rest of the package: errors, message content, input rules and
+text analysis, all pure and themselves importing nothing above the store."""
+
+
+def _reach(graph: dict[str, set[str]], start: set[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph[module])
+    return seen
+
+
+def test_the_store_depends_on_nothing_above_it() -> None:
+    graph = import_graph(PACKAGE)
+    store = {
+        module for module in graph if module == 'temporal_recall.store' or module.startswith('temporal_recall.store.')
+    }
+    above = _reach(graph, store) - store - BELOW_THE_STORE
+    assert not above, f'The store imports modules above it (move the shared piece into the store or below it): {above}'

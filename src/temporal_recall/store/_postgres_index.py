@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, TypeVar
 
 from temporal_recall.content import load_message
-from temporal_recall.search._analyzer import ANALYZER
+from temporal_recall.text._analyzer import ANALYZER
 
 from ._postgres_db import Conn, fetch_int
 from ._rows import Member, membership_order

@@ -21,7 +21,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 if TYPE_CHECKING:
-    from temporal_recall.search._documents import SummaryRule
+    from temporal_recall.text._documents import SummaryRule
 
 __all__ = (
     'FENCE_PREFIX',

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from temporal_recall.content import load_message
-from temporal_recall.search._analyzer import ANALYZER
+from temporal_recall.text._analyzer import ANALYZER
 
 from ._rows import Member, membership_order
 from ._serialization import IndexTerms, decode_term_ids, encode_term_ids, index_terms, scope_key
