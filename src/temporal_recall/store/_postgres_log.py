@@ -16,6 +16,7 @@ from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 
 from temporal_recall.content import load_message
 
+from . import _statements as statements
 from ._postgres_db import Conn, fetch_int
 from ._postgres_index import release_members
 from ._rows import ConversationRow
@@ -248,21 +249,7 @@ async def read_entry_row(conn: Conn, entry_id: str) -> ConversationEntry | None:
 
 async def history(conn: Conn, head_id: str, limit: int | None) -> list[ConversationEntry] | None:
     """The history ending at `head_id`, oldest first (only the last `limit`), in one query; `None` if no such entry."""
-    rows = await conn.fetch(
-        """
-        WITH RECURSIVE chain(k, n) AS (
-            SELECT entry_key, 1::bigint FROM entries WHERE entry_id = $1
-            UNION ALL
-            SELECT e.parent_key, chain.n + 1 FROM chain JOIN entries e ON e.entry_key = chain.k
-            WHERE e.parent_key IS NOT NULL AND chain.n < $2
-        )
-        SELECT e.entry_id, p.entry_id, e.kind, e.message
-        FROM chain JOIN entries e ON e.entry_key = chain.k LEFT JOIN entries p ON p.entry_key = e.parent_key
-        ORDER BY chain.n DESC
-        """,
-        head_id,
-        _NO_LIMIT if limit is None else limit,
-    )
+    rows = await conn.fetch(statements.HISTORY, head_id, _NO_LIMIT if limit is None else limit)
     if not rows:
         return None
     return [_entry(row) for row in rows]
@@ -270,48 +257,8 @@ async def history(conn: Conn, head_id: str, limit: int | None) -> list[Conversat
 
 async def head_chain(conn: Conn, head_key: int, min_position: int) -> list[tuple[int, int, bytes]]:
     """`(entry_key, position, content_hash)` of the head's chain from `min_position` up to the head, oldest first."""
-    rows = await conn.fetch(
-        """
-        WITH RECURSIVE chain(k) AS (
-            SELECT $1::bigint
-            UNION ALL
-            SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k
-            WHERE e.parent_key IS NOT NULL AND e.position > $2
-        )
-        SELECT e.entry_key, e.position, e.content_hash FROM chain JOIN entries e ON e.entry_key = chain.k
-        ORDER BY e.position
-        """,
-        head_key,
-        max(min_position, 0),
-    )
+    rows = await conn.fetch(statements.HEAD_CHAIN, head_key, max(min_position, 0))
     return [(int(row[0]), int(row[1]), bytes(row[2])) for row in rows if row[1] >= min_position]
-
-
-_UNREACHABLE = """
-WITH RECURSIVE
-    tips(k) AS (
-        SELECT head_key FROM conversations WHERE conv_key = $1 AND head_key IS NOT NULL
-        UNION SELECT entry_key FROM conversation_branches WHERE conv_key = $1
-    ),
-    reach(k) AS (
-        SELECT k FROM tips
-        UNION SELECT e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k WHERE e.parent_key IS NOT NULL
-    ),
-    seeds(k) AS (
-        SELECT c.head_key FROM conversations c WHERE c.conv_key <> $1 AND c.head_key IN (SELECT k FROM reach)
-        UNION SELECT b.entry_key FROM conversation_branches b
-            WHERE b.conv_key <> $1 AND b.entry_key IN (SELECT k FROM reach)
-        UNION SELECT child.parent_key FROM entries child
-            WHERE child.parent_key IN (SELECT k FROM reach) AND child.entry_key NOT IN (SELECT k FROM reach)
-    ),
-    kept(k) AS (
-        SELECT k FROM seeds
-        UNION SELECT e.parent_key FROM kept JOIN entries e ON e.entry_key = kept.k WHERE e.parent_key IS NOT NULL
-    )
-SELECT k FROM reach EXCEPT SELECT k FROM kept
-"""
-"""Entries only this conversation reaches: its reachable set minus the ancestors of anything another
-record's head or branch points at, and of any child outside the set (entries another history built on)."""
 
 
 async def delete_conversation(conn: Conn, conv_key: int) -> None:
@@ -320,10 +267,9 @@ async def delete_conversation(conn: Conn, conv_key: int) -> None:
     A concurrent write that starts referencing a doomed entry makes the final delete fail its foreign
     key check; the store retries the whole delete, which then keeps that entry.
     """
-    doomed = [int(row[0]) for row in await conn.fetch(_UNREACHABLE, conv_key)]
+    doomed = [int(row[0]) for row in await conn.fetch(statements.UNREACHABLE, conv_key)]
     await release_members(conn, conv_key)
-    await conn.execute('DELETE FROM applied_writes WHERE conv_key = $1', conv_key)
-    await conn.execute('DELETE FROM conversation_branches WHERE conv_key = $1', conv_key)
-    await conn.execute('DELETE FROM conversations WHERE conv_key = $1', conv_key)
+    for statement in statements.DELETE_CONVERSATION_ROWS:
+        await conn.execute(statement, conv_key)
     if doomed:
         await conn.execute('DELETE FROM entries WHERE entry_key = ANY($1::bigint[])', doomed)

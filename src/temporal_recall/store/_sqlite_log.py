@@ -6,16 +6,18 @@ Everything here runs inside a transaction the caller opened (see `Database.write
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 
 from temporal_recall.content import load_message
 
+from . import _statements as statements
 from ._rows import ConversationRow
 from ._serialization import PreparedMessage, RecordColumns, record_from_columns
 from ._sqlite_db import Database, Row
 from ._sqlite_index import json_keys, release_members
+from ._statements import for_sqlite
 
 __all__ = (
     'conversation_row',
@@ -34,6 +36,10 @@ __all__ = (
 )
 
 _NO_LIMIT = 2**62
+_HISTORY = for_sqlite(statements.HISTORY)
+_HEAD_CHAIN = for_sqlite(statements.HEAD_CHAIN)
+_UNREACHABLE = for_sqlite(statements.UNREACHABLE)
+_DELETE_CONVERSATION_ROWS = [for_sqlite(statement) for statement in statements.DELETE_CONVERSATION_ROWS]
 
 
 async def conversation_row(
@@ -236,20 +242,7 @@ async def read_entry_row(db: Database, entry_id: str) -> ConversationEntry | Non
 
 async def history(db: Database, head_id: str, limit: int | None) -> list[ConversationEntry] | None:
     """The history ending at `head_id`, oldest first (only the last `limit`), in one query; `None` if no such entry."""
-    rows = await db.rows(
-        """
-        WITH RECURSIVE chain(k, n) AS (
-            SELECT entry_key, 1 FROM entries WHERE entry_id = ?
-            UNION ALL
-            SELECT e.parent_key, chain.n + 1 FROM chain JOIN entries e ON e.entry_key = chain.k
-            WHERE e.parent_key IS NOT NULL AND chain.n < ?
-        )
-        SELECT e.entry_id, p.entry_id, e.kind, e.message
-        FROM chain JOIN entries e ON e.entry_key = chain.k LEFT JOIN entries p ON p.entry_key = e.parent_key
-        ORDER BY chain.n DESC
-        """,
-        (head_id, _NO_LIMIT if limit is None else limit),
-    )
+    rows = await db.rows(_HISTORY, (head_id, _NO_LIMIT if limit is None else limit))
     if not rows:
         return None
     return [_entry(row) for row in rows]
@@ -257,56 +250,16 @@ async def history(db: Database, head_id: str, limit: int | None) -> list[Convers
 
 async def head_chain(db: Database, head_key: int, min_position: int) -> list[tuple[int, int, bytes]]:
     """`(entry_key, position, content_hash)` of the head's chain from `min_position` up to the head, oldest first."""
-    rows = await db.rows(
-        """
-        WITH RECURSIVE chain(k) AS (
-            SELECT ?
-            UNION ALL
-            SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k
-            WHERE e.parent_key IS NOT NULL AND e.position > ?
-        )
-        SELECT e.entry_key, e.position, e.content_hash FROM chain JOIN entries e ON e.entry_key = chain.k
-        ORDER BY e.position
-        """,
-        (head_key, max(min_position, 0)),
-    )
+    rows = await db.rows(_HEAD_CHAIN, (head_key, max(min_position, 0)))
     return [(int(row[0]), int(row[1]), bytes(row[2])) for row in rows if row[1] >= min_position]
-
-
-_UNREACHABLE = """
-WITH RECURSIVE
-    tips(k) AS (
-        SELECT head_key FROM conversations WHERE conv_key = :conv AND head_key IS NOT NULL
-        UNION SELECT entry_key FROM conversation_branches WHERE conv_key = :conv
-    ),
-    reach(k) AS (
-        SELECT k FROM tips
-        UNION SELECT e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k WHERE e.parent_key IS NOT NULL
-    ),
-    seeds(k) AS (
-        SELECT c.head_key FROM conversations c WHERE c.conv_key != :conv AND c.head_key IN reach
-        UNION SELECT b.entry_key FROM conversation_branches b WHERE b.conv_key != :conv AND b.entry_key IN reach
-        UNION SELECT child.parent_key FROM entries child
-            WHERE child.parent_key IN reach AND child.entry_key NOT IN reach
-    ),
-    kept(k) AS (
-        SELECT k FROM seeds
-        UNION SELECT e.parent_key FROM kept JOIN entries e ON e.entry_key = kept.k WHERE e.parent_key IS NOT NULL
-    )
-SELECT k FROM reach EXCEPT SELECT k FROM kept ORDER BY k DESC
-"""
-"""Entries only this conversation reaches: its reachable set minus the ancestors of anything another
-record's head or branch points at, and of any child outside the set (entries another history built on)."""
 
 
 async def delete_conversation(db: Database, conv_key: int) -> None:
     """Delete the conversation's row, index membership, applied writes and the entries only it reaches."""
-    params: dict[str, Any] = {'conv': conv_key}
-    doomed = [int(row[0]) for row in await db.rows(_UNREACHABLE, params)]
+    doomed = [int(row[0]) for row in await db.rows(_UNREACHABLE, (conv_key,))]
     await release_members(db, conv_key)
-    await db.run('DELETE FROM applied_writes WHERE conv_key = ?', (conv_key,))
-    await db.run('DELETE FROM conversation_branches WHERE conv_key = ?', (conv_key,))
-    await db.run('DELETE FROM conversations WHERE conv_key = ?', (conv_key,))
+    for statement in _DELETE_CONVERSATION_ROWS:
+        await db.run(statement, (conv_key,))
     # Descending keys: children before parents, so each statement leaves the parent links intact.
     for start in range(0, len(doomed), 500):
         await db.run(
