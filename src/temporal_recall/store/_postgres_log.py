@@ -21,6 +21,7 @@ from ._postgres_db import Conn, fetch_int
 from ._postgres_index import release_members
 from ._rows import ConversationRow
 from ._serialization import RecordColumns, record_from_columns
+from ._statements import record_values
 
 __all__ = (
     'EntryRow',
@@ -132,48 +133,17 @@ async def insert_entries(conn: Conn, rows: Sequence[EntryRow]) -> None:
     )
 
 
-def _column_values(columns: RecordColumns) -> tuple[Any, ...]:
-    return (
-        columns.scope,
-        columns.revision,
-        columns.updated_at,
-        columns.updated_order,
-        columns.usage,
-        columns.deferred_tool_requests,
-        columns.forked_from,
-        columns.forked_at,
-        columns.format_version,
-    )
-
-
 async def insert_conversation(
     conn: Conn, columns: RecordColumns, *, tenant_id: int, head_key: int | None, created_seq: int
 ) -> int:
-    return await fetch_int(
-        conn,
-        'INSERT INTO conversations (conversation_id, tenant_id, head_key, created_seq, scope, revision, '
-        'updated_at, updated_order, usage, deferred_tool_requests, forked_from, forked_at, format_version) '
-        'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING conv_key',
-        columns.conversation_id,
-        tenant_id,
-        head_key,
-        created_seq,
-        *_column_values(columns),
-    )
+    values = (columns.conversation_id, tenant_id, head_key, created_seq, *record_values(columns))
+    return await fetch_int(conn, statements.INSERT_CONVERSATION, *values)
 
 
 async def update_conversation(
     conn: Conn, conv_key: int, columns: RecordColumns, *, tenant_id: int, head_key: int | None
 ) -> None:
-    await conn.execute(
-        'UPDATE conversations SET tenant_id = $2, head_key = $3, scope = $4, revision = $5, updated_at = $6, '
-        'updated_order = $7, usage = $8, deferred_tool_requests = $9, forked_from = $10, forked_at = $11, '
-        'format_version = $12 WHERE conv_key = $1',
-        conv_key,
-        tenant_id,
-        head_key,
-        *_column_values(columns),
-    )
+    await conn.execute(statements.UPDATE_CONVERSATION, conv_key, tenant_id, head_key, *record_values(columns))
 
 
 async def write_branches(conn: Conn, conv_key: int, branch_keys: Sequence[int]) -> None:

@@ -25,6 +25,7 @@ from asyncpg import exceptions as pg
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 
 from . import _append, _write
+from . import _statements as statements
 from ._postgres_db import Conn, Database
 from ._postgres_index import (
     add_members,
@@ -85,9 +86,7 @@ class _Driver:
         return await lock_conversation(self._conn, conversation_id, idempotency_key=idempotency_key)
 
     async def highest_attempt(self, conv_key: int, fence_key: str) -> int | None:
-        found = await self._conn.fetchval(
-            'SELECT length FROM applied_writes WHERE conv_key = $1 AND idempotency_key = $2', conv_key, fence_key
-        )
+        found = await self._conn.fetchval(statements.HIGHEST_ATTEMPT, conv_key, fence_key)
         return None if found is None else int(found)
 
     async def raise_fence(self, conv_key: int, fence_key: str, attempt: int) -> None:
@@ -155,16 +154,7 @@ class _Driver:
     async def move_head(
         self, conv_key: int, *, head_key: int | None, usage: str, revision: str, updated_at: str, updated_order: int
     ) -> None:
-        await self._conn.execute(
-            'UPDATE conversations SET head_key = $2, usage = $3, revision = $4, updated_at = $5, updated_order = $6 '
-            'WHERE conv_key = $1',
-            conv_key,
-            head_key,
-            usage,
-            revision,
-            updated_at,
-            updated_order,
-        )
+        await self._conn.execute(statements.MOVE_HEAD, conv_key, head_key, usage, revision, updated_at, updated_order)
 
     async def add_members(self, conv_key: int, tenant_id: int, members: Sequence[Member]) -> None:
         await add_members(self._conn, conv_key, tenant_id, members)
@@ -172,15 +162,7 @@ class _Driver:
     async def record_applied(
         self, conv_key: int, idempotency_key: str, *, head_key: int | None, length: int, stored: int
     ) -> None:
-        await self._conn.execute(
-            'INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored) '
-            'VALUES ($1, $2, $3, $4, $5)',
-            conv_key,
-            idempotency_key,
-            head_key,
-            length,
-            stored,
-        )
+        await self._conn.execute(statements.RECORD_APPLIED, conv_key, idempotency_key, head_key, length, stored)
 
     async def entry_keys(self, entry_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
         return await entry_keys(self._conn, entry_ids)

@@ -17,7 +17,7 @@ from ._rows import ConversationRow
 from ._serialization import PreparedMessage, RecordColumns, record_from_columns
 from ._sqlite_db import Database, Row
 from ._sqlite_index import json_keys, release_members
-from ._statements import for_sqlite
+from ._statements import for_sqlite, record_values
 
 __all__ = (
     'conversation_row',
@@ -39,6 +39,8 @@ _NO_LIMIT = 2**62
 _HISTORY = for_sqlite(statements.HISTORY)
 _HEAD_CHAIN = for_sqlite(statements.HEAD_CHAIN)
 _UNREACHABLE = for_sqlite(statements.UNREACHABLE)
+_INSERT_CONVERSATION = for_sqlite(statements.INSERT_CONVERSATION)
+_UPDATE_CONVERSATION = for_sqlite(statements.UPDATE_CONVERSATION)
 _DELETE_CONVERSATION_ROWS = [for_sqlite(statement) for statement in statements.DELETE_CONVERSATION_ROWS]
 
 
@@ -115,52 +117,14 @@ async def insert_entry(
 async def insert_conversation(
     db: Database, columns: RecordColumns, *, tenant_id: int, head_key: int | None, created_seq: int
 ) -> int:
-    return int(
-        await db.value(
-            'INSERT INTO conversations (conversation_id, tenant_id, scope, head_key, revision, updated_at, '
-            'updated_order, usage, deferred_tool_requests, forked_from, forked_at, format_version, created_seq) '
-            'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING conv_key',
-            (
-                columns.conversation_id,
-                tenant_id,
-                columns.scope,
-                head_key,
-                columns.revision,
-                columns.updated_at,
-                columns.updated_order,
-                columns.usage,
-                columns.deferred_tool_requests,
-                columns.forked_from,
-                columns.forked_at,
-                columns.format_version,
-                created_seq,
-            ),
-        )
-    )
+    values = (columns.conversation_id, tenant_id, head_key, created_seq, *record_values(columns))
+    return int(await db.value(_INSERT_CONVERSATION, values))
 
 
 async def update_conversation(
     db: Database, conv_key: int, columns: RecordColumns, *, tenant_id: int, head_key: int | None
 ) -> None:
-    await db.run(
-        'UPDATE conversations SET tenant_id = ?, scope = ?, head_key = ?, revision = ?, updated_at = ?, '
-        'updated_order = ?, usage = ?, deferred_tool_requests = ?, forked_from = ?, forked_at = ?, '
-        'format_version = ? WHERE conv_key = ?',
-        (
-            tenant_id,
-            columns.scope,
-            head_key,
-            columns.revision,
-            columns.updated_at,
-            columns.updated_order,
-            columns.usage,
-            columns.deferred_tool_requests,
-            columns.forked_from,
-            columns.forked_at,
-            columns.format_version,
-            conv_key,
-        ),
-    )
+    await db.run(_UPDATE_CONVERSATION, (conv_key, tenant_id, head_key, *record_values(columns)))
 
 
 async def write_branches(db: Database, conv_key: int, branch_keys: Sequence[int]) -> None:

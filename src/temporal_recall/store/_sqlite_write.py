@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 
 from . import _append, _write
+from . import _statements as statements
 from ._protocol import AppendRequest, AppendResult
 from ._rows import ConversationRow, Member
 from ._serialization import PreparedMessage, RecordColumns
@@ -27,8 +28,13 @@ from ._sqlite_log import (
     update_conversation,
     write_branches,
 )
+from ._statements import for_sqlite
 
 __all__ = ('append', 'write_record')
+
+_HIGHEST_ATTEMPT = for_sqlite(statements.HIGHEST_ATTEMPT)
+_MOVE_HEAD = for_sqlite(statements.MOVE_HEAD)
+_RECORD_APPLIED = for_sqlite(statements.RECORD_APPLIED)
 
 
 async def append(db: Database, request: AppendRequest) -> AppendResult:
@@ -57,9 +63,7 @@ class _Driver:
         return await conversation_row(self._db, conversation_id, idempotency_key=idempotency_key)
 
     async def highest_attempt(self, conv_key: int, fence_key: str) -> int | None:
-        found = await self._db.value(
-            'SELECT length FROM applied_writes WHERE conv_key = ? AND idempotency_key = ?', (conv_key, fence_key)
-        )
+        found = await self._db.value(_HIGHEST_ATTEMPT, (conv_key, fence_key))
         return None if found is None else int(found)
 
     async def raise_fence(self, conv_key: int, fence_key: str, attempt: int) -> None:
@@ -122,11 +126,7 @@ class _Driver:
     async def move_head(
         self, conv_key: int, *, head_key: int | None, usage: str, revision: str, updated_at: str, updated_order: int
     ) -> None:
-        await self._db.run(
-            'UPDATE conversations SET head_key = ?, usage = ?, revision = ?, updated_at = ?, updated_order = ? '
-            'WHERE conv_key = ?',
-            (head_key, usage, revision, updated_at, updated_order, conv_key),
-        )
+        await self._db.run(_MOVE_HEAD, (conv_key, head_key, usage, revision, updated_at, updated_order))
 
     async def add_members(self, conv_key: int, tenant_id: int, members: Sequence[Member]) -> None:
         await add_members(self._db, conv_key, tenant_id, members)
@@ -134,10 +134,7 @@ class _Driver:
     async def record_applied(
         self, conv_key: int, idempotency_key: str, *, head_key: int | None, length: int, stored: int
     ) -> None:
-        await self._db.run(
-            'INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored) VALUES (?, ?, ?, ?, ?)',
-            (conv_key, idempotency_key, head_key, length, stored),
-        )
+        await self._db.run(_RECORD_APPLIED, (conv_key, idempotency_key, head_key, length, stored))
 
     async def entry_keys(self, entry_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
         found: dict[str, tuple[int, int]] = {}

@@ -8,8 +8,23 @@ converts a statement once, at import, not per call.
 from __future__ import annotations
 
 import re
+from typing import Any
 
-__all__ = ('DELETE_CONVERSATION_ROWS', 'HEAD_CHAIN', 'HISTORY', 'UNREACHABLE', 'for_sqlite')
+from ._serialization import RecordColumns
+
+__all__ = (
+    'DELETE_CONVERSATION_ROWS',
+    'HEAD_CHAIN',
+    'HIGHEST_ATTEMPT',
+    'HISTORY',
+    'INSERT_CONVERSATION',
+    'MOVE_HEAD',
+    'RECORD_APPLIED',
+    'UNREACHABLE',
+    'UPDATE_CONVERSATION',
+    'for_sqlite',
+    'record_values',
+)
 
 _PLACEHOLDER = re.compile(r'\$(\d+)')
 
@@ -77,3 +92,47 @@ DELETE_CONVERSATION_ROWS = (
     'DELETE FROM conversations WHERE conv_key = $1',
 )
 """What a deleted conversation's own rows are, after its index membership is released."""
+
+
+def record_values(columns: RecordColumns) -> tuple[Any, ...]:
+    """The values of a record's columns, in the order `INSERT_CONVERSATION` and `UPDATE_CONVERSATION` take them."""
+    return (
+        columns.scope,
+        columns.revision,
+        columns.updated_at,
+        columns.updated_order,
+        columns.usage,
+        columns.deferred_tool_requests,
+        columns.forked_from,
+        columns.forked_at,
+        columns.format_version,
+    )
+
+
+INSERT_CONVERSATION = (
+    'INSERT INTO conversations (conversation_id, tenant_id, head_key, created_seq, scope, revision, '
+    'updated_at, updated_order, usage, deferred_tool_requests, forked_from, forked_at, format_version) '
+    'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING conv_key'
+)
+"""Parameters: conversation id, tenant id, head key, created_seq, then `record_values`."""
+
+UPDATE_CONVERSATION = (
+    'UPDATE conversations SET tenant_id = $2, head_key = $3, scope = $4, revision = $5, updated_at = $6, '
+    'updated_order = $7, usage = $8, deferred_tool_requests = $9, forked_from = $10, forked_at = $11, '
+    'format_version = $12 WHERE conv_key = $1'
+)
+"""Parameters: conversation key, tenant id, head key, then `record_values`."""
+
+MOVE_HEAD = (
+    'UPDATE conversations SET head_key = $2, usage = $3, revision = $4, updated_at = $5, updated_order = $6 '
+    'WHERE conv_key = $1'
+)
+"""An append's change to its conversation: the new head, the usage so far and a new revision."""
+
+HIGHEST_ATTEMPT = 'SELECT length FROM applied_writes WHERE conv_key = $1 AND idempotency_key = $2'
+"""The highest attempt a fence row recorded (fences keep it in `length`)."""
+
+RECORD_APPLIED = (
+    'INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored) VALUES ($1, $2, $3, $4, $5)'
+)
+"""What an idempotency key's append did, returned again to a retry of the same key."""
