@@ -127,7 +127,8 @@ class StepOwner(Protocol):
     Written as a protocol so this module does not import the capability that imports it.
     """
 
-    store: StoreProvider
+    store: StoreProvider | None
+    """`None`: the store of the worker running the activity (see `_store_provider.store_for`)."""
     summary: SummaryRule | None
 
     def scope_of(self, ctx: RunContext[Any]) -> str | None: ...
