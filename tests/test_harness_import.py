@@ -246,7 +246,7 @@ async def test_snapshots_written_inline_by_older_harness_versions_read_the_same(
 def test_every_harness_summary_shape_is_dropped_from_a_snapshot_and_look_alikes_are_kept() -> None:
     """The shapes the search index leaves out are the ones an import drops: one rule, shared."""
     from temporal_recall.harness_import import _without_summaries  # pyright: ignore[reportPrivateUsage]
-    from temporal_recall.search._documents import SUMMARY_METADATA, SUMMARY_PREFIX
+    from temporal_recall.text._documents import SUMMARY_METADATA, SUMMARY_PREFIX
 
     def request(*parts: dict[str, Any]) -> dict[str, Any]:
         return {'kind': 'request', 'parts': list(parts)}

@@ -53,7 +53,7 @@ from .errors import (
 )
 from .models import RecallDeps, SearchRequest, StepDelta, StepWritten
 from .search import Role, SummaryRule
-from .search._documents import RECALL_TOOL_NAME
+from .text._documents import RECALL_TOOL_NAME
 
 if TYPE_CHECKING:
     from .store._protocol import AppendResult

@@ -35,7 +35,7 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter, PayloadCodec
@@ -43,6 +43,7 @@ from temporalio.plugin import SimplePlugin
 
 from ._store_provider import StoreProvider
 from .errors import RecallError
+from .store._protocol import BodyStore
 
 __all__ = (
     'CHUNK',
@@ -69,12 +70,6 @@ _MAX_DEPTH = 64
 
 class MissingMessageBody(RecallError):
     """A payload references a body the store does not hold, or holds corrupted."""
-
-
-class BodyStore(Protocol):
-    async def put_bodies(self, scope: str | None, bodies: dict[str, bytes]) -> None: ...
-
-    async def get_bodies(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]: ...
 
 
 class _ReservedKey(Exception):

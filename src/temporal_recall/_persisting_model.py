@@ -47,7 +47,7 @@ import uuid
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from pydantic_ai import RunContext
 from pydantic_ai._run_context import get_current_run_context
@@ -64,7 +64,8 @@ from .content import content_hash
 from .errors import HistoryMismatch, RecallError, StoreUnavailable
 
 if TYPE_CHECKING:
-    from ._capability import ConversationRecall
+    from ._store_provider import StoreProvider
+    from .search import SummaryRule
     from .store._protocol import AppendRequest, AppendResult, Fence
 
 __all__ = ('MARKER_KEY', 'PersistingModel', 'persistable', 'take_marker')
@@ -120,13 +121,30 @@ def _raise_retryable(error: StoreUnavailable) -> NoReturn:
     raise ApplicationError(str(error), type=type(error).__name__) from None
 
 
+class StepOwner(Protocol):
+    """What a `PersistingModel` needs from the capability that wraps it (`ConversationRecall`).
+
+    Written as a protocol so this module does not import the capability that imports it.
+    """
+
+    store: StoreProvider | None
+    """`None`: the store of the worker running the activity (see `_store_provider.store_for`)."""
+    summary: SummaryRule | None
+
+    def scope_of(self, ctx: RunContext[Any]) -> str | None: ...
+
+    def note_stored_in_process(self, content_hash: str) -> None: ...
+
+    def record_write(self, result: AppendResult) -> None: ...
+
+
 @dataclass(init=False)
 class PersistingModel(WrapperModel):
     """Writes a step to the conversation store from inside the request that makes it (see module doc)."""
 
-    capability: ConversationRecall[Any]
+    capability: StepOwner
 
-    def __init__(self, wrapped: Any, capability: ConversationRecall[Any]) -> None:
+    def __init__(self, wrapped: Any, capability: StepOwner) -> None:
         super().__init__(wrapped)
         self.capability = capability
 
@@ -184,7 +202,7 @@ class PersistingModel(WrapperModel):
 
 @dataclass
 class _Step:
-    capability: ConversationRecall[Any]
+    capability: StepOwner
     conversation_id: str
     scope: str | None
     run_id: str | None
@@ -198,7 +216,7 @@ class _Step:
     @classmethod
     def start(
         cls,
-        capability: ConversationRecall[Any],
+        capability: StepOwner,
         ctx: RunContext[Any],
         view: list[ModelMessage],
         parameters: ModelRequestParameters,

@@ -9,13 +9,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import replace
-from typing import Protocol, runtime_checkable
 
 from .errors import InvalidSearchParameters, UnknownConversation
 from .models import SearchRequest
 from .search import BM25Parameters, ScoredDocument, SearchOptions, SearchResult, build_hits, parse_query, rank
 from .search._bm25 import term_idf, term_weight
-from .store._protocol import IndexReader, IndexStats, Posting, SearchTarget
+from .store._protocol import ImpactReader, IndexReader, IndexStats, Posting, SearchTarget
 
 __all__ = ('LONG_POSTING_LIST', 'ImpactReader', 'search_history', 'target_of')
 
@@ -24,23 +23,6 @@ LONG_POSTING_LIST = 1_000
 
 FIRST_READ_PER_GROUP = 32
 """Postings first read per frequency group of a long term (at least twice the page size)."""
-
-
-@runtime_checkable
-class ImpactReader(IndexReader, Protocol):
-    """Optional reads that let a scope-wide search skip most of a common term's posting list.
-
-    Each returns `None` for a target it does not serve (a conversation or a run); the search then
-    reads whole posting lists.
-    """
-
-    async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None: ...
-
-    async def top_postings(
-        self, target: SearchTarget, term: str, per_group: int
-    ) -> tuple[list[Posting], list[tuple[int, int]]] | None: ...
-
-    async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]: ...
 
 
 def target_of(request: SearchRequest) -> SearchTarget:

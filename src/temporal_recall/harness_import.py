@@ -42,8 +42,8 @@ from pydantic_ai.messages import ModelMessage
 
 from .content import content_hash, load_message
 from .errors import RecallError, UnknownConversation
-from .search._documents import SUMMARY_METADATA, SUMMARY_METADATA_KEY, SUMMARY_PREFIX
 from .store import AppendRequest, DeltaWriter
+from .text._documents import SUMMARY_METADATA, SUMMARY_METADATA_KEY, SUMMARY_PREFIX
 
 __all__ = ('HarnessImportError', 'HarnessImportSummary', 'HarnessRun', 'import_harness', 'read_harness_runs')
 

@@ -7,7 +7,7 @@ from pydantic_ai import messages as m
 from pydantic_ai._warnings import PydanticAIDeprecationWarning
 
 from temporal_recall.search import is_summary, message_role, searchable_text, transcript_text
-from temporal_recall.search._documents import MAX_ATTACHMENT_BYTES, SUMMARY_METADATA
+from temporal_recall.text._documents import MAX_ATTACHMENT_BYTES, SUMMARY_METADATA
 
 PNG = m.BinaryContent(data=b'\x89PNG\r\n\x1a\nsecretpixels', media_type='image/png')
 
@@ -141,7 +141,7 @@ def test_recall_tool_returns_are_not_searchable_but_its_calls_are():
     from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
     from temporal_recall.search import searchable_text
-    from temporal_recall.search._documents import RECALL_TOOL_NAME
+    from temporal_recall.text._documents import RECALL_TOOL_NAME
 
     returned = ModelRequest(
         parts=[ToolReturnPart(RECALL_TOOL_NAME, '[1] you said: invoice INV-7731', tool_call_id='r')]
@@ -154,7 +154,7 @@ def test_recall_tool_returns_are_not_searchable_but_its_calls_are():
 def test_a_transcript_shows_what_search_leaves_out_on_purpose():
     """`recall show`, the API and the demo display recall returns and summaries; search skips them."""
     from temporal_recall.search import transcript_text
-    from temporal_recall.search._documents import RECALL_TOOL_NAME
+    from temporal_recall.text._documents import RECALL_TOOL_NAME
 
     returned = request(m.ToolReturnPart(RECALL_TOOL_NAME, '[1] you said: invoice INV-7731', tool_call_id='r'))
     summary = response(m.CompactionPart(content='Summary: the user asked about invoice 4521.'))

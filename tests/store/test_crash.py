@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pydantic_ai import messages as m
 
-from temporal_recall.search._documents import searchable_text
 from temporal_recall.store import SqliteConversationStore
+from temporal_recall.text._documents import searchable_text
 
 from . import _crash_writer
 from ._support import AnyStore, PostgresSite, index_problems, postgres_url, problems_of

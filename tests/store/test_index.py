@@ -92,7 +92,9 @@ async def test_a_failure_while_indexing_rolls_back_the_entries_too(
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError('disk gremlin')
 
-    writer = {SqliteConversationStore: '_sqlite', PostgresConversationStore: '_postgres_write'}[type(recall_store)]
+    writer = {SqliteConversationStore: '_sqlite_write', PostgresConversationStore: '_postgres_write'}[
+        type(recall_store)
+    ]
     monkeypatch.setattr(f'temporal_recall.store.{writer}.add_members', broken)
     with pytest.raises(RuntimeError, match='gremlin'):
         await save(recall_store, 'c', turn(2))

@@ -23,8 +23,8 @@ from temporal_recall.content import content_hash
 from temporal_recall.errors import UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import SearchResult
-from temporal_recall.search._documents import SUMMARY_METADATA
 from temporal_recall.store import AppendRequest
+from temporal_recall.text._documents import SUMMARY_METADATA
 
 from ..search._multilingual import CORPUS, QUERIES
 from ._support import AT, AnyStore, reply, tool_call, tool_return, user

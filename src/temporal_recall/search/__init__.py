@@ -9,27 +9,8 @@ order and how it is shown is made here, once.
 
 from __future__ import annotations
 
-from temporal_recall.search._analyzer import (
-    ANALYZER,
-    MAX_TERM_LENGTH,
-    Analyzer,
-    normalize_term,
-    query_terms,
-    term_frequencies,
-    term_spans,
-    tokenize,
-)
 from temporal_recall.search._assemble import build_hits, render_for_model
 from temporal_recall.search._bm25 import DEFAULT_PARAMETERS, BM25Parameters, ScoredDocument, idf, rank
-from temporal_recall.search._documents import (
-    MAX_ATTACHMENT_BYTES,
-    SummaryRule,
-    is_summary,
-    is_summary_part,
-    message_role,
-    searchable_text,
-    transcript_text,
-)
 from temporal_recall.search._excerpt import excerpt
 from temporal_recall.search._query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, Query, parse_query
 from temporal_recall.search._results import (
@@ -44,6 +25,25 @@ from temporal_recall.search._results import (
     SearchHit,
     SearchOptions,
     SearchResult,
+)
+from temporal_recall.text._analyzer import (
+    ANALYZER,
+    MAX_TERM_LENGTH,
+    Analyzer,
+    normalize_term,
+    query_terms,
+    term_frequencies,
+    term_spans,
+    tokenize,
+)
+from temporal_recall.text._documents import (
+    MAX_ATTACHMENT_BYTES,
+    SummaryRule,
+    is_summary,
+    is_summary_part,
+    message_role,
+    searchable_text,
+    transcript_text,
 )
 
 __all__ = (

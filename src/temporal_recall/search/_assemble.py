@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 from temporal_recall.errors import InvalidSearchParameters
 from temporal_recall.search._bm25 import ScoredDocument
-from temporal_recall.search._documents import message_role, searchable_text
 from temporal_recall.search._excerpt import excerpt
 from temporal_recall.search._results import (
     CONTEXT_EXCERPT_WIDTH,
@@ -22,6 +21,7 @@ from temporal_recall.search._results import (
     SearchResult,
 )
 from temporal_recall.store._protocol import DocumentRow
+from temporal_recall.text._documents import message_role, searchable_text
 
 __all__ = ('build_hits', 'render_for_model')
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from temporal_recall.search._analyzer import normalize_term, term_spans
+from temporal_recall.text._analyzer import normalize_term, term_spans
 
 __all__ = ('ELLIPSIS', 'MIN_EXCERPT_WIDTH', 'excerpt')
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from temporal_recall.errors import InvalidQuery
-from temporal_recall.search._analyzer import query_terms
+from temporal_recall.text._analyzer import query_terms
 
 __all__ = ('MAX_QUERY_CHARS', 'MAX_QUERY_TERMS', 'Query', 'parse_query')
 

@@ -27,7 +27,6 @@ from pydantic_ai.exceptions import UserError
 
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._integrity import CheckReport, run_check
-from ._postgres_append import append as _append
 from ._postgres_db import Conn, Database
 from ._postgres_impact import document_frequencies as _document_frequencies
 from ._postgres_impact import postings_for as _postings_for
@@ -39,13 +38,20 @@ from ._postgres_reader import documents as _documents
 from ._postgres_reader import index_stats as _index_stats
 from ._postgres_reader import postings as _postings
 from ._postgres_url import PostgresOptions, parse_postgres_url
+from ._postgres_write import append as _append
 from ._postgres_write import write_record as _write_record
-from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, RecallStore, SearchTarget
+from ._protocol import (
+    AppendRequest,
+    AppendResult,
+    BodyStore,
+    DocumentRow,
+    ImpactReader,
+    IndexStats,
+    Posting,
+    RecallStore,
+    SearchTarget,
+)
 from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
-
-if TYPE_CHECKING:
-    from temporal_recall._codec import BodyStore
-    from temporal_recall._recall import ImpactReader
 
 __all__ = ('PostgresConversationStore', 'PostgresStoreStats')
 
@@ -206,7 +212,7 @@ class PostgresConversationStore(CheckedStore):
 
         async def body(conn: Conn) -> None:
             try:
-                await _write_record(conn, record, new_entries, prepared, columns, expected_revision, conflict)
+                await _write_record(conn, record, new_entries, prepared, columns, expected_revision)
             except (pg.UniqueViolationError, pg.ForeignKeyViolationError) as error:
                 # Created by a concurrent writer, or an entry it names was released by a concurrent delete.
                 raise conflict from error
@@ -236,7 +242,7 @@ class PostgresConversationStore(CheckedStore):
     # --- DeltaWriter ------------------------------------------------------------------------------
 
     async def append(self, request: AppendRequest) -> AppendResult:
-        """Apply one step boundary's delta in a single transaction, index included (see `_postgres_append`).
+        """Apply one step boundary's delta in a single transaction, index included (see `_append`).
 
         Raises:
             UnknownConversation: The conversation is missing (and `create=False`) or has another scope.

@@ -28,14 +28,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, TypeVar
 
 from temporal_recall.content import load_message
-from temporal_recall.search._analyzer import ANALYZER
+from temporal_recall.text._analyzer import ANALYZER
 
 from ._postgres_db import Conn, fetch_int
+from ._rows import Member, membership_order
 from ._serialization import IndexTerms, decode_term_ids, encode_term_ids, index_terms, scope_key
-from ._sqlite_index import Member, membership_order
 
 __all__ = (
-    'Member',
     'add_members',
     'allocate_keys',
     'chain_members',

@@ -16,12 +16,14 @@ from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 
 from temporal_recall.content import load_message
 
+from . import _statements as statements
 from ._postgres_db import Conn, fetch_int
 from ._postgres_index import release_members
+from ._rows import ConversationRow
 from ._serialization import RecordColumns, record_from_columns
+from ._statements import record_values
 
 __all__ = (
-    'ConversationRow',
     'EntryRow',
     'delete_conversation',
     'entry_keys',
@@ -39,22 +41,6 @@ __all__ = (
 )
 
 _NO_LIMIT = 2**62
-
-
-@dataclass(frozen=True, kw_only=True)
-class ConversationRow:
-    conv_key: int
-    tenant_id: int
-    scope: str | None
-    head_key: int | None
-    head_id: str | None
-    head_position: int
-    """-1 for a conversation without messages."""
-    revision: str
-    usage: str
-    branch_keys: list[int]
-    applied: tuple[str | None, int] | None = None
-    """`(head entry id, length)` recorded for the idempotency key asked about, if it was applied."""
 
 
 async def lock_conversation(
@@ -147,48 +133,17 @@ async def insert_entries(conn: Conn, rows: Sequence[EntryRow]) -> None:
     )
 
 
-def _column_values(columns: RecordColumns) -> tuple[Any, ...]:
-    return (
-        columns.scope,
-        columns.revision,
-        columns.updated_at,
-        columns.updated_order,
-        columns.usage,
-        columns.deferred_tool_requests,
-        columns.forked_from,
-        columns.forked_at,
-        columns.format_version,
-    )
-
-
 async def insert_conversation(
     conn: Conn, columns: RecordColumns, *, tenant_id: int, head_key: int | None, created_seq: int
 ) -> int:
-    return await fetch_int(
-        conn,
-        'INSERT INTO conversations (conversation_id, tenant_id, head_key, created_seq, scope, revision, '
-        'updated_at, updated_order, usage, deferred_tool_requests, forked_from, forked_at, format_version) '
-        'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING conv_key',
-        columns.conversation_id,
-        tenant_id,
-        head_key,
-        created_seq,
-        *_column_values(columns),
-    )
+    values = (columns.conversation_id, tenant_id, head_key, created_seq, *record_values(columns))
+    return await fetch_int(conn, statements.INSERT_CONVERSATION, *values)
 
 
 async def update_conversation(
     conn: Conn, conv_key: int, columns: RecordColumns, *, tenant_id: int, head_key: int | None
 ) -> None:
-    await conn.execute(
-        'UPDATE conversations SET tenant_id = $2, head_key = $3, scope = $4, revision = $5, updated_at = $6, '
-        'updated_order = $7, usage = $8, deferred_tool_requests = $9, forked_from = $10, forked_at = $11, '
-        'format_version = $12 WHERE conv_key = $1',
-        conv_key,
-        tenant_id,
-        head_key,
-        *_column_values(columns),
-    )
+    await conn.execute(statements.UPDATE_CONVERSATION, conv_key, tenant_id, head_key, *record_values(columns))
 
 
 async def write_branches(conn: Conn, conv_key: int, branch_keys: Sequence[int]) -> None:
@@ -264,21 +219,7 @@ async def read_entry_row(conn: Conn, entry_id: str) -> ConversationEntry | None:
 
 async def history(conn: Conn, head_id: str, limit: int | None) -> list[ConversationEntry] | None:
     """The history ending at `head_id`, oldest first (only the last `limit`), in one query; `None` if no such entry."""
-    rows = await conn.fetch(
-        """
-        WITH RECURSIVE chain(k, n) AS (
-            SELECT entry_key, 1::bigint FROM entries WHERE entry_id = $1
-            UNION ALL
-            SELECT e.parent_key, chain.n + 1 FROM chain JOIN entries e ON e.entry_key = chain.k
-            WHERE e.parent_key IS NOT NULL AND chain.n < $2
-        )
-        SELECT e.entry_id, p.entry_id, e.kind, e.message
-        FROM chain JOIN entries e ON e.entry_key = chain.k LEFT JOIN entries p ON p.entry_key = e.parent_key
-        ORDER BY chain.n DESC
-        """,
-        head_id,
-        _NO_LIMIT if limit is None else limit,
-    )
+    rows = await conn.fetch(statements.HISTORY, head_id, _NO_LIMIT if limit is None else limit)
     if not rows:
         return None
     return [_entry(row) for row in rows]
@@ -286,48 +227,8 @@ async def history(conn: Conn, head_id: str, limit: int | None) -> list[Conversat
 
 async def head_chain(conn: Conn, head_key: int, min_position: int) -> list[tuple[int, int, bytes]]:
     """`(entry_key, position, content_hash)` of the head's chain from `min_position` up to the head, oldest first."""
-    rows = await conn.fetch(
-        """
-        WITH RECURSIVE chain(k) AS (
-            SELECT $1::bigint
-            UNION ALL
-            SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k
-            WHERE e.parent_key IS NOT NULL AND e.position > $2
-        )
-        SELECT e.entry_key, e.position, e.content_hash FROM chain JOIN entries e ON e.entry_key = chain.k
-        ORDER BY e.position
-        """,
-        head_key,
-        max(min_position, 0),
-    )
+    rows = await conn.fetch(statements.HEAD_CHAIN, head_key, max(min_position, 0))
     return [(int(row[0]), int(row[1]), bytes(row[2])) for row in rows if row[1] >= min_position]
-
-
-_UNREACHABLE = """
-WITH RECURSIVE
-    tips(k) AS (
-        SELECT head_key FROM conversations WHERE conv_key = $1 AND head_key IS NOT NULL
-        UNION SELECT entry_key FROM conversation_branches WHERE conv_key = $1
-    ),
-    reach(k) AS (
-        SELECT k FROM tips
-        UNION SELECT e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k WHERE e.parent_key IS NOT NULL
-    ),
-    seeds(k) AS (
-        SELECT c.head_key FROM conversations c WHERE c.conv_key <> $1 AND c.head_key IN (SELECT k FROM reach)
-        UNION SELECT b.entry_key FROM conversation_branches b
-            WHERE b.conv_key <> $1 AND b.entry_key IN (SELECT k FROM reach)
-        UNION SELECT child.parent_key FROM entries child
-            WHERE child.parent_key IN (SELECT k FROM reach) AND child.entry_key NOT IN (SELECT k FROM reach)
-    ),
-    kept(k) AS (
-        SELECT k FROM seeds
-        UNION SELECT e.parent_key FROM kept JOIN entries e ON e.entry_key = kept.k WHERE e.parent_key IS NOT NULL
-    )
-SELECT k FROM reach EXCEPT SELECT k FROM kept
-"""
-"""Entries only this conversation reaches: its reachable set minus the ancestors of anything another
-record's head or branch points at, and of any child outside the set (entries another history built on)."""
 
 
 async def delete_conversation(conn: Conn, conv_key: int) -> None:
@@ -336,10 +237,9 @@ async def delete_conversation(conn: Conn, conv_key: int) -> None:
     A concurrent write that starts referencing a doomed entry makes the final delete fail its foreign
     key check; the store retries the whole delete, which then keeps that entry.
     """
-    doomed = [int(row[0]) for row in await conn.fetch(_UNREACHABLE, conv_key)]
+    doomed = [int(row[0]) for row in await conn.fetch(statements.UNREACHABLE, conv_key)]
     await release_members(conn, conv_key)
-    await conn.execute('DELETE FROM applied_writes WHERE conv_key = $1', conv_key)
-    await conn.execute('DELETE FROM conversation_branches WHERE conv_key = $1', conv_key)
-    await conn.execute('DELETE FROM conversations WHERE conv_key = $1', conv_key)
+    for statement in statements.DELETE_CONVERSATION_ROWS:
+        await conn.execute(statement, conv_key)
     if doomed:
         await conn.execute('DELETE FROM entries WHERE entry_key = ANY($1::bigint[])', doomed)

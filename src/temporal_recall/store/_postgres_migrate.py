@@ -22,10 +22,10 @@ from asyncpg import exceptions as pg
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly
 
 from . import _postgres_schema as schema
+from ._migrations import Migration, reindex_progress
 from ._postgres_db import Conn, Database, create_pool, quote_ident
 from ._postgres_index import rebuild_index
 from ._postgres_url import PostgresOptions
-from ._sqlite_schema import Migration, reindex_progress
 
 __all__ = ('migration_lock_key', 'open_database', 'recorded_version')
 

@@ -27,7 +27,7 @@ Migrations 2 (the impact-order postings index), 3 (`message_bodies`), 4 (`term_d
 
 from __future__ import annotations
 
-from ._sqlite_schema import MIGRATIONS_TABLE, Migration, latest_version, pending
+from ._migrations import MIGRATIONS_TABLE, Migration, latest_version, pending, released
 
 __all__ = ('CONVERSATION_ID_UNIQUE', 'MIGRATIONS', 'MIGRATIONS_TABLE', 'latest_version', 'pending')
 
@@ -176,12 +176,5 @@ _V5 = (
     'ALTER TABLE entries ADD COLUMN unindexed BOOLEAN NOT NULL DEFAULT FALSE',
 )
 
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, 'conversation log and search index', _V1),
-    Migration(2, 'postings in impact order', _V2),
-    Migration(3, 'message bodies for the payload codec', _V3),
-    Migration(4, 'document frequency per term', _V4),
-    Migration(5, 'analyzer unicode-cjk-bigram/2, document roles, occurrences', _V5, reindex=True),
-)
-"""Every migration, in version order. Append to it; never edit a released one. Version numbers and
-names match the SQLite migrations that make the same change, so both backends report one version."""
+MIGRATIONS: tuple[Migration, ...] = released(_V1, _V2, _V3, _V4, _V5)
+"""Every migration, in version order, as PostgreSQL statements (versions and names: `_migrations.RELEASED`)."""

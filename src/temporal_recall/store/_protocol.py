@@ -3,7 +3,10 @@
 A backend (SQLite, PostgreSQL) is a `pydantic_ai.conversation_store.ConversationStore` plus the two
 narrow protocols here: `DeltaWriter`, which the persistence capability's activity calls at every
 step boundary, and `IndexReader`, which the search activity reads postings through. Ranking itself is
-pure code in `temporal_recall.search`; a backend only fetches rows.
+pure code in `temporal_recall.search`; a backend only fetches rows. `ImpactReader` (the optional
+impact-ordered reads a scope-wide search uses) and `BodyStore` (where the payload codec keeps message
+bodies) live here too, so the layers above import the store's seams and the store imports nothing
+above it.
 """
 
 from __future__ import annotations
@@ -11,22 +14,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 if TYPE_CHECKING:
-    from temporal_recall.search._documents import SummaryRule
+    from temporal_recall.text._documents import SummaryRule
 
 __all__ = (
     'FENCE_PREFIX',
     'AppendRequest',
     'AppendResult',
+    'BodyStore',
     'DeltaWriter',
     'DocumentRow',
     'Fence',
+    'ImpactReader',
     'IndexReader',
     'IndexStats',
     'Posting',
@@ -203,6 +208,31 @@ class IndexReader(Protocol):
         where it was said (earliest first; see `_occurrences`), an entry once, none said in
         `exclude_run_id`, at most `limit` rows."""
         ...
+
+
+@runtime_checkable
+class ImpactReader(IndexReader, Protocol):
+    """Optional reads that let a scope-wide search skip most of a common term's posting list.
+
+    Each returns `None` for a target it does not serve (a conversation or a run); the search then
+    reads whole posting lists.
+    """
+
+    async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None: ...
+
+    async def top_postings(
+        self, target: SearchTarget, term: str, per_group: int
+    ) -> tuple[list[Posting], list[tuple[int, int]]] | None: ...
+
+    async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]: ...
+
+
+class BodyStore(Protocol):
+    """Where `RecallDataCodec` keeps the bodies it moves out of payloads, by scope and content hash."""
+
+    async def put_bodies(self, scope: str | None, bodies: dict[str, bytes]) -> None: ...
+
+    async def get_bodies(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]: ...
 
 
 class RecallStore(DeltaWriter, IndexReader, Protocol):

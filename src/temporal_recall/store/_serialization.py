@@ -23,8 +23,8 @@ from pydantic_ai.usage import RunUsage
 
 from temporal_recall.content import content_hash, dump_message, load_message
 from temporal_recall.errors import MessageNotSerializable, UnknownEntry
-from temporal_recall.search._analyzer import term_frequencies
-from temporal_recall.search._documents import SummaryRule, message_role, searchable_text
+from temporal_recall.text._analyzer import term_frequencies
+from temporal_recall.text._documents import SummaryRule, message_role, searchable_text
 
 from ._context import ContextHit, HitsQuery, read_neighbours
 from ._protocol import DocumentRow

@@ -26,36 +26,36 @@ from pydantic_ai.exceptions import UserError
 from . import _sqlite_reader as _reader
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._integrity import CheckReport, run_check
-from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, RecallStore, SearchTarget
-from ._serialization import MissingEntry, PreparedMessage, prepare_message, record_columns, scope_key
-from ._sqlite_append import append as _append
-from ._sqlite_db import Database, Row, Synchronous, connect
+from ._protocol import (
+    AppendRequest,
+    AppendResult,
+    BodyStore,
+    DocumentRow,
+    ImpactReader,
+    IndexStats,
+    Posting,
+    RecallStore,
+    SearchTarget,
+)
+from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
+from ._sqlite_db import Database, Row, Synchronous
 from ._sqlite_index import (
-    Member,
-    add_members,
-    index_conversation,
-    intern_run,
     rebuild_index,
-    release_members,
-    tenant_of,
 )
 from ._sqlite_log import (
     conversation_row,
     delete_conversation,
-    entry_key_of,
     history,
-    insert_conversation,
-    insert_entry,
-    max_entry_key,
     read_entry_row,
     read_record,
     read_records,
-    update_conversation,
-    write_branches,
 )
+from ._sqlite_migrate import connect
 from ._sqlite_reader import documents as _documents
 from ._sqlite_reader import index_stats as _index_stats
 from ._sqlite_reader import postings as _postings
+from ._sqlite_write import append as _append
+from ._sqlite_write import write_record as _write_record
 
 __all__ = ('SqliteConversationStore', 'StoreStats')
 
@@ -72,60 +72,6 @@ class StoreStats:
     postings: int
     database_bytes: int
     """Pages in use times the page size: the database file's size once the WAL is checkpointed."""
-
-
-def _reachable_new(new_entries: Sequence[ConversationEntry], tips: Sequence[str | None]) -> set[str]:
-    """The ids of `new_entries` that `tips` reach through parent links: the ones to index."""
-    by_id = {entry.id: entry for entry in new_entries}
-    reached: set[str] = set()
-    for tip in tips:
-        entry_id = tip
-        while entry_id is not None and entry_id in by_id and entry_id not in reached:
-            reached.add(entry_id)
-            entry_id = by_id[entry_id].parent_id
-    return reached
-
-
-async def _insert_entries(
-    db: Database,
-    new_entries: Sequence[ConversationEntry],
-    prepared: Sequence[PreparedMessage],
-    conflict: ConversationConflict,
-) -> dict[str, Member]:
-    """Insert the entries not stored yet, in order; the index members they would add, by entry id."""
-    members: dict[str, Member] = {}
-    for entry, item in zip(new_entries, prepared, strict=True):
-        if await entry_key_of(db, entry.id) is not None:
-            continue  # Entry ids are immutable: a stored one is never rewritten.
-        parent = None if entry.parent_id is None else await entry_key_of(db, entry.parent_id)
-        if entry.parent_id is not None and parent is None:
-            raise conflict  # Its parent was released by a concurrent delete.
-        position = 0 if parent is None else parent[1] + 1
-        run_key = await intern_run(db, item.run_id)
-        key = await insert_entry(
-            db,
-            entry_id=entry.id,
-            parent_key=None if parent is None else parent[0],
-            position=position,
-            kind=entry.kind,
-            prepared=item,
-            run_key=run_key,
-        )
-        members[entry.id] = Member(
-            entry_key=key, position=position, run_key=run_key, content_hash=item.content_hash, prepared=item
-        )
-    return members
-
-
-async def _entry_keys(db: Database, entry_ids: Sequence[str], conflict: ConversationConflict) -> list[int]:
-    """The keys of entries a record points at; a missing one was released by a concurrent delete."""
-    keys: list[int] = []
-    for entry_id in entry_ids:
-        found = await entry_key_of(db, entry_id)
-        if found is None:
-            raise conflict
-        keys.append(found[0])
-    return keys
 
 
 def _refuse_unopened(value: object) -> NoReturn:
@@ -270,36 +216,7 @@ class SqliteConversationStore(CheckedStore):
         check_record(record, new_entries)
         prepared = [prepare_message(entry.message) for entry in new_entries]
         columns = record_columns(record)
-        conflict = ConversationConflict(record.conversation_id)
-        async with db.write():
-            row = await conversation_row(db, record.conversation_id)
-            if (row.revision if row is not None else None) != expected_revision:
-                raise conflict
-            created_seq = await max_entry_key(db)
-            members = await _insert_entries(db, new_entries, prepared, conflict)
-            head_keys = await _entry_keys(db, [] if record.head_id is None else [record.head_id], conflict)
-            head_key = head_keys[0] if head_keys else None
-            branch_keys = await _entry_keys(db, record.branches, conflict)
-            tenant_id = await tenant_of(db, record.scope)
-            known = {member.entry_key: member for member in members.values()}
-            if row is None:
-                conv_key = await insert_conversation(
-                    db, columns, tenant_id=tenant_id, head_key=head_key, created_seq=created_seq
-                )
-                await write_branches(db, conv_key, branch_keys)
-                await index_conversation(db, conv_key, tenant_id, known)
-                return
-            await update_conversation(db, row.conv_key, columns, tenant_id=tenant_id, head_key=head_key)
-            if branch_keys != row.branch_keys:
-                await write_branches(db, row.conv_key, branch_keys)
-            if tenant_id != row.tenant_id:
-                # The scope changed: its documents belong to the old tenant. Index it afresh, as if re-created now.
-                await release_members(db, row.conv_key)
-                await db.run('UPDATE conversations SET created_seq = ? WHERE conv_key = ?', (created_seq, row.conv_key))
-                await index_conversation(db, row.conv_key, tenant_id, known)
-                return
-            reached = _reachable_new(new_entries, [record.head_id, *record.branches])
-            await add_members(db, row.conv_key, tenant_id, [members[id_] for id_ in members if id_ in reached])
+        await _write_record(db, record, new_entries, prepared, columns, expected_revision)
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         """Delete a conversation and everything only it holds, in one transaction.
@@ -327,7 +244,7 @@ class SqliteConversationStore(CheckedStore):
     # --- DeltaWriter ------------------------------------------------------------------------------
 
     async def append(self, request: AppendRequest) -> AppendResult:
-        """Apply one step boundary's delta in a single transaction, index included (see `_sqlite_append`).
+        """Apply one step boundary's delta in a single transaction, index included (see `_append`).
 
         Raises:
             UnknownConversation: The conversation is missing (and `create=False`) or has another scope.
@@ -449,5 +366,7 @@ class SqliteConversationStore(CheckedStore):
 
 
 if TYPE_CHECKING:
-    # Makes pyright check that the store satisfies the protocol the activities use.
+    # Makes pyright check that the store satisfies the protocols the activities, the search and the codec use.
     _CONFORMS: type[RecallStore] = SqliteConversationStore
+    _IMPACT: type[ImpactReader] = SqliteConversationStore
+    _BODIES: type[BodyStore] = SqliteConversationStore

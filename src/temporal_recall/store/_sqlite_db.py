@@ -15,19 +15,14 @@ import os
 import sqlite3
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
-from urllib.parse import quote
 
 import aiosqlite
 
-from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreError, StoreReadOnly, StoreUnavailable
+from temporal_recall.errors import NotADatabase, StoreError, StoreReadOnly, StoreUnavailable
 
-from . import _sqlite_schema as schema
-from ._sqlite_thread import RecallConnection
-
-__all__ = ('Database', 'Row', 'Synchronous', 'connect')
+__all__ = ('SYNCHRONOUS', 'Database', 'Row', 'Synchronous', 'check_file', 'translate_error')
 
 Row = tuple[Any, ...]
 Params = Sequence[Any] | Mapping[str, Any]
@@ -35,7 +30,7 @@ Synchronous = Literal['NORMAL', 'FULL']
 
 _SQLITE_HEADER = b'SQLite format 3\x00'
 
-_SYNCHRONOUS: dict[str, str] = {
+SYNCHRONOUS: dict[str, str] = {
     # NORMAL is crash-safe in WAL mode: a crash or kill never corrupts the database or tears a
     # transaction; only the last transactions before a power loss or OS crash may be rolled back.
     'NORMAL': 'PRAGMA synchronous = NORMAL',
@@ -283,7 +278,7 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK)
 
 
-def _check_file(path: Path, *, read_only: bool) -> str | None:
+def check_file(path: Path, *, read_only: bool) -> str | None:
     """Refuse a path that exists but cannot be a SQLite database, before SQLite touches it.
 
     Returns why a store opened for writing can only be read (permissions), or `None`.
@@ -314,115 +309,3 @@ def _check_file(path: Path, *, read_only: bool) -> str | None:
     if not _writable(folder):
         return f'its directory {folder} is not writable'
     return None
-
-
-async def _recorded_version(db: Database) -> int:
-    """The schema version recorded in the database, 0 for an empty one. Reads only."""
-    tables = {row[0] for row in await db.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not tables:
-        return 0
-    if 'schema_migrations' not in tables:
-        raise NotADatabase(
-            f'{db.path} is a SQLite database but not a temporal-recall store (it has tables but no '
-            'schema_migrations table). Pass the path of a temporal-recall store, or a new path.'
-        )
-    version = await db.value('SELECT max(version) FROM schema_migrations')
-    return int(version or 0)
-
-
-def _too_new(path: Path, recorded: int, known: int) -> SchemaTooNew:
-    return SchemaTooNew(
-        f'The store at {path} has schema version {recorded}, but this temporal-recall knows versions '
-        f'up to {known}. It was left untouched; upgrade temporal-recall to open it.'
-    )
-
-
-async def _migrate(db: Database, migrations: Sequence[schema.Migration]) -> None:
-    known = schema.latest_version(migrations)
-    async with db.write():
-        recorded = await _recorded_version(db)  # Again, under the write lock: another process may have migrated.
-        if recorded > known:
-            raise _too_new(db.path, recorded, known)
-        await db.run(schema.MIGRATIONS_TABLE)
-        for migration in schema.pending(migrations, recorded):
-            for statement in migration.statements:
-                await db.run(statement)
-            if migration.reindex:
-                from ._sqlite_index import rebuild_index  # that module builds on this one
-
-                await rebuild_index(db, schema.reindex_progress(str(db.path), migration))
-            await db.run(
-                'INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)',
-                (migration.version, migration.name, datetime.now(UTC).isoformat()),
-            )
-
-
-async def connect(
-    path: Path,
-    *,
-    busy_timeout_ms: int,
-    synchronous: Synchronous,
-    read_only: bool,
-    migrations: Sequence[schema.Migration] | None = None,
-) -> Database:
-    """Open (creating or migrating if needed) the store database at `path`.
-
-    The order matters: the file header and the recorded schema version are checked with reads only,
-    so a foreign or newer database is refused before WAL mode, a migration or anything else writes.
-    """
-    if busy_timeout_ms < 0:
-        raise ValueError('busy_timeout_ms must not be negative.')
-    if synchronous not in ('NORMAL', 'FULL'):
-        raise ValueError("synchronous must be 'NORMAL' or 'FULL'.")
-    migrations = schema.MIGRATIONS if migrations is None else migrations
-    if not path.parent.is_dir():
-        # Checked here rather than left to SQLite: a failed aiosqlite.connect leaves its worker
-        # thread behind, and an unreachable store is retried many times by Temporal.
-        raise StoreUnavailable(
-            f'The store at {path} cannot be used: the directory {path.parent} does not exist. '
-            'Create it, or point the store URL at an existing directory.'
-        )
-    read_only_reason = _check_file(path, read_only=read_only)
-    read_only = read_only or read_only_reason is not None
-    uri = f'file:{quote(str(path))}?mode={"ro" if read_only else "rwc"}'
-    try:
-        # `timeout` is sqlite3's busy timeout: how long a statement waits for another writer's lock.
-        # A daemon connection thread, closed at exit if the store was not: see `_sqlite_thread`.
-        connection = await RecallConnection(uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000)
-    except sqlite3.Error as error:
-        raise translate_error(error, path, busy_timeout_ms) or error from error
-    db = Database(
-        connection, path, busy_timeout_ms=busy_timeout_ms, read_only=read_only, read_only_reason=read_only_reason
-    )
-    try:
-        try:
-            async with db.read(snapshot=False):
-                await db.run('PRAGMA foreign_keys = ON')
-                recorded = await _recorded_version(db)
-        except StoreUnavailable as error:
-            if read_only_reason is None:
-                raise
-            raise StoreReadOnly(
-                f'The store at {path} cannot be opened: {read_only_reason}, and SQLite needs to create the '
-                '-wal and -shm files next to a WAL database even to read it. Make the directory writable.'
-            ) from error
-        known = schema.latest_version(migrations)
-        if recorded > known:
-            raise _too_new(path, recorded, known)
-        if read_only:
-            if recorded < known:
-                raise StoreReadOnly(
-                    f'The store at {path} has schema version {recorded} and needs migrating to {known}, '
-                    'which read-only access cannot do. Open it once with write access (without '
-                    'read_only=True, with permission to write the file and its directory).'
-                )
-            return db
-        async with db.read(snapshot=False):
-            await db.run('PRAGMA journal_mode = WAL')
-            await db.run(_SYNCHRONOUS[synchronous])
-        if recorded < known:
-            await _migrate(db, migrations)
-    except BaseException:
-        await db.close()
-        raise
-    return db

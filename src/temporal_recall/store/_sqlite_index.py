@@ -18,24 +18,22 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 from temporal_recall.content import load_message
-from temporal_recall.search._analyzer import ANALYZER
+from temporal_recall.text._analyzer import ANALYZER
 
-from ._serialization import IndexTerms, PreparedMessage, decode_term_ids, encode_term_ids, index_terms, scope_key
+from ._rows import Member, membership_order
+from ._serialization import IndexTerms, decode_term_ids, encode_term_ids, index_terms, scope_key
 from ._sqlite_db import Database
 
 __all__ = (
-    'Member',
     'add_members',
     'chain_members',
     'conversation_tips',
     'index_conversation',
     'intern_run',
     'json_keys',
-    'membership_order',
     'rebuild_index',
     'release_members',
     'tenant_of',
@@ -48,25 +46,6 @@ _T = TypeVar('_T')
 def json_keys(keys: Iterable[int]) -> str:
     """A list of integer keys as one JSON parameter, read back in SQL with `json_each(?)`."""
     return json.dumps(list(keys))
-
-
-@dataclass(frozen=True, kw_only=True)
-class Member:
-    """An entry about to join a conversation's index membership."""
-
-    entry_key: int
-    position: int
-    run_key: int | None
-    content_hash: bytes
-    prepared: PreparedMessage | None = None
-    """Set for entries written by this transaction; otherwise the terms are read from the stored message."""
-    unindexed: bool = False
-    """Stored marked as a summary by the application's own rule (`entries.unindexed`): never indexed."""
-
-    @property
-    def kept_out(self) -> bool:
-        """Whether the application's summary rule keeps this entry out of the index (read or prepared)."""
-        return self.unindexed or (self.prepared is not None and self.prepared.unindexed)
 
 
 async def tenant_of(db: Database, scope: str | None) -> int:
@@ -327,13 +306,6 @@ async def index_conversation(
     if known:
         members = [known.get(member.entry_key, member) for member in members]
     await add_members(db, conv_key, tenant_id, members)
-
-
-def membership_order(entry_key: int, conv_key: int, created_seq: int) -> tuple[int, int, int, int]:
-    """When "entry joined conversation" happened, relative to every other such event (see module doc)."""
-    if entry_key > created_seq:
-        return (entry_key, 0, conv_key, entry_key)
-    return (created_seq, 1, conv_key, entry_key)
 
 
 async def rebuild_index(db: Database, progress: Callable[[int, int], None] | None = None) -> int:

@@ -6,19 +6,20 @@ Everything here runs inside a transaction the caller opened (see `Database.write
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 
 from temporal_recall.content import load_message
 
+from . import _statements as statements
+from ._rows import ConversationRow
 from ._serialization import PreparedMessage, RecordColumns, record_from_columns
 from ._sqlite_db import Database, Row
 from ._sqlite_index import json_keys, release_members
+from ._statements import for_sqlite, record_values
 
 __all__ = (
-    'ConversationRow',
     'conversation_row',
     'delete_conversation',
     'entry_key_of',
@@ -35,26 +36,26 @@ __all__ = (
 )
 
 _NO_LIMIT = 2**62
+_HISTORY = for_sqlite(statements.HISTORY)
+_HEAD_CHAIN = for_sqlite(statements.HEAD_CHAIN)
+_UNREACHABLE = for_sqlite(statements.UNREACHABLE)
+_INSERT_CONVERSATION = for_sqlite(statements.INSERT_CONVERSATION)
+_UPDATE_CONVERSATION = for_sqlite(statements.UPDATE_CONVERSATION)
+_DELETE_CONVERSATION_ROWS = [for_sqlite(statement) for statement in statements.DELETE_CONVERSATION_ROWS]
 
 
-@dataclass(frozen=True, kw_only=True)
-class ConversationRow:
-    conv_key: int
-    tenant_id: int
-    scope: str | None
-    head_key: int | None
-    head_position: int
-    """-1 for a conversation without messages."""
-    revision: str
-    usage: str
-    branch_keys: list[int]
-
-
-async def conversation_row(db: Database, conversation_id: str) -> ConversationRow | None:
+async def conversation_row(
+    db: Database, conversation_id: str, *, idempotency_key: str | None = None
+) -> ConversationRow | None:
+    """The conversation's row, with what `idempotency_key` recorded if it was applied."""
     found = await db.one(
-        'SELECT c.conv_key, c.tenant_id, c.scope, c.head_key, coalesce(h.position, -1), c.revision, c.usage '
-        'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key WHERE c.conversation_id = ?',
-        (conversation_id,),
+        'SELECT c.conv_key, c.tenant_id, c.scope, c.head_key, h.entry_id, coalesce(h.position, -1), c.revision, '
+        'c.usage, w.length, wh.entry_id '
+        'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
+        'LEFT JOIN applied_writes w ON w.conv_key = c.conv_key AND w.idempotency_key = ? '
+        'LEFT JOIN entries wh ON wh.entry_key = w.head_key '
+        'WHERE c.conversation_id = ?',
+        (idempotency_key, conversation_id),
     )
     if found is None:
         return None
@@ -66,10 +67,12 @@ async def conversation_row(db: Database, conversation_id: str) -> ConversationRo
         tenant_id=found[1],
         scope=found[2],
         head_key=found[3],
-        head_position=found[4],
-        revision=found[5],
-        usage=found[6],
+        head_id=found[4],
+        head_position=found[5],
+        revision=found[6],
+        usage=found[7],
         branch_keys=[row[0] for row in branch_rows],
+        applied=None if found[8] is None else (found[9], int(found[8])),
     )
 
 
@@ -114,52 +117,14 @@ async def insert_entry(
 async def insert_conversation(
     db: Database, columns: RecordColumns, *, tenant_id: int, head_key: int | None, created_seq: int
 ) -> int:
-    return int(
-        await db.value(
-            'INSERT INTO conversations (conversation_id, tenant_id, scope, head_key, revision, updated_at, '
-            'updated_order, usage, deferred_tool_requests, forked_from, forked_at, format_version, created_seq) '
-            'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING conv_key',
-            (
-                columns.conversation_id,
-                tenant_id,
-                columns.scope,
-                head_key,
-                columns.revision,
-                columns.updated_at,
-                columns.updated_order,
-                columns.usage,
-                columns.deferred_tool_requests,
-                columns.forked_from,
-                columns.forked_at,
-                columns.format_version,
-                created_seq,
-            ),
-        )
-    )
+    values = (columns.conversation_id, tenant_id, head_key, created_seq, *record_values(columns))
+    return int(await db.value(_INSERT_CONVERSATION, values))
 
 
 async def update_conversation(
     db: Database, conv_key: int, columns: RecordColumns, *, tenant_id: int, head_key: int | None
 ) -> None:
-    await db.run(
-        'UPDATE conversations SET tenant_id = ?, scope = ?, head_key = ?, revision = ?, updated_at = ?, '
-        'updated_order = ?, usage = ?, deferred_tool_requests = ?, forked_from = ?, forked_at = ?, '
-        'format_version = ? WHERE conv_key = ?',
-        (
-            tenant_id,
-            columns.scope,
-            head_key,
-            columns.revision,
-            columns.updated_at,
-            columns.updated_order,
-            columns.usage,
-            columns.deferred_tool_requests,
-            columns.forked_from,
-            columns.forked_at,
-            columns.format_version,
-            conv_key,
-        ),
-    )
+    await db.run(_UPDATE_CONVERSATION, (conv_key, tenant_id, head_key, *record_values(columns)))
 
 
 async def write_branches(db: Database, conv_key: int, branch_keys: Sequence[int]) -> None:
@@ -241,20 +206,7 @@ async def read_entry_row(db: Database, entry_id: str) -> ConversationEntry | Non
 
 async def history(db: Database, head_id: str, limit: int | None) -> list[ConversationEntry] | None:
     """The history ending at `head_id`, oldest first (only the last `limit`), in one query; `None` if no such entry."""
-    rows = await db.rows(
-        """
-        WITH RECURSIVE chain(k, n) AS (
-            SELECT entry_key, 1 FROM entries WHERE entry_id = ?
-            UNION ALL
-            SELECT e.parent_key, chain.n + 1 FROM chain JOIN entries e ON e.entry_key = chain.k
-            WHERE e.parent_key IS NOT NULL AND chain.n < ?
-        )
-        SELECT e.entry_id, p.entry_id, e.kind, e.message
-        FROM chain JOIN entries e ON e.entry_key = chain.k LEFT JOIN entries p ON p.entry_key = e.parent_key
-        ORDER BY chain.n DESC
-        """,
-        (head_id, _NO_LIMIT if limit is None else limit),
-    )
+    rows = await db.rows(_HISTORY, (head_id, _NO_LIMIT if limit is None else limit))
     if not rows:
         return None
     return [_entry(row) for row in rows]
@@ -262,56 +214,16 @@ async def history(db: Database, head_id: str, limit: int | None) -> list[Convers
 
 async def head_chain(db: Database, head_key: int, min_position: int) -> list[tuple[int, int, bytes]]:
     """`(entry_key, position, content_hash)` of the head's chain from `min_position` up to the head, oldest first."""
-    rows = await db.rows(
-        """
-        WITH RECURSIVE chain(k) AS (
-            SELECT ?
-            UNION ALL
-            SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k
-            WHERE e.parent_key IS NOT NULL AND e.position > ?
-        )
-        SELECT e.entry_key, e.position, e.content_hash FROM chain JOIN entries e ON e.entry_key = chain.k
-        ORDER BY e.position
-        """,
-        (head_key, max(min_position, 0)),
-    )
+    rows = await db.rows(_HEAD_CHAIN, (head_key, max(min_position, 0)))
     return [(int(row[0]), int(row[1]), bytes(row[2])) for row in rows if row[1] >= min_position]
-
-
-_UNREACHABLE = """
-WITH RECURSIVE
-    tips(k) AS (
-        SELECT head_key FROM conversations WHERE conv_key = :conv AND head_key IS NOT NULL
-        UNION SELECT entry_key FROM conversation_branches WHERE conv_key = :conv
-    ),
-    reach(k) AS (
-        SELECT k FROM tips
-        UNION SELECT e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k WHERE e.parent_key IS NOT NULL
-    ),
-    seeds(k) AS (
-        SELECT c.head_key FROM conversations c WHERE c.conv_key != :conv AND c.head_key IN reach
-        UNION SELECT b.entry_key FROM conversation_branches b WHERE b.conv_key != :conv AND b.entry_key IN reach
-        UNION SELECT child.parent_key FROM entries child
-            WHERE child.parent_key IN reach AND child.entry_key NOT IN reach
-    ),
-    kept(k) AS (
-        SELECT k FROM seeds
-        UNION SELECT e.parent_key FROM kept JOIN entries e ON e.entry_key = kept.k WHERE e.parent_key IS NOT NULL
-    )
-SELECT k FROM reach EXCEPT SELECT k FROM kept ORDER BY k DESC
-"""
-"""Entries only this conversation reaches: its reachable set minus the ancestors of anything another
-record's head or branch points at, and of any child outside the set (entries another history built on)."""
 
 
 async def delete_conversation(db: Database, conv_key: int) -> None:
     """Delete the conversation's row, index membership, applied writes and the entries only it reaches."""
-    params: dict[str, Any] = {'conv': conv_key}
-    doomed = [int(row[0]) for row in await db.rows(_UNREACHABLE, params)]
+    doomed = [int(row[0]) for row in await db.rows(_UNREACHABLE, (conv_key,))]
     await release_members(db, conv_key)
-    await db.run('DELETE FROM applied_writes WHERE conv_key = ?', (conv_key,))
-    await db.run('DELETE FROM conversation_branches WHERE conv_key = ?', (conv_key,))
-    await db.run('DELETE FROM conversations WHERE conv_key = ?', (conv_key,))
+    for statement in _DELETE_CONVERSATION_ROWS:
+        await db.run(statement, (conv_key,))
     # Descending keys: children before parents, so each statement leaves the parent links intact.
     for start in range(0, len(doomed), 500):
         await db.run(

@@ -39,23 +39,9 @@ the index. The migration rebuilds the index (`Migration.reindex`), logging its p
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from ._migrations import MIGRATIONS_TABLE, Migration, latest_version, pending, reindex_progress, released
 
 __all__ = ('MIGRATIONS', 'MIGRATIONS_TABLE', 'Migration', 'latest_version', 'pending', 'reindex_progress')
-
-_log = logging.getLogger('temporal_recall.store')
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    statements: Sequence[str]
-    reindex: bool = False
-    """Rebuild the search index after the statements, in the same transaction: for a migration that
-    changes what the index holds or how text is analysed (the rebuild records `search.ANALYZER`)."""
 
 
 _V1 = (
@@ -203,50 +189,5 @@ _V5 = (
     'ALTER TABLE entries ADD COLUMN unindexed INTEGER NOT NULL DEFAULT 0',
 )
 
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, 'conversation log and search index', _V1),
-    Migration(2, 'postings in impact order', _V2),
-    Migration(3, 'message bodies for the payload codec', _V3),
-    Migration(4, 'document frequency per term', _V4),
-    Migration(5, 'analyzer unicode-cjk-bigram/2, document roles, occurrences', _V5, reindex=True),
-)
-"""Every migration, in version order. Append to it; never edit a released one."""
-
-
-def latest_version(migrations: Sequence[Migration] = MIGRATIONS) -> int:
-    return max((migration.version for migration in migrations), default=0)
-
-
-MIGRATIONS_TABLE = (
-    'CREATE TABLE IF NOT EXISTS schema_migrations '
-    '(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)'
-)
-"""Where each backend records the migrations it applied (the same table on SQLite and PostgreSQL)."""
-
-
-def pending(migrations: Sequence[Migration], recorded: int) -> list[Migration]:
-    """The migrations a store at version `recorded` still needs, in the order to apply them."""
-    return sorted((m for m in migrations if m.version > recorded), key=lambda migration: migration.version)
-
-
-def reindex_progress(store: str, migration: Migration) -> Callable[[int, int], None]:
-    """Logs a migration's index rebuild (logger `temporal_recall.store`, INFO) at its start, at every
-    tenth of the way and at its end, so an operator watching a long upgrade sees it move."""
-    reported = -1
-
-    def report(done: int, total: int) -> None:
-        nonlocal reported
-        tenth = 10 if total == 0 else done * 10 // total
-        if tenth == reported and done != 0:
-            return
-        reported = tenth
-        _log.info(
-            'Store %s, migration %d (%s): reindexing, %d of %d entries done.',
-            store,
-            migration.version,
-            migration.name,
-            done,
-            total,
-        )
-
-    return report
+MIGRATIONS: tuple[Migration, ...] = released(_V1, _V2, _V3, _V4, _V5)
+"""Every migration, in version order, as SQLite statements. Append to it; never edit a released one."""

@@ -26,7 +26,8 @@ A transaction in flight at exit (a store used from a thread still running) is ro
 would be after a kill, which the store is built to survive.
 
 This relies on aiosqlite 0.22's layout (a `Connection` that owns its `_thread` and `_tx` queue, and
-ends the thread on `_STOP_RUNNING_SENTINEL`), hence the `aiosqlite>=0.22` requirement; tests/store/
+ends the thread on `_STOP_RUNNING_SENTINEL`; `Database` also hops a whole transaction to the thread
+through `_execute` and `_conn`), hence the `aiosqlite>=0.22,<0.23` requirement; tests/store/
 test_exit.py fails if a later release changes it.
 """
 

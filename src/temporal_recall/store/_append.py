@@ -1,0 +1,224 @@
+"""`DeltaWriter.append`, written once: one step boundary's messages in one write transaction.
+
+The persistence capability calls this at every step boundary, possibly more than once for the same
+boundary (activity retries) and with messages Temporal re-instantiated, so everything is matched by
+content hash and keyed by the writer's idempotency key:
+
+1. A key already applied to this conversation returns the result recorded the first time.
+2. The attach point is the entry at position `base_length - 1` on the current head's chain; its
+   hash must be `base_hash`, else `HistoryMismatch` (the writer then resends with `base_length=0`,
+   which attaches before the first entry).
+3. Messages equal by hash to the entries that follow the attach point on the head's chain are
+   already stored and skipped, so a retried delta stores nothing. The first message that differs
+   and everything after it are new entries; if they attach behind the head, the conversation
+   branches and the old head goes to `branches`. Messages that only repeat the head's chain (a
+   shorter resend) leave the head where it is: the store never rewinds a conversation on a resend.
+
+Before the idempotency key, a request's `Fence` is checked: the highest attempt seen for its key is
+a row of `applied_writes` (key `FENCE_PREFIX + fence key`, attempt in `length`), read and raised in
+this same transaction, so a late write from an earlier attempt can never land after a later one's.
+
+The rules live here; a `WriteDriver` (one per backend, in `_sqlite_write` / `_postgres_write`) holds
+the SQL, and the backend runs `apply` inside its own write transaction, where it keeps writers apart (SQLite:
+`BEGIN IMMEDIATE`, the whole transaction on the connection thread; PostgreSQL: the conversation row
+locked `FOR UPDATE` before anything is read).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic_ai.usage import RunUsage
+
+from temporal_recall.errors import HistoryMismatch, UnknownConversation
+
+from ._driver import WriteDriver
+from ._ids import new_id, now
+from ._protocol import AppendRequest, AppendResult, fence_row_key
+from ._rows import ConversationRow
+from ._serialization import (
+    PreparedMessage,
+    RecordColumns,
+    dump_usage,
+    hash_bytes,
+    load_usage,
+    prepare_message,
+    timestamp_order,
+)
+
+__all__ = ('Prepared', 'apply', 'prepare')
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What an append computes before its transaction: the checked base hash, the fence key, the messages."""
+
+    request: AppendRequest
+    base_hash: bytes | None
+    fence_key: str | None
+    messages: list[PreparedMessage]
+
+
+def prepare(request: AppendRequest) -> Prepared:
+    """Check and serialise `request` outside the transaction (which holds the write lock while it runs)."""
+    return Prepared(
+        request=request,
+        base_hash=_base_hash(request),
+        fence_key=fence_row_key(request),
+        messages=[
+            prepare_message(message, run_id=request.run_id, summary=request.summary) for message in request.messages
+        ],
+    )
+
+
+def _base_hash(request: AppendRequest) -> bytes | None:
+    if request.base_length < 0:
+        raise HistoryMismatch(f'base_length must not be negative (got {request.base_length}).')
+    if request.base_length == 0:
+        return None
+    if request.base_hash is None:
+        raise HistoryMismatch('base_hash is required when base_length is positive; resend with base_length=0.')
+    try:
+        return hash_bytes(request.base_hash)
+    except ValueError:
+        raise HistoryMismatch(f'base_hash {request.base_hash!r} is not a hex content hash.') from None
+
+
+async def apply(driver: WriteDriver, prepared: Prepared) -> AppendResult:
+    """The whole append, inside the driver's write transaction."""
+    request, fence_key = prepared.request, prepared.fence_key
+    row = await driver.conversation(request.conversation_id, request.idempotency_key)
+    if row is not None:
+        if row.scope != request.scope:  # exactly: None and '' are different scopes
+            raise UnknownConversation(request.conversation_id)
+        if fence_key is not None:
+            assert request.fence is not None
+            highest = await driver.highest_attempt(row.conv_key, fence_key)
+            if highest is not None and highest > request.fence.attempt:
+                return AppendResult(
+                    conversation_id=request.conversation_id,
+                    head_id=row.head_id,
+                    length=row.head_position + 1,
+                    stored=0,
+                    fenced=True,
+                )
+            await driver.raise_fence(row.conv_key, fence_key, request.fence.attempt)
+        if row.applied is not None:
+            head_id, length = row.applied
+            return AppendResult(
+                conversation_id=request.conversation_id, head_id=head_id, length=length, stored=0, replayed=True
+            )
+        tenant_id = row.tenant_id
+    elif not request.create:
+        raise UnknownConversation(request.conversation_id)
+    else:
+        tenant_id = await driver.tenant_of(request.scope)
+    await driver.lock_tenants([tenant_id])
+    parent_key, parent_position, skipped = await _attach(
+        driver, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages]
+    )
+    created_seq = await driver.max_entry_key() if row is None else 0
+    new_items = prepared.messages[skipped:]
+    ids = [new_id() for _ in new_items]
+    members = await driver.insert_chain(new_items, ids, parent_key, parent_position) if new_items else []
+    new_head = members[-1].entry_key if members else (row.head_key if row is not None else None)
+    head_id = ids[-1] if ids else (row.head_id if row is not None else None)
+    length = (members[-1].position if members else (row.head_position if row is not None else -1)) + 1
+    if row is None:
+        conv_key = await driver.insert_conversation(
+            _new_columns(request), tenant_id=tenant_id, head_key=new_head, created_seq=created_seq
+        )
+    else:
+        conv_key = row.conv_key
+        if members or request.usage is not None:
+            await _move_head(
+                driver, row, new_head, branched=bool(members) and parent_key != row.head_key, usage=request.usage
+            )
+    await driver.add_members(conv_key, tenant_id, members)
+    if row is None and fence_key is not None:
+        assert request.fence is not None
+        await driver.raise_fence(conv_key, fence_key, request.fence.attempt)
+    await driver.record_applied(
+        conv_key, request.idempotency_key, head_key=new_head, length=length, stored=len(members)
+    )
+    return AppendResult(conversation_id=request.conversation_id, head_id=head_id, length=length, stored=len(members))
+
+
+async def _attach(
+    driver: WriteDriver,
+    row: ConversationRow | None,
+    request: AppendRequest,
+    base_hash: bytes | None,
+    hashes: list[bytes],
+) -> tuple[int | None, int, int]:
+    """`(parent_key, parent_position, skipped)`: where the new messages go and how many are already stored."""
+    base = request.base_length
+    head_position = row.head_position if row is not None else -1
+    if base - 1 > head_position:
+        raise HistoryMismatch(
+            f'Conversation {request.conversation_id!r} holds {head_position + 1} messages, fewer than the '
+            f'{base} the delta follows; resend with base_length=0.'
+        )
+    if row is None or row.head_key is None:
+        return None, -1, 0
+    chain = await driver.head_chain(row.head_key, base - 1)
+    by_position = {position: (key, content) for key, position, content in chain}
+    parent_key: int | None = None
+    if base > 0:
+        parent_key, stored_hash = by_position[base - 1]
+        if stored_hash != base_hash:
+            raise HistoryMismatch(
+                f'Message {base - 1} of conversation {request.conversation_id!r} is not the one the delta '
+                'follows (its content hash differs); resend with base_length=0.'
+            )
+    parent_position = base - 1
+    skipped = 0
+    for content in hashes:
+        following = by_position.get(parent_position + 1)
+        if following is None or following[1] != content:
+            break
+        parent_key, parent_position = following[0], parent_position + 1
+        skipped += 1
+    return parent_key, parent_position, skipped
+
+
+def _new_columns(request: AppendRequest) -> RecordColumns:
+    updated_at = now()
+    return RecordColumns(
+        conversation_id=request.conversation_id,
+        scope=request.scope,
+        head_id=None,
+        branches=[],
+        usage=dump_usage(request.usage if request.usage is not None else RunUsage()),
+        deferred_tool_requests=None,
+        forked_from=None,
+        forked_at=None,
+        revision=new_id(),
+        updated_at=updated_at.isoformat(),
+        updated_order=timestamp_order(updated_at),
+        format_version=1,
+    )
+
+
+async def _move_head(
+    driver: WriteDriver, row: ConversationRow, new_head: int | None, *, branched: bool, usage: RunUsage | None
+) -> None:
+    """Move the head (keeping the old one in `branches` when the new entries branched), add usage, new revision."""
+    if branched and row.head_key is not None:
+        await driver.write_branches(
+            row.conv_key, [key for key in row.branch_keys if key != row.head_key] + [row.head_key]
+        )
+    total = row.usage
+    if usage is not None:
+        counted = load_usage(total)
+        counted.incr(usage)
+        total = dump_usage(counted)
+    updated_at = now()
+    await driver.move_head(
+        row.conv_key,
+        head_key=new_head,
+        usage=total,
+        revision=new_id(),
+        updated_at=updated_at.isoformat(),
+        updated_order=timestamp_order(updated_at),
+    )

@@ -1,0 +1,87 @@
+"""Schema migrations bookkeeping, the same for every backend: versions, names, what is pending.
+
+Each backend writes its own DDL for each migration (`_sqlite_schema`, `_postgres_schema`), but the
+numbering and names are one list, `RELEASED`, so every backend reports the same version for the same
+change. A store records what it applied in `schema_migrations` (`MIGRATIONS_TABLE`) and gets the
+missing ones in order (`pending`), inside one transaction; a migration marked `reindex` rebuilds the
+search index after its statements (`reindex_progress` logs that rebuild as it goes).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = ('MIGRATIONS_TABLE', 'RELEASED', 'Migration', 'latest_version', 'pending', 'reindex_progress', 'released')
+
+_log = logging.getLogger('temporal_recall.store')
+
+RELEASED: tuple[tuple[int, str, bool], ...] = (
+    (1, 'conversation log and search index', False),
+    (2, 'postings in impact order', False),
+    (3, 'message bodies for the payload codec', False),
+    (4, 'document frequency per term', False),
+    (5, 'analyzer unicode-cjk-bigram/2, document roles, occurrences', True),
+)
+"""`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    statements: Sequence[str]
+    reindex: bool = False
+    """Rebuild the search index after the statements, in the same transaction: for a migration that
+    changes what the index holds or how text is analysed (the rebuild records `text.ANALYZER`)."""
+
+
+def released(*statements: Sequence[str]) -> tuple[Migration, ...]:
+    """The released migrations, given one backend's statements for each, in version order."""
+    return tuple(
+        Migration(version, name, body, reindex=reindex)
+        for (version, name, reindex), body in zip(RELEASED, statements, strict=True)
+    )
+
+
+def latest_version(migrations: Sequence[Migration] | None = None) -> int:
+    """The highest version among `migrations`; by default the latest released one (the same on every backend)."""
+    if migrations is None:
+        return max(version for version, _, _ in RELEASED)
+    return max((migration.version for migration in migrations), default=0)
+
+
+MIGRATIONS_TABLE = (
+    'CREATE TABLE IF NOT EXISTS schema_migrations '
+    '(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)'
+)
+"""Where each backend records the migrations it applied: the same table, and the same statement, everywhere."""
+
+
+def pending(migrations: Sequence[Migration], recorded: int) -> list[Migration]:
+    """The migrations a store at version `recorded` still needs, in the order to apply them."""
+    return sorted((m for m in migrations if m.version > recorded), key=lambda migration: migration.version)
+
+
+def reindex_progress(store: str, migration: Migration) -> Callable[[int, int], None]:
+    """Logs a migration's index rebuild (logger `temporal_recall.store`, INFO) at its start, at every
+    tenth of the way and at its end, so an operator watching a long upgrade sees it move."""
+    reported = -1
+
+    def report(done: int, total: int) -> None:
+        nonlocal reported
+        tenth = 10 if total == 0 else done * 10 // total
+        if tenth == reported and done != 0:
+            return
+        reported = tenth
+        _log.info(
+            'Store %s, migration %d (%s): reindexing, %d of %d entries done.',
+            store,
+            migration.version,
+            migration.name,
+            done,
+            total,
+        )
+
+    return report
