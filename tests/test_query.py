@@ -19,8 +19,8 @@ from pydantic_ai.messages import (
 import temporal_recall
 from temporal_recall import ANY_SCOPE, list_conversations, read_conversation, search_messages
 from temporal_recall.errors import InvalidQuery, InvalidSearchParameters, UnknownConversation
-from temporal_recall.search._documents import RECALL_TOOL_NAME
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore, open_store
+from temporal_recall.text._documents import RECALL_TOOL_NAME
 
 from .cli._support import fill_store
 from .store._support import PostgresSite
