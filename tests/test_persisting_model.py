@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 from pydantic_ai import RunContext
 from pydantic_ai._run_context import set_current_run_context
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    UserPromptPart,
+)
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, RunUsage
@@ -151,3 +158,46 @@ async def test_a_response_write_that_keeps_failing_fails_the_request(
         await model.request([user('hello')], None, PARAMS)
     assert flaky.appends == 1 + persisting.RESPONSE_WRITE_ATTEMPTS
     assert [type(m).__name__ for m in await _stored(store)] == ['ModelRequest']
+
+
+async def _plain_run(
+    store: SqliteConversationStore, prompt: str, history: list[ModelMessage], conversation_id: str
+) -> list[ModelMessage]:
+    from pydantic_ai import Agent
+
+    from temporal_recall.testing import scripted_model, text
+
+    agent = Agent(scripted_model(text('repeat this exactly')), capabilities=[ConversationRecall(store=store)])
+    result = await agent.run(prompt, message_history=history, conversation_id=conversation_id)
+    return result.all_messages()
+
+
+async def _stored_as(store: SqliteConversationStore, conversation_id: str) -> list[str]:
+    return [content_hash(entry.message) for entry in await store.load_entries(conversation_id) or []]
+
+
+async def test_a_plain_run_stores_the_agents_history_not_the_merged_request_the_model_saw(
+    store: SqliteConversationStore,
+):
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('repeat this exactly')])]
+    messages = await _plain_run(store, 'repeat this exactly', history, 'c-merged')
+    assert len(messages) == 3
+    assert await _stored_as(store, 'c-merged') == [content_hash(m) for m in messages]
+    record = await store.read_record('c-merged')
+    assert record is not None and record.branches == []  # nothing merged was ever written
+
+
+async def test_a_plain_run_stores_a_mid_history_system_prompt_as_a_system_prompt(store: SqliteConversationStore):
+    system = ModelRequest(parts=[SystemPromptPart('Answer tersely.', timestamp=AT)], timestamp=AT)
+    # Sent to a model without inline system prompts as `<system>` user text, here merged with the prompt.
+    hello = await _plain_run(store, 'Hi', [], 'c-system-merged')
+    merged = await _plain_run(store, 'Paris?', [*hello, system], 'c-system-merged')
+    assert len(merged) == 5
+    assert await _stored_as(store, 'c-system-merged') == [content_hash(m) for m in merged]
+    # Continuing a stored conversation with a system prompt between two responses.
+    first = await _plain_run(store, 'Paris?', [user('Hi'), answer('Hello.'), system, answer('Ok.')], 'c-system')
+    second = await _plain_run(store, 'And Rome?', first, 'c-system')
+    assert len(second) == 8
+    stored = [entry.message for entry in await store.load_entries('c-system') or []]
+    assert [content_hash(m) for m in stored] == [content_hash(m) for m in second]
+    assert isinstance(stored[2].parts[0], SystemPromptPart)

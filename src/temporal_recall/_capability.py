@@ -9,7 +9,8 @@ Where each message is written (see `_persisting_model` for the details):
 - From workflow code, through the durable operation `store_step` (the activity
   `agent__{agent}__capability__{id}__store_step`, a pinned name), only what no model request saw:
   an output tool's return at the end of a run, the tool results of a run that fails before its next
-  model request, a response whose workflow copy differs from the stored one, and every boundary of a
+  model request, a response whose workflow copy differs from the stored one, a step whose request
+  the activity saw merged or rendered differently from the run's history, and every boundary of a
   workflow whose history predates in-activity writes (its responses carry no marker, so it keeps
   taking this path and replays unchanged).
 
@@ -40,7 +41,7 @@ from temporalio.exceptions import ApplicationError
 
 from ._delta import Delta, DeltaTracker
 from ._metrics import record_search, record_step_write
-from ._persisting_model import PersistingModel, persistable, take_marker
+from ._persisting_model import PersistingModel, ViewCheck, persistable, take_marker
 from ._store_provider import StoreProvider, store_for
 from .errors import (
     HistoryMismatch,
@@ -118,7 +119,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         self._tracker = DeltaTracker()
         self._sequence = 0
         self._usage_reported = RunUsage()
-        self._stored_in_activity: dict[int, tuple[ModelResponse, str]] = {}
+        self._stored_in_activity: dict[int, tuple[ModelResponse, str, ViewCheck | None]] = {}
         self._stored_in_process: set[str] = set()
         self._in_activity = False
         self._wrapper_wrote = False
@@ -176,20 +177,29 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         # The marker comes back in the activity's result, so it replays; users never see it.
         marker = take_marker(response)
         if marker is not None:
-            self._stored_in_activity[id(response)] = (response, marker.content_hash)
+            self._stored_in_activity[id(response)] = (response, marker.content_hash, marker.view)
         return response
 
     def note_stored_in_process(self, content_hash: str) -> None:
         """Called by this run's `PersistingModel` on a plain `agent.run`, where no activity result carries a marker."""
         self._stored_in_process.add(content_hash)
 
-    def _stored_by_its_activity(self, message: ModelMessage) -> bool:
-        """Whether `message` is a response its own model request stored, exactly as the run now holds it."""
+    def _stored_by_its_activity(self, history: Sequence[ModelMessage], index: int) -> bool:
+        """Whether `history[index]` is a response its own model request stored, after the run's history as it holds it.
+
+        The activity stored the request as the model saw it; where pydantic-ai merged or rendered
+        messages for the model, that is not the run's history, and the workflow writes the boundary.
+        """
+        message = history[index]
         if not isinstance(message, ModelResponse):
             return False
         found = self._stored_in_activity.get(id(message))
         if found is not None and found[0] is message:
-            return self._tracker.hash_of(message) == found[1]
+            if self._tracker.hash_of(message) != found[1]:
+                return False
+            view = found[2]
+            before = persistable(history[:index])
+            return view is None or view.matches([self._tracker.hash_of(m) for m in before])
         return self._tracker.hash_of(message) in self._stored_in_process
 
     def _absorb_stored_steps(self, history: Sequence[ModelMessage]) -> bool:
@@ -198,7 +208,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         Returns whether the history's last message is such a response.
         """
         for index in range(len(history) - 1, -1, -1):
-            if self._stored_by_its_activity(history[index]):
+            if self._stored_by_its_activity(history, index):
                 self._in_activity = self._wrapper_wrote = True
                 stored = persistable(history[: index + 1])
                 if len(stored) > self._tracker.stored_length:  # never forget a later store_step write

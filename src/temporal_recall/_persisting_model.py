@@ -20,6 +20,15 @@ of its own: the request's full message list, the new response, the run context a
    same marker, and a history recorded before this module existed has none, so its workflow takes
    the old path (a `store_step` activity per boundary) and replays unchanged, with no patch marker.
 
+The messages a step writes are the run's own history, not what the model is sent: pydantic-ai merges
+consecutive requests into one before the model sees them, and a model without inline system prompts
+gets a mid-history system prompt as `<system>` user text. On a plain `agent.run` the run context
+holds the run's history (`ctx.messages`), and the step stores that. Inside an activity the run
+context does not carry the messages, so the step stores what the model was sent, and the marker says
+what that was (`ViewCheck`): where it differs from the run's history, the workflow side writes the
+boundary through `store_step` (the store's head then follows the run, and the activity's write is
+a branch it left behind). Steps whose new messages are unchanged by that preparation cost nothing extra.
+
 Keys and retries. Writes are keyed by workflow id, workflow run id, activity id and attempt. The
 prefix is the same for every attempt (one key per activity); the response has one key per attempt,
 and attaches after the same prefix, so a retry that answered differently becomes the head and the
@@ -43,6 +52,7 @@ differently (a different model id, a workspace reference) is written again from 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
@@ -86,6 +96,32 @@ class Marker:
     """The content hash of the response as stored."""
     metadata_was_none: bool
     """Whether the response's `metadata` was `None` before the marker was added (restored on removal)."""
+    view: ViewCheck | None = None
+    """What the step wrote before the response (`None` in histories recorded before it was added)."""
+
+
+@dataclass(frozen=True)
+class ViewCheck:
+    """What a step's write put before its response, for the workflow to compare with the agent's history.
+
+    Inside an activity the wrapper sees the messages as pydantic-ai prepared them for the model:
+    consecutive requests merged into one, a mid-history system prompt rendered as `<system>` user
+    text by a model without inline system prompts. The store checked only the message it attached
+    after (`start`), so the write matches the agent's history when that history has `length`
+    messages before the response and `digest` over its messages from `start` on.
+    """
+
+    length: int
+    start: int
+    digest: str
+
+    def matches(self, hashes: Sequence[str]) -> bool:
+        return len(hashes) == self.length and view_digest(hashes[self.start :]) == self.digest
+
+
+def view_digest(hashes: Sequence[str]) -> str:
+    """One hash for a sequence of messages' content hashes."""
+    return hashlib.sha256('\n'.join(hashes).encode()).hexdigest()
 
 
 def persistable(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
@@ -93,8 +129,9 @@ def persistable(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
     return [m for m in messages if not (isinstance(m, ModelResponse) and m.state != 'complete')]
 
 
-def _marked(metadata: dict[str, Any] | None, stored_hash: str) -> dict[str, Any]:
-    return {**(metadata or {}), MARKER_KEY: {'hash': stored_hash, 'metadata_was_none': metadata is None}}
+def _marked(metadata: dict[str, Any] | None, stored_hash: str, view: ViewCheck) -> dict[str, Any]:
+    check = {'length': view.length, 'start': view.start, 'digest': view.digest}
+    return {**(metadata or {}), MARKER_KEY: {'hash': stored_hash, 'metadata_was_none': metadata is None, 'view': check}}
 
 
 def take_marker(response: ModelResponse) -> Marker | None:
@@ -107,7 +144,15 @@ def take_marker(response: ModelResponse) -> Marker | None:
     was_none = bool(raw.get('metadata_was_none')) if isinstance(raw, dict) else False
     response.metadata = None if was_none and not rest else rest
     stored = raw.get('hash') if isinstance(raw, dict) else None
-    return Marker(content_hash=str(stored), metadata_was_none=was_none) if stored else None
+    view: Any = raw.get('view') if isinstance(raw, dict) else None
+    if not stored:
+        return None
+    check = (
+        ViewCheck(length=int(view['length']), start=int(view['start']), digest=str(view['digest']))
+        if isinstance(view, dict)
+        else None
+    )
+    return Marker(content_hash=str(stored), metadata_was_none=was_none, view=check)
 
 
 def _raise_retryable(error: StoreUnavailable) -> NoReturn:
@@ -162,7 +207,7 @@ class PersistingModel(WrapperModel):
         response = replace(response, model_id=response.model_id or self.wrapped.model_id)
         stored_hash = await step.write_response(response)
         if stored_hash is not None:
-            response.metadata = _marked(response.metadata, stored_hash)
+            response.metadata = _marked(response.metadata, stored_hash, step.digest)
         return response
 
     @asynccontextmanager
@@ -185,7 +230,7 @@ class PersistingModel(WrapperModel):
             stored_hash = await step.write_response(response)
             if stored_hash is not None:
                 # `get()` builds a new response each time from the stream's fields: mark the stream.
-                stream.metadata = _marked(stream.metadata, stored_hash)
+                stream.metadata = _marked(stream.metadata, stored_hash, step.digest)
 
     async def _begin(
         self, messages: list[ModelMessage], parameters: ModelRequestParameters, ctx: RunContext[Any] | None
@@ -194,6 +239,13 @@ class PersistingModel(WrapperModel):
         if workflow.in_workflow() or ctx is None:
             # In workflow code this model only answers questions; the activity's copy sends the request.
             return None
+        if not activity.in_activity():
+            # In-process the run context holds the agent's own history, before pydantic-ai merged
+            # consecutive requests and the model prepared it (a mid-history system prompt rendered as
+            # `<system>` user text, say): store that, so the conversation is `all_messages()`.
+            # Inside an activity `ctx.messages` is not carried (reading it raises); there the
+            # workflow side compares the view (the marker's `view`) with its history instead.
+            messages = ctx.messages or messages
         step = _Step.start(self.capability, ctx, persistable(messages), parameters)
         if not await step.write_prefix():
             return None
@@ -252,6 +304,13 @@ class _Step:
             base=base,
             function_tools=frozenset(tool.name for tool in parameters.function_tools),
         )
+
+    @property
+    def digest(self) -> ViewCheck:
+        """What this step's response is stored after: the attach point's message and the messages written after it."""
+        start = max(self.base - 1, 0)
+        hashes = [content_hash(message) for message in self.view[start:]]
+        return ViewCheck(length=len(self.view), start=start, digest=view_digest(hashes))
 
     def _request(self, key: str, base: int, messages: Sequence[ModelMessage], usage: RunUsage | None) -> AppendRequest:
         from .store._protocol import AppendRequest

@@ -309,3 +309,6 @@ late_attempt_agent = Agent(
         ),
     ],
 )
+
+
+echo_agent = _durable('echo', scripted_model(text('repeat this exactly')), tools=())

@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 from temporalio.client import Client, WorkflowFailureError
 
 from temporal_recall import RunPromptInput
@@ -19,6 +19,7 @@ from temporal_recall.store import open_store
 from temporal_recall.testing import export_history, history_cost, running_worker
 
 from .agents import (
+    echo_agent,
     late_attempt_agent,
     output_tool_agent,
     output_tool_agent_no_persistence,
@@ -27,7 +28,7 @@ from .agents import (
     weather_agent,
     weather_agent_no_persistence,
 )
-from .workflows import AllMessagesWorkflow, RunHistory
+from .workflows import AllMessagesWorkflow, GivenHistoryInput, GivenHistoryWorkflow, RunHistory
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
@@ -39,6 +40,7 @@ AGENTS = [
     streaming_agent,
     retried_agent,
     late_attempt_agent,
+    echo_agent,
 ]
 
 
@@ -212,3 +214,71 @@ class RecordFences:
         if result.fenced:
             self.fenced.append(request)
         return result
+
+
+async def _run_from(
+    client: Client, queue: str, agent: str, conversation_id: str, prompt: str, history: list[ModelMessage]
+):
+    workflow_id = f'given-history-{uuid.uuid4()}'
+    result = await client.execute_workflow(
+        GivenHistoryWorkflow.run,
+        GivenHistoryInput(prompt=prompt, conversation_id=conversation_id, agent=agent, history=history),
+        id=workflow_id,
+        task_queue=queue,
+    )
+    return result.messages, workflow_id
+
+
+async def test_a_history_ending_in_a_request_is_stored_as_the_run_holds_it_not_merged(
+    temporal_client: Client, store_url: str, read_store
+):
+    # pydantic-ai merges the two consecutive requests into one before the model (and the activity) sees them.
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('repeat this exactly')])]
+    async with running_worker(
+        temporal_client, agents=AGENTS, store=store_url, workflows=[GivenHistoryWorkflow]
+    ) as worker:
+        echoed, _ = await _run_from(
+            temporal_client, worker.task_queue, 'echo', 'conv-merged', 'repeat this exactly', history
+        )
+        weather, _ = await _run_from(
+            temporal_client, worker.task_queue, 'weather', 'conv-merged-tools', 'Paris?', history
+        )
+    assert len(echoed) == 3
+    assert _hashes(await _current_branch(read_store, 'conv-merged')) == _hashes(echoed)
+    assert len(weather) == 5  # the tool step after the merged request is stored as the run holds it too
+    assert _hashes(await _current_branch(read_store, 'conv-merged-tools')) == _hashes(weather)
+
+
+async def test_a_mid_history_system_prompt_is_stored_as_the_run_holds_it(
+    temporal_client: Client, store_url: str, read_store
+):
+    # The model has no inline system prompts: the activity sees this as `<system>` user text.
+    system = ModelRequest(parts=[SystemPromptPart('Answer tersely.')])
+    hello = [ModelRequest(parts=[UserPromptPart('Hi')]), ModelResponse(parts=[TextPart('Hello.')])]
+    async with running_worker(
+        temporal_client, agents=AGENTS, store=store_url, workflows=[GivenHistoryWorkflow]
+    ) as worker:
+        queue = worker.task_queue
+        # Just before the prompt, it is also merged with the prompt's request.
+        stored_hello, _ = await _run_from(temporal_client, queue, 'echo', 'conv-system-merged', 'Hi', [])
+        merged, _ = await _run_from(
+            temporal_client, queue, 'weather', 'conv-system-merged', 'Paris?', [*stored_hello, system]
+        )
+        first, _ = await _run_from(
+            temporal_client,
+            queue,
+            'weather',
+            'conv-system',
+            'Paris?',
+            [*hello, system, ModelResponse([TextPart('Ok.')])],
+        )
+        # Continuing the stored conversation, the rendered system prompt lies before what each step adds:
+        # the activities store the steps, at no extra activity.
+        second, second_id = await _run_from(temporal_client, queue, 'weather', 'conv-system', 'And Rome?', first)
+    assert len(merged) == 7
+    assert _hashes(await _current_branch(read_store, 'conv-system-merged')) == _hashes(merged)
+    assert len(second) == 12
+    stored = await _current_branch(read_store, 'conv-system')
+    assert _hashes(stored) == _hashes(second)
+    assert isinstance(stored[2].parts[0], SystemPromptPart)
+    assert history_cost(await export_history(temporal_client, second_id)).activities_matching('__store_step') == 0

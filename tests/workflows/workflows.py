@@ -30,3 +30,22 @@ class AllMessagesWorkflow:
             usage_limits=UsageLimits(request_limit=input.request_limit),
         )
         return RunHistory(messages=result.all_messages())
+
+
+class GivenHistoryInput(BaseModel):
+    prompt: str
+    conversation_id: str
+    agent: str
+    history: list[ModelMessage] = Field(default_factory=list[ModelMessage])
+
+
+@workflow.defn(name='tests.GivenHistory')
+class GivenHistoryWorkflow:
+    """One agent run from a history the caller passes (not loaded from the store), returning `all_messages()`."""
+
+    @workflow.run
+    async def run(self, input: GivenHistoryInput) -> RunHistory:
+        result = await agent_named(input.agent).run(
+            input.prompt, message_history=input.history, conversation_id=input.conversation_id, deps=RecallDeps()
+        )
+        return RunHistory(messages=result.all_messages())
