@@ -456,6 +456,18 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _codec_server(args: argparse.Namespace) -> int:
+    try:
+        from .api import serve_codec
+    except ModuleNotFoundError as error:
+        raise _Failure(f'`recall codec-server` needs {error.name}: pip install "temporal-recall[api]"') from None
+    print(f'codec server for {_store_url(args)} on {args.host}:{args.port}; press Ctrl-C to stop', file=sys.stderr)
+    await serve_codec(
+        _store_url(args), tokens_file=args.tokens, allowed_origins=args.allow_origin, host=args.host, port=args.port
+    )
+    return 0
+
+
 async def _export_history(args: argparse.Namespace) -> int:
     from .settings import Settings
     from .testing import connect, export_history
@@ -662,6 +674,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1)')
     serve.add_argument('--port', type=int, default=8000, help='port to listen on (default: 8000; 0 picks one)')
     serve.add_argument('--log-level', default='info', choices=('critical', 'error', 'warning', 'info', 'debug'))
+
+    codec = _command(
+        sub,
+        'codec-server',
+        _codec_server,
+        "serve Temporal's remote codec protocol (POST /decode, /encode) for the Web UI and --codec-endpoint",
+        ['recall codec-server --tokens tokens.json --store sqlite:///recall.db --allow-origin http://localhost:8233'],
+    )
+    _store_option(codec)
+    codec.add_argument('--tokens', required=True, help='JSON file mapping each bearer token to its one scope')
+    codec.add_argument('--allow-origin', action='append', default=[], help="the Temporal UI's origin (repeatable)")
+    codec.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1)')
+    codec.add_argument('--port', type=int, default=8081, help='port to listen on (default: 8081)')
 
     export = _command(
         sub,
