@@ -97,6 +97,7 @@ async def start_dev_server(
     *,
     port: int | None = None,
     ui: bool = False,
+    ui_codec_endpoint: str | None = None,
     db_filename: str | os.PathLike[str] | None = None,
     namespace: str = 'default',
     log_file: str | os.PathLike[str] | None = None,
@@ -104,7 +105,8 @@ async def start_dev_server(
 ) -> AsyncGenerator[DevServer]:
     """Run `temporal server start-dev` on loopback for the duration of the block.
 
-    The server is stopped with SIGTERM (then SIGKILL) on exit, even if the block raised.
+    The server is stopped with SIGTERM (then SIGKILL) on exit, even if the block raised. With `ui`,
+    `ui_codec_endpoint` is the codec server the Web UI decodes payloads with (`recall codec-server`).
     """
     cli = find_temporal_cli()
     port = port or free_port()
@@ -124,6 +126,8 @@ async def start_dev_server(
         args.append('--headless')
     else:
         args += ['--ui-port', str(ui_port)]
+        if ui_codec_endpoint is not None:
+            args += ['--ui-codec-endpoint', ui_codec_endpoint]
     if namespace != 'default':
         args += ['--namespace', namespace]
     if db_filename is not None:
