@@ -686,7 +686,7 @@ def build_parser() -> argparse.ArgumentParser:
     codec.add_argument('--tokens', required=True, help='JSON file mapping each bearer token to its one scope')
     codec.add_argument('--allow-origin', action='append', default=[], help="the Temporal UI's origin (repeatable)")
     codec.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1)')
-    codec.add_argument('--port', type=int, default=8081, help='port to listen on (default: 8081)')
+    codec.add_argument('--port', type=int, default=8088, help='port to listen on (default: 8088)')
 
     export = _command(
         sub,

@@ -275,7 +275,7 @@ async def serve_codec(
     tokens_file: str | os.PathLike[str],
     allowed_origins: Sequence[str] = (),
     host: str = '127.0.0.1',
-    port: int = 8081,
+    port: int = 8088,
     log_level: str = 'info',
 ) -> None:
     """Run the codec server on uvicorn until interrupted (what `recall codec-server` does).
