@@ -116,7 +116,10 @@ class Chromium:
 
     def text(self) -> str:
         """The text the page shows (`innerText`: what is rendered, not hidden markup)."""
-        return str(self.evaluate('document.body ? document.body.innerText : ""'))
+        try:
+            return str(self.evaluate('document.body ? document.body.innerText : ""'))
+        except RuntimeError:  # the page is being replaced (a form submitted): nothing shown yet
+            return ''
 
     def wait_for_text(self, *wanted: str, within: float = 30) -> str:
         """Wait until the page shows one of `wanted`; returns the page text either way."""

@@ -228,3 +228,39 @@ async def test_mounted_in_the_http_api_app(store_url: str):
     assert payloads_of(decoded.json()) == [original]
     assert refused.status == 401
     assert listing.status == 200
+
+
+async def test_the_session_form_sets_the_cookie_the_ui_sends(codec_server: Client, store_url: str):
+    original = messages_payload(ACME_TEXT)
+    [encoded] = await encoded_by_worker(store_url, 'acme', [original])
+    form = codec_server.get('/session')
+    assert form.status == 200
+    assert b'name="token"' in form.body
+
+    def sign_in(token: str, **headers: str) -> Response:
+        return codec_server.post(
+            '/session',
+            body=f'token={token}'.encode(),
+            headers={'Content-Type': 'application/x-www-form-urlencoded', **headers},
+        )
+
+    signed_in = sign_in(ACME, Origin=codec_server.base_url)
+    assert signed_in.status == 200, signed_in.body
+    cookie = signed_in.headers['set-cookie']
+    assert cookie.startswith(f'{CODEC_COOKIE}={ACME};')
+    assert 'HttpOnly' in cookie
+    assert 'SameSite=lax' in cookie  # plain http: same-site only
+    assert 'Secure' not in cookie
+    behind_https = sign_in(ACME, **{'X-Forwarded-Proto': 'https'})
+    assert 'SameSite=none' in behind_https.headers['set-cookie']
+    assert 'Secure' in behind_https.headers['set-cookie']
+    decoded = codec_server.post('/decode', json_body=document([encoded]), headers={'Cookie': cookie.split(';')[0]})
+    assert payloads_of(decoded.json()) == [original]
+
+    for refused, status in (
+        (sign_in('not-a-token-0123456789abcdef'), 401),
+        (sign_in('bad token; Path=/'), 401),
+        (sign_in(ACME, Origin='http://evil.example.test'), 403),
+    ):
+        assert refused.status == status
+        assert 'set-cookie' not in refused.headers

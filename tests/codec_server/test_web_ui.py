@@ -2,8 +2,9 @@
 
 The dev server serves the UI with `--ui-codec-endpoint` pointing at the codec server. The UI sends
 its own OIDC token only, and only over https, so the tenant's token reaches the codec server as the
-`recall-codec-token` cookie, which the UI sends with its codec requests when "include cross-origin
-credentials" is on (set here where the UI's codec settings dialog keeps it: localStorage).
+`recall-codec-token` cookie, set by the codec server's own sign-in form (`/session`), which the UI
+sends with its codec requests when "include cross-origin credentials" is on (switched on here where
+the UI's codec settings dialog keeps it: localStorage).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from temporal_recall.api import CODEC_COOKIE, create_codec_app
+from temporal_recall.api import create_codec_app
 from temporal_recall.testing import DevServer, connect, dev_server
 
 from ..api._http import free_port, serving
@@ -56,8 +57,11 @@ def _show_workflow(browser: Chromium, ui: str, codec: str, page: str, token: str
     settings = {'overrideRemoteCodecConfiguration': True, 'endpoint': codec, 'includeCredentials': True}
     for key, value in settings.items():
         browser.evaluate(f'localStorage.setItem({json.dumps(key)}, {json.dumps(json.dumps(value))})')
-    if token is not None:
-        browser.call('Network.setCookie', {'name': CODEC_COOKIE, 'value': token, 'url': codec, 'httpOnly': True})
+    if token is not None:  # sign in as a person would: the codec server's form sets its cookie
+        browser.navigate(f'{codec}/session')
+        browser.evaluate(f'document.querySelector("input[name=token]").value = {json.dumps(token)}')
+        browser.evaluate('document.forms[0].submit()')
+        assert 'Signed in' in browser.wait_for_text('Signed in', 'not one this codec server knows', within=15)
     browser.navigate(page)
     browser.wait_for_text('Activity Task Completed', within=30)
     expanded = browser.evaluate(EXPAND_ACTIVITY_RESULTS)

@@ -20,7 +20,8 @@ its own OIDC access token, and only to an https endpoint, so for the UI the same
 the `recall-codec-token` cookie instead, which the UI sends when its codec setting "include
 cross-origin credentials" is on. A request authenticated by cookie must be `application/json`,
 which a cross-site form cannot send without a CORS preflight, so another site cannot make a
-browser decode or encode on its user's behalf.
+browser decode or encode on its user's behalf. `GET /session` is a one-field form that sets the
+cookie (HttpOnly; `SameSite=None; Secure` behind https, for a UI on another site).
 
 CORS is answered only for the configured origins (the UI's), with credentials allowed; a preflight
 from any other origin is refused with 400 and no CORS headers. Errors are JSON,
@@ -40,19 +41,22 @@ from any other origin is refused with 400 and no CORS headers. Errors are JSON,
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import logging
 import os
+import re
 import sqlite3
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from google.protobuf import json_format
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
@@ -75,6 +79,23 @@ _CACHE_BYTES_PER_SCOPE = 8 * 1024 * 1024
 _UNDECODABLE = (MissingMessageBody, ValueError, KeyError, TypeError, RecursionError)
 """What a payload the caller sent (or a body its scope lacks) can make the codec raise."""
 _UNAVAILABLE = (StoreError, ConfigurationError, sqlite3.Error, OSError)
+
+
+_MAX_FORM_BYTES = 4096
+_COOKIE_SAFE = re.compile(r'[A-Za-z0-9._~+/=-]{1,1024}')
+"""Tokens that can travel in a cookie unquoted (`secrets.token_urlsafe` ones do)."""
+
+
+def _page(message: str) -> str:
+    return (
+        f'<!doctype html><meta charset="utf-8"><title>temporal-recall codec server</title><p>{html.escape(message)}</p>'
+    )
+
+
+_SESSION_FORM = _page("Paste your token; this browser will then send it with the Temporal UI's codec requests.") + (
+    '<form method="post" action="session"><input type="password" name="token" autocomplete="off" required>'
+    '<button type="submit">Sign in</button></form>'
+)
 
 
 def _error(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
@@ -175,6 +196,29 @@ class _CodecServer:
                 decoded.append(payload)
         return decoded
 
+    async def sign_in(self, request: Request) -> Response:
+        """Set the token cookie from the sign-in form, for the Web UI's codec requests from this browser."""
+        origin = request.headers.get('origin')
+        if origin is not None and urlsplit(origin).netloc != request.headers.get('host'):
+            return HTMLResponse(_page("Sign in from the codec server's own /session page."), status_code=403)
+        body = b''
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > _MAX_FORM_BYTES:
+                return HTMLResponse(_page('The form is too large.'), status_code=413)
+        token = parse_qs(body.decode('utf-8', 'replace')).get('token', [''])[0].strip()
+        if not _COOKIE_SAFE.fullmatch(token) or bearer_scope(self.tokens, b'Bearer ' + token.encode()) is None:
+            return HTMLResponse(_page('That token is not one this codec server knows.'), status_code=401)
+        secure = request.url.scheme == 'https' or request.headers.get('x-forwarded-proto') == 'https'
+        response = HTMLResponse(
+            _page('Signed in: the Temporal UI can now decode payloads through this codec server in this browser.')
+        )
+        # Cross-site (Temporal Cloud's UI) needs SameSite=None, which browsers only accept with Secure.
+        response.set_cookie(
+            CODEC_COOKIE, token, httponly=True, secure=secure, samesite='none' if secure else 'lax', path='/'
+        )
+        return response
+
     async def handle(self, request: Request, operation: str) -> Response:
         try:
             scope = self.scope(request)
@@ -233,11 +277,16 @@ def create_codec_app(
     async def encode(request: Request) -> Response:
         return await server.handle(request, 'encode')
 
+    async def session(request: Request) -> Response:
+        if request.method == 'GET':
+            return HTMLResponse(_SESSION_FORM)
+        return await server.sign_in(request)
+
     async def not_found(request: Request, error: Exception) -> Response:
         return _error(404, 'not_found', 'No such resource; the codec server answers POST /decode and POST /encode.')
 
     async def method_not_allowed(request: Request, error: Exception) -> Response:
-        return _error(405, 'method_not_allowed', 'Use POST for /decode and /encode.', {'Allow': 'POST'})
+        return _error(405, 'method_not_allowed', 'Use POST for /decode and /encode (GET or POST for /session).')
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncGenerator[None]:
@@ -260,7 +309,11 @@ def create_codec_app(
             )
         )
     app = Starlette(
-        routes=[Route('/decode', decode, methods=['POST']), Route('/encode', encode, methods=['POST'])],
+        routes=[
+            Route('/decode', decode, methods=['POST']),
+            Route('/encode', encode, methods=['POST']),
+            Route('/session', session, methods=['GET', 'POST']),
+        ],
         middleware=middleware,
         exception_handlers={404: not_found, 405: method_not_allowed},
         lifespan=lifespan,
