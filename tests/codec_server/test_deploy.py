@@ -5,19 +5,29 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import yaml
 
 from temporal_recall.api import load_tokens
-from temporal_recall.cli import build_parser
+from temporal_recall.cli import app
 
 DEPLOY = Path(__file__).resolve().parents[2] / 'deploy'
 
 
 def _parsed(command: list[str]) -> Any:
     assert command[:2] == ['recall', 'codec-server'], command
-    return build_parser().parse_args(command[1:])
+    _, bound, _ = app.parse_args(command[1:], exit_on_error=False, print_error=False)
+    defaults = {name: parameter.default for name, parameter in bound.signature.parameters.items()}
+    values = {**defaults, **bound.arguments}
+    return SimpleNamespace(
+        tokens=str(values['tokens']),
+        host=values['host'],
+        port=values['port'],
+        allow_origin=list(values['allow_origin']),
+        store=values['store'],
+    )
 
 
 def test_compose_runs_the_codec_server_with_a_tokens_secret():
