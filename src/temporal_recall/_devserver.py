@@ -59,11 +59,16 @@ async def start_dev_server(
     *,
     port: int | None = None,
     ui: bool = False,
+    ui_codec_endpoint: str | None = None,
     db_filename: str | os.PathLike[str] | None = None,
     namespace: str = 'default',
     startup_timeout: float = 60.0,
 ) -> AsyncGenerator[DevServer]:
-    """Run `temporal server start-dev` on loopback for the duration of the block, then stop it."""
+    """Run `temporal server start-dev` on loopback for the duration of the block, then stop it.
+
+    With `ui`, `ui_codec_endpoint` is the codec server the Web UI decodes payloads with
+    (`recall codec-server`).
+    """
     ui_port = free_port() if ui else None
     environment = await WorkflowEnvironment.start_local(
         namespace=namespace,
@@ -75,6 +80,7 @@ async def start_dev_server(
         dev_server_log_level='error',
         # The SDK waits 5 s by default; a loaded 2-core machine can take longer.
         dev_server_startup_timeout=timedelta(seconds=startup_timeout),
+        dev_server_extra_args=['--ui-codec-endpoint', ui_codec_endpoint] if ui and ui_codec_endpoint else [],
     )
     try:
         address = environment.client.service_client.config.target_host

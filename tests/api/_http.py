@@ -92,9 +92,9 @@ class Client:
 
 
 @contextlib.contextmanager
-def serving(app: Any) -> Iterator[Client]:
-    """Run `app` on a free loopback port until the block exits (lifespan included)."""
-    port = free_port()
+def serving(app: Any, port: int | None = None) -> Iterator[Client]:
+    """Run `app` on loopback (on `port`, or a free one) until the block exits (lifespan included)."""
+    port = port or free_port()
     config = uvicorn.Config(app, host='127.0.0.1', port=port, log_level='warning', lifespan='on')
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f'uvicorn-{port}', daemon=True)

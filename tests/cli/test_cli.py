@@ -83,6 +83,7 @@ def test_every_subcommand_is_covered_here() -> None:
         [
             'check',
             'conversations',
+            'codec-server',
             'delete',
             'demo',
             'dev-server',

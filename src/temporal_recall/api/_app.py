@@ -177,7 +177,7 @@ def _digest(token: bytes) -> bytes:
     return hashlib.sha256(token).digest()
 
 
-def _checked_tokens(tokens: Mapping[str, str]) -> list[tuple[bytes, str]]:
+def checked_tokens(tokens: Mapping[str, str]) -> list[tuple[bytes, str]]:
     if not tokens:
         raise ConfigurationError('No API tokens are configured; map at least one token to a scope.')
     checked: list[tuple[bytes, str]] = []
@@ -193,6 +193,23 @@ def _checked_tokens(tokens: Mapping[str, str]) -> list[tuple[bytes, str]]:
             raise ConfigurationError('An API token maps to an empty scope; map every token to its tenant scope.')
         checked.append((_digest(token.encode()), scope))
     return checked
+
+
+def bearer_scope(tokens: Sequence[tuple[bytes, str]], authorization: bytes) -> str | None:
+    """The scope of the token in an `Authorization: Bearer <token>` value, or None if it is unknown.
+
+    `tokens` are the digests and scopes `checked_tokens` returns.
+    """
+    scheme, _, credential = authorization.strip().partition(b' ')
+    credential = credential.strip()
+    if scheme.lower() != b'bearer' or not credential:
+        return None
+    offered = _digest(credential)
+    found: str | None = None
+    for digest, tenant in tokens:  # every token, every time: no early exit to time
+        if hmac.compare_digest(digest, offered):
+            found = tenant
+    return found
 
 
 def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -219,7 +236,7 @@ def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
             'like {"<token>": "<scope>"}.'
         )
     tokens: dict[str, str] = dict(data)  # pyright: ignore[reportUnknownArgumentType]
-    _checked_tokens(tokens)
+    checked_tokens(tokens)
     return tokens
 
 
@@ -256,16 +273,7 @@ class _Guard:
         values = [value for name, value in headers if name.lower() == b'authorization']
         if len(values) != 1:
             return None
-        scheme, _, credential = values[0].strip().partition(b' ')
-        credential = credential.strip()
-        if scheme.lower() != b'bearer' or not credential:
-            return None
-        offered = _digest(credential)
-        found: str | None = None
-        for digest, tenant in self.tokens:  # every token, every time: no early exit to time
-            if hmac.compare_digest(digest, offered):
-                found = tenant
-        return found
+        return bearer_scope(self.tokens, values[0])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope['type'] != 'http' or not str(scope['path']).startswith(API_PREFIX + '/'):
@@ -450,7 +458,7 @@ def create_app(
     Raises:
         ConfigurationError: No tokens, or a short token or an empty scope.
     """
-    checked = _checked_tokens(tokens)
+    checked = checked_tokens(tokens)
     provider = StoreProvider(store)
 
     @contextlib.asynccontextmanager

@@ -337,6 +337,30 @@ async def serve(
     return 0
 
 
+@app.command(name='codec-server')
+async def codec_server(
+    *,
+    tokens: Annotated[Path, Parameter(help='JSON file mapping each bearer token to its one scope')],
+    store: Store = None,
+    allow_origin: Annotated[
+        tuple[str, ...], Parameter(help="the Temporal UI's origin allowed by CORS (repeatable)")
+    ] = (),
+    host: Annotated[str, Parameter(help='address to listen on')] = '127.0.0.1',
+    port: Annotated[int, Parameter(help='port to listen on')] = 8088,
+) -> int:
+    """Serve Temporal's remote codec protocol (POST /decode, /encode) for the Web UI and --codec-endpoint.
+
+    Example: recall codec-server --tokens tokens.json --store sqlite:///recall.db --allow-origin http://localhost:8233
+    """
+    try:
+        from ..api import serve_codec
+    except ModuleNotFoundError as error:
+        raise Failure(f'`recall codec-server` needs {error.name}: pip install "temporal-recall[api]"') from None
+    print(f'codec server for {_url(store)} on {host}:{port}; press Ctrl-C to stop', file=sys.stderr)
+    await serve_codec(_url(store), tokens_file=tokens, allowed_origins=list(allow_origin), host=host, port=port)
+    return 0
+
+
 @app.command(name='export-history')
 async def export_history(
     workflow_id: str,

@@ -1,0 +1,351 @@
+"""A Temporal remote codec server: the Web UI and `temporal workflow show` see messages, not hashes.
+
+With `RecallDataCodec` on, a history holds `{"$recall": "<sha256>"}` where the messages were, and
+only code that can read the store can turn it back. Temporal's answer for any custom codec is a
+codec server: the UI (and the CLI's `--codec-endpoint`) POSTs the payloads it is about to show to
+`<endpoint>/decode` and shows what comes back. The protocol is Temporal's JSON form of `Payloads`:
+
+    POST /decode   {"payloads": [{"metadata": {"encoding": "<base64>"}, "data": "<base64>"}]}
+    POST /encode   the same document; the answer has the same shape and the same number of payloads
+
+The decode is `RecallDataCodec.decode` itself, the code a worker runs, built for the scope of the
+caller's token, so a request can only ever read bodies of that one scope. A payload whose body is
+missing, corrupted or stored under another scope comes back unchanged (as the hash the history
+holds), so another tenant's body and a body that does not exist answer byte for byte alike. Payloads
+that are not ours (other encodings, small inline JSON) pass through unchanged both ways.
+
+Authentication is the HTTP API's: a bearer token from the same tokens file maps to exactly one
+scope (`Authorization: Bearer <token>`, which `temporal --codec-auth` sends). The Web UI only sends
+its own OIDC access token, and only to an https endpoint, so for the UI the same token can come in
+the `recall-codec-token` cookie instead, which the UI sends when its codec setting "include
+cross-origin credentials" is on. A request authenticated by cookie must be `application/json`,
+which a cross-site form cannot send without a CORS preflight, so another site cannot make a
+browser decode or encode on its user's behalf. `GET /session` is a one-field form that sets the
+cookie (HttpOnly; `SameSite=None; Secure` behind https, for a UI on another site).
+
+CORS is answered only for the configured origins (the UI's), with credentials allowed; a preflight
+from any other origin is refused with 400 and no CORS headers. Errors are JSON,
+`{"error": {"code": ..., "message": ...}}`:
+
+| status | code | when |
+|---|---|---|
+| 400 | `bad_request` | the body is not the JSON payloads document |
+| 401 | `unauthorized` | no token, or one the configuration does not know |
+| 404 | `not_found` | any path other than `/decode` and `/encode` |
+| 405 | `method_not_allowed` | `/decode` or `/encode` with another method than POST |
+| 413 | `payload_too_large` | a body over `max_body_bytes` (4 MiB by default) |
+| 415 | `unsupported_media_type` | a cookie-authenticated request that is not `application/json` |
+| 503 | `store_unavailable` | the store cannot be read or written right now; retry later |
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import logging
+import os
+import re
+import sqlite3
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from google.protobuf import json_format
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+from temporalio.api.common.v1 import Payload, Payloads
+
+from .._codec import MissingMessageBody, RecallDataCodec
+from .._store_provider import StoreProvider
+from ..errors import ConfigurationError, StoreError
+from ._app import bearer_scope, checked_tokens
+
+__all__ = ('CODEC_COOKIE', 'MAX_CODEC_BODY_BYTES', 'create_codec_app', 'serve_codec')
+
+logger = logging.getLogger('temporal_recall.codec_server')
+
+CODEC_COOKIE = 'recall-codec-token'
+"""The cookie that may carry the bearer token, for the Web UI (which cannot send our token itself)."""
+
+MAX_CODEC_BODY_BYTES = 4 * 1024 * 1024
+"""Largest request body accepted. Encoded payloads are hashes; the UI sends one event's payloads."""
+
+_CACHE_BYTES_PER_SCOPE = 8 * 1024 * 1024
+_UNDECODABLE = (MissingMessageBody, ValueError, KeyError, TypeError, RecursionError)
+"""What a payload the caller sent (or a body its scope lacks) can make the codec raise."""
+_UNAVAILABLE = (StoreError, ConfigurationError, sqlite3.Error, OSError)
+
+
+_MAX_FORM_BYTES = 4096
+_COOKIE_SAFE = re.compile(r'[A-Za-z0-9._~+/=-]{1,1024}')
+"""Tokens that can travel in a cookie unquoted (`secrets.token_urlsafe` ones do)."""
+
+
+def _page(message: str) -> str:
+    return (
+        f'<!doctype html><meta charset="utf-8"><title>temporal-recall codec server</title><p>{html.escape(message)}</p>'
+    )
+
+
+_SESSION_FORM = _page("Paste your token; this browser will then send it with the Temporal UI's codec requests.") + (
+    '<form method="post" action="session"><input type="password" name="token" autocomplete="off" required>'
+    '<button type="submit">Sign in</button></form>'
+)
+
+
+def _error(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({'error': {'code': code, 'message': message}}, status_code=status, headers=headers)
+
+
+class _Refused(Exception):
+    def __init__(self, response: JSONResponse) -> None:
+        self.response = response
+
+
+class _CodecServer:
+    """The per-scope codecs over one store, and the request handling around them."""
+
+    def __init__(self, store: StoreProvider, tokens: list[tuple[bytes, str]], max_body_bytes: int) -> None:
+        self.store = store
+        self.tokens = tokens
+        self.max_body_bytes = max_body_bytes
+        self.codecs: dict[str, RecallDataCodec] = {}
+
+    def codec(self, scope: str) -> RecallDataCodec:
+        codec = self.codecs.get(scope)
+        if codec is None:
+            codec = self.codecs[scope] = RecallDataCodec(self.store, scope=scope, cache_bytes=_CACHE_BYTES_PER_SCOPE)
+        return codec
+
+    def scope(self, request: Request) -> str:
+        authorization = request.headers.getlist('authorization')
+        cookie = request.cookies.get(CODEC_COOKIE)
+        if len(authorization) == 1:
+            scope = bearer_scope(self.tokens, authorization[0].encode('latin-1'))
+        elif not authorization and cookie:
+            scope = bearer_scope(self.tokens, b'Bearer ' + cookie.encode())
+            if (
+                scope is not None
+                and request.headers.get('content-type', '').split(';')[0].strip() != 'application/json'
+            ):
+                raise _Refused(
+                    _error(415, 'unsupported_media_type', 'Send the payloads as `Content-Type: application/json`.')
+                )
+        else:
+            scope = None
+        if scope is None:
+            raise _Refused(
+                _error(
+                    401,
+                    'unauthorized',
+                    f'Send `Authorization: Bearer <token>` (or the `{CODEC_COOKIE}` cookie) with a token this '
+                    'codec server was configured with.',
+                    {'WWW-Authenticate': 'Bearer'},
+                )
+            )
+        return scope
+
+    async def payloads(self, request: Request) -> list[Payload]:
+        too_large = _error(
+            413,
+            'payload_too_large',
+            f'The request body is larger than {self.max_body_bytes} bytes; send fewer payloads per request.',
+        )
+        declared = request.headers.get('content-length')
+        if declared is not None and (not declared.strip().isdigit() or int(declared) > self.max_body_bytes):
+            raise _Refused(too_large)
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > self.max_body_bytes:
+                raise _Refused(too_large)
+        try:
+            parsed = json.loads(bytes(body).decode('utf-8'))
+            if not isinstance(parsed, dict):
+                raise json_format.ParseError('the document is not a JSON object')
+            document = json_format.ParseDict(parsed, Payloads())
+        except (json_format.ParseError, ValueError, RecursionError) as error:
+            raise _Refused(
+                _error(
+                    400,
+                    'bad_request',
+                    'The body must be a JSON payloads document, {"payloads": [{"metadata": {...}, "data": '
+                    f'"<base64>"}}, ...]}}: {str(error)[:200]}',
+                )
+            ) from None
+        return list(document.payloads)
+
+    async def decode(self, scope: str, payloads: list[Payload]) -> list[Payload]:
+        codec = self.codec(scope)
+        try:
+            return await codec.decode(payloads)
+        except _UNDECODABLE:
+            pass
+        # One payload the codec cannot decode must not hide the others: decode them one by one and
+        # leave the undecodable ones as they came, which is also how a missing body looks.
+        decoded: list[Payload] = []
+        for payload in payloads:
+            try:
+                decoded.extend(await codec.decode([payload]))
+            except _UNDECODABLE:
+                decoded.append(payload)
+        return decoded
+
+    async def sign_in(self, request: Request) -> Response:
+        """Set the token cookie from the sign-in form, for the Web UI's codec requests from this browser."""
+        origin = request.headers.get('origin')
+        if origin is not None and urlsplit(origin).netloc != request.headers.get('host'):
+            return HTMLResponse(_page("Sign in from the codec server's own /session page."), status_code=403)
+        body = b''
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > _MAX_FORM_BYTES:
+                return HTMLResponse(_page('The form is too large.'), status_code=413)
+        token = parse_qs(body.decode('utf-8', 'replace')).get('token', [''])[0].strip()
+        if not _COOKIE_SAFE.fullmatch(token) or bearer_scope(self.tokens, b'Bearer ' + token.encode()) is None:
+            return HTMLResponse(_page('That token is not one this codec server knows.'), status_code=401)
+        secure = request.url.scheme == 'https' or request.headers.get('x-forwarded-proto') == 'https'
+        response = HTMLResponse(
+            _page('Signed in: the Temporal UI can now decode payloads through this codec server in this browser.')
+        )
+        # Cross-site (Temporal Cloud's UI) needs SameSite=None, which browsers only accept with Secure.
+        response.set_cookie(
+            CODEC_COOKIE, token, httponly=True, secure=secure, samesite='none' if secure else 'lax', path='/'
+        )
+        return response
+
+    async def handle(self, request: Request, operation: str) -> Response:
+        try:
+            scope = self.scope(request)
+            payloads = await self.payloads(request)
+            if operation == 'decode':
+                answered = await self.decode(scope, payloads)
+            else:
+                answered = await self.codec(scope).encode(payloads)
+        except _Refused as refused:
+            return refused.response
+        except _UNAVAILABLE as error:
+            logger.warning('store unavailable: %s', error)
+            return _error(503, 'store_unavailable', 'The conversation store is unavailable right now; retry later.')
+        document: dict[str, Any] = json_format.MessageToDict(Payloads(payloads=answered))
+        document.setdefault('payloads', [])
+        return Response(json.dumps(document, separators=(',', ':')), media_type='application/json')
+
+
+def create_codec_app(
+    store: str | os.PathLike[str] | StoreProvider | Any,
+    *,
+    tokens: Mapping[str, str],
+    allowed_origins: Sequence[str] = (),
+    max_body_bytes: int = MAX_CODEC_BODY_BYTES,
+) -> Starlette:
+    """The codec server as an ASGI application, to serve alone or mount in the HTTP API app.
+
+    Args:
+        store: The store the workers' `RecallDataCodec` writes to: a URL or path (opened on first
+            use; closed at shutdown when this app runs its own lifespan), a `StoreProvider`, or an
+            open store, which the caller keeps and closes (use that when mounting the app under
+            another one, whose lifespan does not reach a mounted app).
+        tokens: Each bearer token mapped to exactly one tenant scope, as for `create_app`.
+        allowed_origins: Origins whose browsers may call this server (the Temporal UI's, e.g.
+            `https://cloud.temporal.io`), credentials included. Empty: no CORS at all.
+        max_body_bytes: Larger request bodies are refused with 413 before they are parsed.
+
+    Raises:
+        ConfigurationError: No tokens, a short token, an empty scope, or an origin that is not
+            `scheme://host[:port]`.
+    """
+    checked = checked_tokens(tokens)
+    for origin in allowed_origins:
+        if origin == '*' or '://' not in origin or origin.endswith('/') or origin != origin.strip():
+            raise ConfigurationError(
+                f'Allowed origin {origin!r} must be an exact origin like "https://ui.example.com" or '
+                '"http://localhost:8233" (no wildcard, path or trailing slash), since credentials are allowed.'
+            )
+    owned = isinstance(store, str | os.PathLike)
+    provider = StoreProvider(os.fspath(store)) if owned else StoreProvider.coerce(store)  # pyright: ignore[reportArgumentType]
+    server = _CodecServer(provider, checked, max_body_bytes)
+
+    async def decode(request: Request) -> Response:
+        return await server.handle(request, 'decode')
+
+    async def encode(request: Request) -> Response:
+        return await server.handle(request, 'encode')
+
+    async def session(request: Request) -> Response:
+        if request.method == 'GET':
+            return HTMLResponse(_SESSION_FORM)
+        return await server.sign_in(request)
+
+    async def not_found(request: Request, error: Exception) -> Response:
+        return _error(404, 'not_found', 'No such resource; the codec server answers POST /decode and POST /encode.')
+
+    async def method_not_allowed(request: Request, error: Exception) -> Response:
+        return _error(405, 'method_not_allowed', 'Use POST for /decode and /encode (GET or POST for /session).')
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncGenerator[None]:
+        try:
+            yield
+        finally:
+            if owned:
+                await provider.aclose()
+
+    middleware: list[Middleware] = []
+    if allowed_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(allowed_origins),
+                allow_methods=['POST'],
+                allow_headers=['authorization', 'authorization-extras', 'content-type', 'x-namespace'],
+                allow_credentials=True,
+                max_age=600,
+            )
+        )
+    app = Starlette(
+        routes=[
+            Route('/decode', decode, methods=['POST']),
+            Route('/encode', encode, methods=['POST']),
+            Route('/session', session, methods=['GET', 'POST']),
+        ],
+        middleware=middleware,
+        exception_handlers={404: not_found, 405: method_not_allowed},
+        lifespan=lifespan,
+    )
+    app.state.codec_store = provider
+    return app
+
+
+async def serve_codec(
+    store: str,
+    *,
+    tokens_file: str | os.PathLike[str],
+    allowed_origins: Sequence[str] = (),
+    host: str = '127.0.0.1',
+    port: int = 8088,
+    log_level: str = 'info',
+) -> None:
+    """Run the codec server on uvicorn until interrupted (what `recall codec-server` does).
+
+    The store is opened before serving, so a wrong URL fails here rather than at the first request.
+    """
+    import uvicorn
+
+    from ..store import open_store
+    from ._app import load_tokens
+
+    tokens = load_tokens(tokens_file)
+    opened = await open_store(store)
+    try:
+        app = create_codec_app(opened, tokens=tokens, allowed_origins=allowed_origins)
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan='on')
+        logger.info('codec server for %d tokens, origins %s', len(tokens), ', '.join(allowed_origins) or 'none')
+        await uvicorn.Server(config).serve()
+    finally:
+        await opened.close()
