@@ -51,6 +51,7 @@ from .errors import (
     RecallError,
     StoreUnavailable,
     UnknownConversation,
+    non_retryable,
 )
 from .models import RecallDeps, SearchRequest, StepDelta, StepWritten
 from .search import Role, SummaryRule
@@ -337,7 +338,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             raise  # retried by Temporal with backoff
         except RecallError as error:
             # Deterministic: another attempt would fail the same way.
-            raise ApplicationError(str(error), type=type(error).__name__, non_retryable=True) from error
+            raise non_retryable(error) from error
         return StepWritten(
             attached=True,
             head_id=result.head_id,

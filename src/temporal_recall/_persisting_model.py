@@ -71,7 +71,7 @@ from temporalio.exceptions import ApplicationError
 
 from ._store_provider import store_for
 from .content import content_hash
-from .errors import HistoryMismatch, RecallError, StoreUnavailable
+from .errors import HistoryMismatch, RecallError, StoreUnavailable, non_retryable
 
 if TYPE_CHECKING:
     from ._store_provider import StoreProvider
@@ -383,7 +383,7 @@ class _Step:
             if not activity.in_activity():
                 raise
             # Deterministic (another scope's conversation, an unserializable message): retrying cannot help.
-            raise ApplicationError(str(error), type=type(error).__name__, non_retryable=True) from None
+            raise non_retryable(error) from None
         if result.fenced:
             raise ApplicationError(
                 f'Attempt {self.attempt} of {self.unit} was superseded by a later attempt, which already wrote '

@@ -26,6 +26,8 @@ as `UnknownConversation`, exactly like a conversation that does not exist.
 
 from __future__ import annotations
 
+from temporalio.exceptions import ApplicationError
+
 __all__ = (
     'ConfigurationError',
     'HistoryMismatch',
@@ -43,6 +45,7 @@ __all__ = (
     'StoreUnavailable',
     'UnknownConversation',
     'UnknownEntry',
+    'non_retryable',
 )
 
 
@@ -144,3 +147,12 @@ class ConfigurationError(RecallError):
 
 class PayloadTooLarge(RecallError):
     """A value would exceed Temporal's payload size limit, so retrying cannot help."""
+
+
+def non_retryable(error: RecallError) -> ApplicationError:
+    """`error` as a Temporal failure that is not retried, named by its class (the failure's `type`).
+
+    For refusals that no retry can change (bad input, another scope's conversation): raised as is,
+    a `RecallError` would be retried by Temporal, forever in workflow code.
+    """
+    return ApplicationError(str(error), type=type(error).__name__, non_retryable=True)

@@ -14,12 +14,11 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from .._metrics import record_search
 from .._recall import search_history
 from .._store_provider import StoreProvider
-from ..errors import PayloadTooLarge, RecallError, StoreUnavailable, UnknownConversation
+from ..errors import PayloadTooLarge, RecallError, StoreUnavailable, UnknownConversation, non_retryable
 from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
 from ._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
 
@@ -27,10 +26,6 @@ __all__ = ('MAX_HISTORY_PAYLOAD_BYTES', 'RecallActivities')
 
 MAX_HISTORY_PAYLOAD_BYTES = 1_500_000
 """Temporal refuses payloads over 2 MB by default; stay clear of it with headroom for metadata."""
-
-
-def _non_retryable(error: RecallError) -> ApplicationError:
-    return ApplicationError(str(error), type=type(error).__name__, non_retryable=True)
 
 
 class RecallActivities:
@@ -59,7 +54,7 @@ class RecallActivities:
         except StoreUnavailable:
             raise
         except RecallError as error:
-            raise _non_retryable(error) from error
+            raise non_retryable(error) from error
 
     @activity.defn(name=LOAD_HISTORY_ACTIVITY)
     async def load_history(self, request: HistoryRequest) -> LoadedHistory:
@@ -74,7 +69,7 @@ class RecallActivities:
         messages = [entry.message for entry in entries]
         size = len(ModelMessagesTypeAdapter.dump_json(messages))
         if size > MAX_HISTORY_PAYLOAD_BYTES:
-            raise _non_retryable(
+            raise non_retryable(
                 PayloadTooLarge(
                     f'Conversation {request.conversation_id!r} is {size:,} bytes serialized, more than the '
                     f'{MAX_HISTORY_PAYLOAD_BYTES:,} that fit in one Temporal payload. Load it with a `limit`, or '

@@ -12,11 +12,10 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ..activities._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
-    from ..errors import InvalidIdentifier, InvalidQuery, InvalidSearchParameters
+    from ..errors import InvalidIdentifier, InvalidQuery, InvalidSearchParameters, non_retryable
     from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
     from ..search import Role
 
@@ -43,7 +42,7 @@ def _refused() -> Generator[None]:
     try:
         yield
     except (InvalidIdentifier, InvalidQuery, InvalidSearchParameters) as error:
-        raise ApplicationError(str(error), type=type(error).__name__, non_retryable=True) from error
+        raise non_retryable(error) from error
 
 
 async def recall(
