@@ -23,7 +23,6 @@ boundary's sequence number.
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +39,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from ._delta import Delta, DeltaTracker
-from ._metrics import record_search, record_step_write
+from ._metrics import record_step_write
 from ._persisting_model import PersistingModel, ViewCheck, persistable, take_marker
 from ._store_provider import StoreProvider, store_for
 from .errors import (
@@ -384,9 +383,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
                 role=role,
             )
             store = await store_for(self.store)
-            started = time.perf_counter()
             result = await search_history(store, request)
-            record_search(time.perf_counter() - started, len(result.hits))
         except UnknownConversation:
             return 'No earlier messages are stored for this conversation yet.'
         except (InvalidIdentifier, InvalidQuery, InvalidSearchParameters) as error:

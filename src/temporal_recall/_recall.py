@@ -7,9 +7,11 @@ code in `temporal_recall.search`, so SQLite and PostgreSQL give the same answers
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import replace
 
+from ._metrics import record_search
 from .errors import InvalidSearchParameters, UnknownConversation
 from .models import SearchRequest
 from .search import BM25Parameters, ScoredDocument, SearchOptions, SearchResult, build_hits, parse_query, rank
@@ -45,7 +47,7 @@ def target_of(request: SearchRequest) -> SearchTarget:
 
 
 async def search_history(reader: IndexReader, request: SearchRequest) -> SearchResult:
-    """Run `request` against the index.
+    """Run `request` against the index; inside an activity, its latency and hits go to the worker's metrics.
 
     Raises:
         InvalidQuery: the query is empty or too large.
@@ -53,6 +55,13 @@ async def search_history(reader: IndexReader, request: SearchRequest) -> SearchR
         UnknownConversation: the conversation does not exist in the request's scope (the same
             answer whether it does not exist at all or belongs to another scope).
     """
+    started = time.perf_counter()
+    result = await _search(reader, request)
+    record_search(time.perf_counter() - started, len(result.hits))
+    return result
+
+
+async def _search(reader: IndexReader, request: SearchRequest) -> SearchResult:
     query = parse_query(request.query)
     options = SearchOptions(
         limit=request.limit,

@@ -8,14 +8,12 @@ backoff, recording each failure on the activity so it is visible, never a silent
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from temporalio import activity
 
-from .._metrics import record_search
 from .._recall import search_history
 from .._store_provider import StoreProvider
 from ..errors import PayloadTooLarge, RecallError, StoreUnavailable, UnknownConversation, non_retryable
@@ -40,11 +38,8 @@ class RecallActivities:
     @activity.defn(name=SEARCH_ACTIVITY)
     async def search(self, request: SearchRequest) -> SearchResult:
         store = await self.store.get()
-        started = time.perf_counter()
         try:
-            result = await search_history(store, request)
-            record_search(time.perf_counter() - started, len(result.hits))
-            return result
+            return await search_history(store, request)
         except UnknownConversation:
             # Fail closed, and say the same thing for "absent" and "someone else's".
             return SearchResult(
