@@ -17,7 +17,7 @@ from pydantic_ai import messages as m
 from pydantic_ai.conversation_store import ConversationStore, InMemoryConversationStore
 
 from temporal_recall.content import content_hash
-from temporal_recall.store import PostgresConversationStore, SqliteConversationStore
+from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[ConversationStore]]
 AnyStore = SqliteConversationStore | PostgresConversationStore
@@ -248,3 +248,20 @@ async def column_of(store: AnyStore, sql: str) -> list[Any]:
         with closing(sqlite3.connect(store.path)) as db:
             return [row[0] for row in db.execute(sql)]
     return [row[0] for row in await _pg_rows(store, sql)]
+
+
+async def append_after(
+    store: AnyStore, conversation_id: str, scope: str | None, history: list[m.ModelMessage], new: list[m.ModelMessage]
+) -> list[m.ModelMessage]:
+    """Append `new` after `history` without a run id (as messages saved outside an agent run are)."""
+    await store.append(
+        AppendRequest(
+            conversation_id=conversation_id,
+            scope=scope,
+            idempotency_key=f'{conversation_id}/{len(history)}/{content_hash(new[0])}',
+            base_length=len(history),
+            base_hash=content_hash(history[-1]) if history else None,
+            messages=new,
+        )
+    )
+    return [*history, *new]

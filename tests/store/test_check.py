@@ -8,40 +8,22 @@ from collections.abc import Sequence
 from contextlib import closing
 
 import pytest
-from pydantic_ai.messages import ModelMessage
 
-from temporal_recall.content import content_hash
-from temporal_recall.store import AppendRequest, CheckReport
+from temporal_recall.store import CheckReport
 
-from ._support import AnyStore, PostgresSite, Site, turn, with_options
-
-
-async def _append(
-    store: AnyStore, conversation_id: str, scope: str | None, history: list[ModelMessage], new: list[ModelMessage]
-) -> list[ModelMessage]:
-    await store.append(
-        AppendRequest(
-            conversation_id=conversation_id,
-            scope=scope,
-            idempotency_key=f'{conversation_id}/{len(history)}/{len(new)}',
-            base_length=len(history),
-            base_hash=content_hash(history[-1]) if history else None,
-            messages=new,
-        )
-    )
-    return [*history, *new]
+from ._support import AnyStore, PostgresSite, Site, append_after, turn, with_options
 
 
 async def _healthy(store: AnyStore) -> None:
     """Forks across scopes that carry on, a rewritten branch, a delete, codec bodies, runs and none."""
-    history = await _append(store, 'a1', 'acme', [], [*turn(1, 'invoice'), *turn(2, 'refund')])
+    history = await append_after(store, 'a1', 'acme', [], [*turn(1, 'invoice'), *turn(2, 'refund')])
     await store.fork('a1', new_conversation_id='g', scope='globex', source_scope='acme')
-    await _append(store, 'g', 'globex', history, turn(3, 'secret'))
+    await append_after(store, 'g', 'globex', history, turn(3, 'secret'))
     await store.fork('a1', new_conversation_id='a2', scope='acme', source_scope='acme', at=2)
-    await _append(store, 'a2', 'acme', history[:2], turn(4, 'paris'))
-    await _append(store, 'a1', 'acme', history[:2], turn(5, 'rewritten'))
-    await _append(store, 'n', None, [], turn(6, 'unscoped'))
-    doomed = await _append(store, 'gone', 'acme', [], turn(7, 'invoice'))
+    await append_after(store, 'a2', 'acme', history[:2], turn(4, 'paris'))
+    await append_after(store, 'a1', 'acme', history[:2], turn(5, 'rewritten'))
+    await append_after(store, 'n', None, [], turn(6, 'unscoped'))
+    doomed = await append_after(store, 'gone', 'acme', [], turn(7, 'invoice'))
     record = await store.read_record('gone')
     assert record is not None and doomed
     await store.delete_record('gone', expected_revision=record.revision)

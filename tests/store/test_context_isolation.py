@@ -12,33 +12,14 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from temporal_recall._recall import search_history
-from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import SearchResult
-from temporal_recall.store import AppendRequest
 
-from ._support import AnyStore
+from ._support import AnyStore, append_after
 
 
 def _turn(question: str, answer: str) -> list[ModelMessage]:
     return [ModelRequest(parts=[UserPromptPart(question)]), ModelResponse(parts=[TextPart(answer)])]
-
-
-async def _append(
-    store: AnyStore, conversation_id: str, scope: str | None, history: list[ModelMessage], new: list[ModelMessage]
-) -> list[ModelMessage]:
-    """Append `new` after `history` without a run id (as messages saved outside an agent run are)."""
-    await store.append(
-        AppendRequest(
-            conversation_id=conversation_id,
-            scope=scope,
-            idempotency_key=f'{conversation_id}/{len(history)}/{content_hash(new[0])}',
-            base_length=len(history),
-            base_hash=content_hash(history[-1]) if history else None,
-            messages=new,
-        )
-    )
-    return [*history, *new]
 
 
 def _shown(result: SearchResult) -> str:
@@ -48,9 +29,9 @@ def _shown(result: SearchResult) -> str:
 
 @pytest.mark.parametrize('fork_scope', ['globex', 'acme'], ids=['cross-scope', 'same-scope'])
 async def test_a_forks_later_messages_never_appear_in_the_originals_context(recall_store: AnyStore, fork_scope: str):
-    history = await _append(recall_store, 'a1', 'acme', [], _turn('where is invoice 1042', 'it shipped on monday'))
+    history = await append_after(recall_store, 'a1', 'acme', [], _turn('where is invoice 1042', 'it shipped on monday'))
     await recall_store.fork('a1', new_conversation_id='g', scope=fork_scope, source_scope='acme')
-    await _append(recall_store, 'g', fork_scope, history, _turn('GLOBEXSECRET question', 'GLOBEXSECRET answer'))
+    await append_after(recall_store, 'g', fork_scope, history, _turn('GLOBEXSECRET question', 'GLOBEXSECRET answer'))
 
     for query in ['shipped monday', 'invoice 1042']:
         result = await search_history(
@@ -72,11 +53,11 @@ async def test_a_forks_later_messages_never_appear_in_the_originals_context(reca
 
 
 async def test_context_follows_the_conversations_own_continuation_not_a_forks(recall_store: AnyStore):
-    history = await _append(recall_store, 'a1', 'acme', [], _turn('where is invoice 1042', 'it shipped on monday'))
+    history = await append_after(recall_store, 'a1', 'acme', [], _turn('where is invoice 1042', 'it shipped on monday'))
     await recall_store.fork('a1', new_conversation_id='g', scope='acme', source_scope='acme')
     # The fork writes first, so its message is the earliest child of the shared entry.
-    await _append(recall_store, 'g', 'acme', history, _turn('FORKONLY question', 'FORKONLY answer'))
-    await _append(recall_store, 'a1', 'acme', history, _turn('original continues', 'ORIGINALNEXT answer'))
+    await append_after(recall_store, 'g', 'acme', history, _turn('FORKONLY question', 'FORKONLY answer'))
+    await append_after(recall_store, 'a1', 'acme', history, _turn('original continues', 'ORIGINALNEXT answer'))
 
     result = await search_history(
         recall_store, SearchRequest(query='shipped monday', conversation_id='a1', scope='acme', context_lines=2)
@@ -88,10 +69,12 @@ async def test_context_follows_the_conversations_own_continuation_not_a_forks(re
 
 async def test_a_branch_of_another_scope_never_appears_through_a_shared_ancestor(recall_store: AnyStore):
     # globex forks part-way and rewrites from there: the shared entry then has children in both scopes.
-    history = await _append(recall_store, 'a1', 'acme', [], _turn('where is invoice 1042', 'it shipped on monday'))
-    history = await _append(recall_store, 'a1', 'acme', history, _turn('thanks a lot', 'you are welcome'))
+    history = await append_after(recall_store, 'a1', 'acme', [], _turn('where is invoice 1042', 'it shipped on monday'))
+    history = await append_after(recall_store, 'a1', 'acme', history, _turn('thanks a lot', 'you are welcome'))
     await recall_store.fork('a1', new_conversation_id='g', scope='globex', source_scope='acme', at=1)
-    await _append(recall_store, 'g', 'globex', history[:1], [ModelResponse(parts=[TextPart('GLOBEXSECRET reply')])])
+    await append_after(
+        recall_store, 'g', 'globex', history[:1], [ModelResponse(parts=[TextPart('GLOBEXSECRET reply')])]
+    )
 
     for scope, conversation in [('acme', 'a1'), ('globex', 'g')]:
         result = await search_history(
@@ -105,10 +88,10 @@ async def test_a_branch_of_another_scope_never_appears_through_a_shared_ancestor
 
 
 async def test_context_at_a_branch_point_follows_the_chain_the_hit_is_on(recall_store: AnyStore):
-    history = await _append(recall_store, 'a1', 'acme', [], _turn('where is invoice 1042', 'it shipped on monday'))
-    old = await _append(recall_store, 'a1', 'acme', history, _turn('OLDBRANCH question', 'OLDBRANCH answer'))
+    history = await append_after(recall_store, 'a1', 'acme', [], _turn('where is invoice 1042', 'it shipped on monday'))
+    old = await append_after(recall_store, 'a1', 'acme', history, _turn('OLDBRANCH question', 'OLDBRANCH answer'))
     # Rewritten after the first turn: the old continuation stays as a kept branch of the same conversation.
-    await _append(recall_store, 'a1', 'acme', history, _turn('NEWHEAD question', 'NEWHEAD answer'))
+    await append_after(recall_store, 'a1', 'acme', history, _turn('NEWHEAD question', 'NEWHEAD answer'))
     record = await recall_store.read_record('a1')
     assert record is not None and record.branches
 
