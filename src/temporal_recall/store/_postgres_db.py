@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 import asyncpg
 from asyncpg import exceptions as pg
@@ -25,8 +25,9 @@ from asyncpg import exceptions as pg
 from temporal_recall.errors import ConfigurationError, NotADatabase, RecallError, StoreReadOnly, StoreUnavailable
 
 from ._postgres_url import PostgresOptions
+from ._session import POSTGRESQL, Dialect, Session
 
-__all__ = ('Conn', 'Database', 'create_pool', 'fetch_int', 'quote_ident', 'translate_error')
+__all__ = ('Conn', 'Database', 'PostgresSession', 'create_pool', 'fetch_int', 'quote_ident', 'translate_error')
 
 Conn: TypeAlias = asyncpg.Connection
 T = TypeVar('T')
@@ -139,6 +140,34 @@ async def fetch_int(conn: Conn, sql: str, *args: object) -> int:
     return int(value)
 
 
+class PostgresSession:
+    """The engine's `Session` on one asyncpg connection (asyncpg prepares and caches each statement)."""
+
+    __slots__ = ('conn',)
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    @property
+    def dialect(self) -> Dialect:
+        return POSTGRESQL
+
+    async def rows(self, sql: str, *params: Any) -> list[Any]:
+        return await self.conn.fetch(sql, *params)
+
+    async def one(self, sql: str, *params: Any) -> Any:
+        return await self.conn.fetchrow(sql, *params)
+
+    async def value(self, sql: str, *params: Any) -> Any:
+        return await self.conn.fetchval(sql, *params)
+
+    async def run(self, sql: str, *params: Any) -> None:
+        await self.conn.execute(sql, *params)
+
+    async def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        await self.conn.executemany(sql, rows)
+
+
 class Database:
     """An open PostgreSQL store database: `read(body)` and `write(body)` run `body(connection)`."""
 
@@ -225,3 +254,23 @@ class Database:
                 if not again or attempt >= MAX_ATTEMPTS:
                     raise _reraise(error, self.display) from error
             await asyncio.sleep(random.uniform(0, min(0.25, 0.002 * 2**attempt)))
+
+    @property
+    def dialect(self) -> Dialect:
+        return POSTGRESQL
+
+    async def run_read(self, body: Callable[[Session], Coroutine[Any, Any, T]], *, snapshot: bool = True) -> T:
+        """`Backend.run_read` (see `read`)."""
+        return await self.read(lambda conn: body(PostgresSession(conn)), snapshot=snapshot)
+
+    async def run_write(
+        self, body: Callable[[Session], Coroutine[Any, Any, T]], *, retry: Callable[[BaseException], bool] | None = None
+    ) -> T:
+        """`Backend.run_write` (see `write`: conflicts the server resolved by aborting are retried)."""
+        return await self.write(lambda conn: body(PostgresSession(conn)), retry=retry)
+
+
+if TYPE_CHECKING:
+    from ._session import Backend
+
+    _BACKEND: type[Backend] = Database  # pyright checks that the database is the engine's `Backend`

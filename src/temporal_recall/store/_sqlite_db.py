@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
+import re
 import sqlite3
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import aiosqlite
 
 from temporal_recall.errors import NotADatabase, StoreError, StoreReadOnly, StoreUnavailable
 
-__all__ = ('SYNCHRONOUS', 'Database', 'Row', 'Synchronous', 'check_file', 'translate_error')
+from ._session import SQLITE, Dialect, Session
+
+__all__ = ('SYNCHRONOUS', 'Database', 'Row', 'SqliteSession', 'Synchronous', 'check_file', 'translate_error')
 
 Row = tuple[Any, ...]
 Params = Sequence[Any] | Mapping[str, Any]
@@ -152,6 +156,34 @@ class Database:
             connection = self.connection
             return cast(_T, await connection._execute(_write_transaction, connection._conn, writer))  # pyright: ignore[reportPrivateUsage]
 
+    @property
+    def dialect(self) -> Dialect:
+        return SQLITE
+
+    async def run_read(self, body: Callable[[Session], Coroutine[Any, Any, _T]], *, snapshot: bool = True) -> _T:
+        """`Backend.run_read`: the whole read on the connection thread, one thread hop."""
+        async with self._lock, self._translated():
+            connection = self.connection
+            run = _session_snapshot if snapshot else _session_plain
+            return cast(_T, await connection._execute(run, connection._conn, body))  # pyright: ignore[reportPrivateUsage]
+
+    async def run_write(
+        self,
+        body: Callable[[Session], Coroutine[Any, Any, _T]],
+        *,
+        retry: Callable[[BaseException], bool] | None = None,
+    ) -> _T:
+        """`Backend.run_write`: one `BEGIN IMMEDIATE` transaction on the connection thread, one thread hop.
+
+        SQLite has one writer at a time, so there is no conflict to retry: `retry` is accepted for
+        the protocol and never consulted.
+        """
+        async with self._lock, self._translated():
+            if self.read_only:
+                raise self.read_only_error()
+            connection = self.connection
+            return cast(_T, await connection._execute(_session_write, connection._conn, body))  # pyright: ignore[reportPrivateUsage]
+
     @asynccontextmanager
     async def _translated(self) -> AsyncGenerator[None]:
         try:
@@ -215,8 +247,64 @@ class _ThreadReads:
         return _Ready(None)
 
 
-def _drive(reader: Callable[[Any], Coroutine[Any, Any, Any]], connection: sqlite3.Connection) -> Any:
-    coroutine = reader(_ThreadReads(connection))
+@functools.lru_cache(maxsize=1024)
+def _sqlite_spelling(sql: str) -> str:
+    """`sql` with SQLite's spelling of numbered placeholders (`$1` -> `?1`), computed once per statement."""
+    return _PLACEHOLDER.sub(r'?\1', sql)
+
+
+_PLACEHOLDER = re.compile(r'\$(\d+)')
+
+
+class SqliteSession:
+    """The engine's `Session` on the connection thread: statements run synchronously, awaits never suspend."""
+
+    __slots__ = ('_connection',)
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    @property
+    def dialect(self) -> Dialect:
+        return SQLITE
+
+    def rows(self, sql: str, *params: Any) -> _Ready:
+        return _Ready(self._connection.execute(_sqlite_spelling(sql), params).fetchall())
+
+    def one(self, sql: str, *params: Any) -> _Ready:
+        return _Ready(self._connection.execute(_sqlite_spelling(sql), params).fetchone())
+
+    def value(self, sql: str, *params: Any) -> _Ready:
+        row = self._connection.execute(_sqlite_spelling(sql), params).fetchone()
+        return _Ready(None if row is None else row[0])
+
+    def run(self, sql: str, *params: Any) -> _Ready:
+        self._connection.execute(_sqlite_spelling(sql), params)
+        return _Ready(None)
+
+    def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> _Ready:
+        self._connection.executemany(_sqlite_spelling(sql), rows)
+        return _Ready(None)
+
+
+def _session_plain(connection: sqlite3.Connection, body: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
+    return _drive(body, connection, SqliteSession)
+
+
+def _session_snapshot(connection: sqlite3.Connection, body: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
+    return _read_snapshot(connection, body, SqliteSession)
+
+
+def _session_write(connection: sqlite3.Connection, body: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
+    return _write_transaction(connection, body, SqliteSession)
+
+
+def _drive(
+    reader: Callable[[Any], Coroutine[Any, Any, Any]],
+    connection: sqlite3.Connection,
+    surface: Callable[[sqlite3.Connection], object] = _ThreadReads,
+) -> Any:
+    coroutine = reader(surface(connection))
     try:
         coroutine.send(None)
     except StopIteration as finished:
@@ -225,12 +313,16 @@ def _drive(reader: Callable[[Any], Coroutine[Any, Any, Any]], connection: sqlite
     raise RuntimeError('Store code awaited something other than the database; it cannot run on the connection thread.')
 
 
-def _write_transaction(connection: sqlite3.Connection, writer: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
+def _write_transaction(
+    connection: sqlite3.Connection,
+    writer: Callable[[Any], Coroutine[Any, Any, Any]],
+    surface: Callable[[sqlite3.Connection], object] = _ThreadReads,
+) -> Any:
     if connection.in_transaction:
         connection.execute('ROLLBACK')
     connection.execute('BEGIN IMMEDIATE')
     try:
-        result = _drive(writer, connection)
+        result = _drive(writer, connection, surface)
         connection.execute('COMMIT')
         return result
     finally:
@@ -239,12 +331,16 @@ def _write_transaction(connection: sqlite3.Connection, writer: Callable[[Any], C
                 connection.execute('ROLLBACK')
 
 
-def _read_snapshot(connection: sqlite3.Connection, reader: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
+def _read_snapshot(
+    connection: sqlite3.Connection,
+    reader: Callable[[Any], Coroutine[Any, Any, Any]],
+    surface: Callable[[sqlite3.Connection], object] = _ThreadReads,
+) -> Any:
     if connection.in_transaction:  # Left open by a task cancelled mid-rollback.
         connection.execute('ROLLBACK')
     connection.execute('BEGIN')
     try:
-        return _drive(reader, connection)
+        return _drive(reader, connection, surface)
     finally:
         if connection.in_transaction:
             connection.execute('ROLLBACK')
@@ -309,3 +405,9 @@ def check_file(path: Path, *, read_only: bool) -> str | None:
     if not _writable(folder):
         return f'its directory {folder} is not writable'
     return None
+
+
+if TYPE_CHECKING:
+    from ._session import Backend
+
+    _BACKEND: type[Backend] = Database  # pyright checks that the database is the engine's `Backend`
