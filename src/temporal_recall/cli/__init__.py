@@ -18,8 +18,8 @@ import os
 import signal
 import sys
 import textwrap
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Generator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -310,6 +310,15 @@ async def import_harness(
     return 0
 
 
+@contextmanager
+def _api_extra(command: str) -> Generator[None]:
+    """Turn a missing dependency of the `api` extra into an instruction to install it."""
+    try:
+        yield
+    except ModuleNotFoundError as error:
+        raise Failure(f'`recall {command}` needs {error.name}: pip install "temporal-recall[api]"') from None
+
+
 @app.command
 async def serve(
     *,
@@ -323,12 +332,10 @@ async def serve(
 
     Example: recall serve --tokens tokens.json --store sqlite:///recall.db --port 8000
     """
-    try:
+    with _api_extra('serve'):
         import uvicorn
 
         from ..api import create_app, load_tokens
-    except ModuleNotFoundError as error:
-        raise Failure(f'`recall serve` needs {error.name}: pip install "temporal-recall[api]"') from None
     checked = load_tokens(tokens)
     async with _opened(store) as opened:  # the store must exist and open before anything is served
         config = uvicorn.Config(create_app(opened, tokens=checked), host=host, port=port, log_level=log_level)
@@ -352,10 +359,8 @@ async def codec_server(
 
     Example: recall codec-server --tokens tokens.json --store sqlite:///recall.db --allow-origin http://localhost:8233
     """
-    try:
+    with _api_extra('codec-server'):
         from ..api import serve_codec
-    except ModuleNotFoundError as error:
-        raise Failure(f'`recall codec-server` needs {error.name}: pip install "temporal-recall[api]"') from None
     print(f'codec server for {_url(store)} on {host}:{port}; press Ctrl-C to stop', file=sys.stderr)
     await serve_codec(_url(store), tokens_file=tokens, allowed_origins=list(allow_origin), host=host, port=port)
     return 0
