@@ -16,9 +16,9 @@ import time
 from _sidekit import disk_bytes, load_dataset, parse_args, time_searches, time_writes, write_result
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from temporal_recall._recall import search_history
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
+from temporal_recall.search._plan import search_history
 from temporal_recall.store import AppendRequest, open_store
 
 SCOPE = 'bench'

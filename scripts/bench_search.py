@@ -55,9 +55,9 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from temporal_recall._recall import search_history
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
+from temporal_recall.search._plan import search_history
 from temporal_recall.store import AppendRequest, SqliteConversationStore, open_store
 
 MESSAGES_PER_CONVERSATION = 100

@@ -11,12 +11,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._capability import ConversationRecall
-    from ._codec import RecallDataCodec, message_codec_plugin
     from ._metrics import prometheus_runtime
-    from ._recall import search_history
     from ._store_provider import StoreProvider
     from .activities import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY, RecallActivities
+    from .capability import ConversationRecall
+    from .codec import RecallDataCodec, message_codec_plugin
     from .errors import RecallError
     from .models import (
         ConversationInput,
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
         search_messages,
     )
     from .search import SearchHit
+    from .search._plan import search_history
     from .settings import Settings
     from .store import SqliteConversationStore, open_store
     from .worker import RecallPlugin, build_worker
@@ -84,11 +84,11 @@ __all__ = (
 )
 
 _LOCATIONS = {
-    'ConversationRecall': '._capability',
-    'RecallDataCodec': '._codec',
-    'message_codec_plugin': '._codec',
+    'ConversationRecall': '.capability',
+    'RecallDataCodec': '.codec',
+    'message_codec_plugin': '.codec',
     'prometheus_runtime': '._metrics',
-    'search_history': '._recall',
+    'search_history': '.search._plan',
     'StoreProvider': '._store_provider',
     'LOAD_HISTORY_ACTIVITY': '.activities',
     'SEARCH_ACTIVITY': '.activities',

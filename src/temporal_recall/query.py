@@ -28,10 +28,10 @@ from typing import Final, Literal, Protocol, TypeAlias
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
 
-from ._recall import search_history
 from .errors import InvalidSearchParameters, UnknownConversation
 from .models import SearchRequest
 from .search import Role, SearchResult, message_role, parse_query, transcript_text
+from .search._plan import search_history
 from .store import IndexReader
 
 __all__ = (

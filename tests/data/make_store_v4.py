@@ -25,9 +25,9 @@ from typing import Any
 
 from pydantic_ai import messages as m
 
-from temporal_recall._recall import search_history
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
+from temporal_recall.search._plan import search_history
 from temporal_recall.store import AppendRequest, SqliteConversationStore
 
 HERE = Path(__file__).parent

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from temporal_recall import message_codec_plugin
-from temporal_recall._codec import ENCODING
+from temporal_recall.codec import ENCODING
 from temporal_recall.testing import replay
 
 from ..workflows import agents

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from temporal_recall._recall import search_history
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import ANALYZER
+from temporal_recall.search._plan import search_history
 from temporal_recall.store import _postgres_schema, _sqlite_schema
 
 from ._support import AnyStore, PostgresSite, Site, SqliteSite, with_options

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic_ai.durable_exec.temporal import PydanticAIPayloadConverter
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from temporal_recall._codec import RecallDataCodec
+from temporal_recall.codec import RecallDataCodec
 from temporal_recall.models import StepDelta
 
 from ._support import AnyStore

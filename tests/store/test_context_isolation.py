@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from temporal_recall._recall import search_history
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import SearchResult
+from temporal_recall.search._plan import search_history
 
 from ._support import AnyStore, append_after
 

@@ -25,12 +25,11 @@ from pydantic_ai import messages as m
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.usage import RunUsage
 
-from temporal_recall import _recall
-from temporal_recall._recall import ImpactReader, search_history
 from temporal_recall.content import content_hash
 from temporal_recall.errors import RecallError
 from temporal_recall.models import SearchRequest
-from temporal_recall.search import SearchResult
+from temporal_recall.search import SearchResult, _plan
+from temporal_recall.search._plan import ImpactReader, search_history
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
 
 from ._support import AT, AnyStore, PostgresSite, postgres_url, problems_of
@@ -255,9 +254,9 @@ async def test_impact_ordered_scope_wide_search_is_identical(
         for limit in (1, 3, 10)
         for _ in range(20)
     ]
-    monkeypatch.setattr(_recall, 'LONG_POSTING_LIST', 10**9)
+    monkeypatch.setattr(_plan, 'LONG_POSTING_LIST', 10**9)
     full = [await answer(sqlite, request, labels[sqlite]) for request in scoped]
-    monkeypatch.setattr(_recall, 'LONG_POSTING_LIST', 3)
+    monkeypatch.setattr(_plan, 'LONG_POSTING_LIST', 3)
     for request, expected in zip(scoped, full, strict=True):
         assert await answer(postgres, request, labels[postgres]) == expected, request
         assert await answer(sqlite, request, labels[sqlite]) == expected, request

@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Syst
 from temporalio.client import Client, WorkflowFailureError
 
 from temporal_recall import RunPromptInput
-from temporal_recall._persisting_model import MARKER_KEY, persistable
+from temporal_recall.capability._persisting_model import MARKER_KEY, persistable
 from temporal_recall.content import content_hash
 from temporal_recall.store import open_store
 from temporal_recall.testing import export_history, history_cost, running_worker

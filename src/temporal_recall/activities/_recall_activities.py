@@ -14,10 +14,10 @@ from typing import Any
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from temporalio import activity
 
-from .._recall import search_history
 from .._store_provider import StoreProvider
 from ..errors import PayloadTooLarge, RecallError, StoreUnavailable, UnknownConversation, non_retryable
 from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
+from ..search._plan import search_history
 from ._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
 
 __all__ = ('MAX_HISTORY_PAYLOAD_BYTES', 'RecallActivities')

@@ -60,8 +60,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
-from .._codec import MissingMessageBody, RecallDataCodec
 from .._store_provider import StoreProvider
+from ..codec import MissingMessageBody, RecallDataCodec
 from ..errors import ConfigurationError, StoreError
 from ._app import bearer_scope, checked_tokens
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 
-from .._capability import ConversationRecall
+from ..capability import ConversationRecall
 from ..models import RecallDeps
 from ..settings import Settings
 from ._scripted_model import scripted_model

@@ -1,10 +1,16 @@
-"""Analysing text, ranking and presenting recall results, as pure functions.
+"""Search over the persisted history: the pure ranking, and the plan that drives it over the store.
 
-Nothing here touches a database, the clock or randomness. That is what lets the same code run inside
-Temporal's deterministic workflow sandbox and in activities, and what makes the SQLite and
-PostgreSQL backends rank identically: a backend only fetches postings and rows
+Everything this package exports (analysing text, parsing the query, BM25 ranking, excerpts and result
+shaping) is a pure function: nothing here touches a database, the clock or randomness. That is what
+lets the same code run inside Temporal's deterministic workflow sandbox and in activities, and what
+makes the SQLite and PostgreSQL backends rank identically: a backend only fetches postings and rows
 (`temporal_recall.store._protocol.IndexReader`), and every decision about what matches, in what
 order and how it is shown is made here, once.
+
+The plan (`temporal_recall.search._plan.search_history`) decides which postings to read, through
+that reader protocol, for a conversation-driven or an impact-ordered scope-wide search. It awaits
+the store, so this module does not import it: activity code, the CLI and the API import it from
+`_plan` (and the library exports it as `temporal_recall.search_history`).
 """
 
 from __future__ import annotations

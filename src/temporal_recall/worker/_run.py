@@ -109,7 +109,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
     plugins: list[Any] = [PydanticAIPlugin()]
     codec_plugin = None
     if settings.message_codec:
-        from .._codec import message_codec_plugin
+        from ..codec import message_codec_plugin
 
         codec_plugin = message_codec_plugin(settings.store_url)
         plugins.append(codec_plugin)

@@ -23,9 +23,7 @@ namespace can replay histories that reference it; deleting a conversation does n
 If the store is unreachable, encoding or decoding raises, the workflow task or activity fails and
 Temporal retries it; nothing is dropped or replaced silently.
 
-    encoded payload:   {"$recall": "<sha256 of the root body>"}
-    a body:            JSON in which {"$recall": h} stands for body h, and a list item
-                       {"$recall-items": h} for the items of body h (a list), spliced in place
+The shape of the bodies and references is in `_tree`.
 """
 
 from __future__ import annotations
@@ -41,12 +39,14 @@ from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.plugin import SimplePlugin
 
-from ._store_provider import StoreProvider
-from .errors import RecallError
-from .store._protocol import BodyStore
+from .._store_provider import StoreProvider
+from ..errors import RecallError
+from ..store._protocol import BodyStore
+from ._tree import CHUNK, Addresser, MissingMessageBody, ReservedKey, dump, references_in, restore
 
 __all__ = (
     'CHUNK',
+    'ENCODING',
     'BodyStore',
     'MessageCodecPlugin',
     'MissingMessageBody',
@@ -57,112 +57,9 @@ __all__ = (
 ENCODING = b'binary/temporal-recall-refs'
 """Payload encoding of a payload whose content was moved to the store."""
 
-CHUNK = 32
-"""Items per stored chunk of a long list (a message history, most often)."""
-
 _ORIGINAL_ENCODING = 'temporal-recall-encoding'
-_REF = '$recall'
-_SPLICE = '$recall-items'
-_RESERVED = (_REF, _SPLICE)
 _MAX_DEPTH = 64
 """Fetch rounds before a reference chain is refused: bodies nest a handful of levels deep."""
-
-
-class MissingMessageBody(RecallError):
-    """A payload references a body the store does not hold, or holds corrupted."""
-
-
-class _ReservedKey(Exception):
-    """The payload already uses our reference keys; it is left inline rather than made ambiguous."""
-
-
-def _dump(value: Any) -> bytes:
-    return json.dumps(value, separators=(',', ':'), ensure_ascii=False).encode()
-
-
-def _is_message(value: dict[str, Any]) -> bool:
-    return value.get('kind') in ('request', 'response') and isinstance(value.get('parts'), list)
-
-
-def _reference(value: Any, key: str = _REF) -> str | None:
-    """The hash `value` refers to under `key`, if it is exactly such a reference."""
-    if isinstance(value, dict) and len(value) == 1:  # pyright: ignore[reportUnknownArgumentType]
-        digest = value.get(key)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if isinstance(digest, str):
-            return digest
-    return None
-
-
-@dataclasses.dataclass
-class _Addresser:
-    """One payload's walk: replaces large subtrees by references, collecting the bodies by hash."""
-
-    subtree_bytes: int
-    bodies: dict[str, bytes] = dataclasses.field(default_factory=dict[str, bytes])
-
-    def store(self, value: Any, body: bytes | None = None) -> str:
-        """Collect `value` as a body; `body` is its JSON when the caller has already dumped it."""
-        body = _dump(value) if body is None else body
-        digest = hashlib.sha256(body).hexdigest()
-        self.bodies[digest] = body
-        return digest
-
-    def address(self, value: Any) -> Any:
-        if isinstance(value, dict):
-            if any(key in _RESERVED for key in value):  # pyright: ignore[reportUnknownVariableType]
-                raise _ReservedKey
-            node = {key: self.address(item) for key, item in value.items()}  # pyright: ignore[reportUnknownVariableType]
-            if _is_message(value):  # pyright: ignore[reportUnknownArgumentType]
-                return {_REF: self.store(node)}
-            return self._maybe_store(node)
-        if isinstance(value, list):
-            items = [self.address(item) for item in value]  # pyright: ignore[reportUnknownVariableType]
-            if len(items) > CHUNK:
-                full = len(items) - len(items) % CHUNK
-                chunks = [{_SPLICE: self.store(items[i : i + CHUNK])} for i in range(0, full, CHUNK)]
-                items = [*chunks, *items[full:]]
-            return self._maybe_store(items)
-        return value
-
-    def _maybe_store(self, node: Any) -> Any:
-        body = _dump(node)
-        if len(body) >= self.subtree_bytes:
-            return {_REF: self.store(node, body)}
-        return node
-
-
-def _references_in(value: Any, found: set[str]) -> None:
-    if isinstance(value, dict):
-        digest = _reference(value) or _reference(value, _SPLICE)
-        if digest is not None:
-            found.add(digest)
-            return
-        for item in value.values():  # pyright: ignore[reportUnknownVariableType]
-            _references_in(item, found)
-    elif isinstance(value, list):
-        for item in value:  # pyright: ignore[reportUnknownVariableType]
-            _references_in(item, found)
-
-
-def _restore(value: Any, bodies: OrderedDict[str, tuple[Any, int]]) -> Any:
-    digest = _reference(value)
-    if digest is not None:
-        return _restore(bodies[digest][0], bodies)
-    if isinstance(value, dict):
-        return {key: _restore(item, bodies) for key, item in value.items()}  # pyright: ignore[reportUnknownVariableType]
-    if isinstance(value, list):
-        restored: list[Any] = []
-        for item in value:  # pyright: ignore[reportUnknownVariableType]
-            spliced = _reference(item, _SPLICE)
-            if spliced is None:
-                restored.append(_restore(item, bodies))
-                continue
-            chunk = _restore(bodies[spliced][0], bodies)
-            if not isinstance(chunk, list):
-                raise MissingMessageBody(f'Body {spliced} is spliced into a list but is not a list.')
-            restored.extend(chunk)  # pyright: ignore[reportUnknownArgumentType]
-        return restored
-    return value
 
 
 class RecallDataCodec(PayloadCodec):
@@ -235,10 +132,10 @@ class RecallDataCodec(PayloadCodec):
             if len(payload.data) < self.threshold_bytes or payload.metadata.get('encoding') != b'json/plain':
                 encoded.append(payload)
                 continue
-            walk = _Addresser(self.subtree_bytes)
+            walk = Addresser(self.subtree_bytes)
             try:
                 root = walk.address(json.loads(payload.data))
-            except _ReservedKey:
+            except ReservedKey:
                 encoded.append(payload)
                 continue
             if not walk.bodies:
@@ -250,7 +147,7 @@ class RecallDataCodec(PayloadCodec):
             metadata = dict(payload.metadata)
             metadata[_ORIGINAL_ENCODING] = metadata['encoding']
             metadata['encoding'] = ENCODING
-            encoded.append(Payload(metadata=metadata, data=_dump(root)))
+            encoded.append(Payload(metadata=metadata, data=dump(root)))
         if pending:
             store = await self._bodies()
             await store.put_bodies(self.scope, pending)
@@ -266,7 +163,7 @@ class RecallDataCodec(PayloadCodec):
                 parsed.append(None)
                 continue
             value = json.loads(payload.data)
-            _references_in(value, wanted)
+            references_in(value, wanted)
             parsed.append(value)
         needed = await self._fetch(wanted)
         decoded: list[Payload] = []
@@ -276,7 +173,7 @@ class RecallDataCodec(PayloadCodec):
                 continue
             metadata = dict(payload.metadata)
             metadata['encoding'] = metadata.pop(_ORIGINAL_ENCODING)
-            decoded.append(Payload(metadata=metadata, data=_dump(_restore(value, needed))))
+            decoded.append(Payload(metadata=metadata, data=dump(restore(value, needed))))
         return decoded
 
     async def _fetch(self, wanted: set[str]) -> OrderedDict[str, tuple[Any, int]]:
@@ -292,7 +189,7 @@ class RecallDataCodec(PayloadCodec):
             for digest in wanted - found.keys():
                 if self._touch(digest):
                     found[digest] = self._cache[digest]
-                    _references_in(found[digest][0], nested)
+                    references_in(found[digest][0], nested)
                 else:
                     missing.append(digest)
             if missing:
@@ -303,7 +200,7 @@ class RecallDataCodec(PayloadCodec):
                     value = json.loads(body)
                     found[digest] = (value, len(body))
                     self._remember(digest, value, len(body))
-                    _references_in(value, nested)
+                    references_in(value, nested)
             wanted = nested - found.keys()
             if not wanted:
                 return found

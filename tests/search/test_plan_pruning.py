@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
-from temporal_recall import _recall
-from temporal_recall._recall import search_history
 from temporal_recall.models import SearchRequest
+from temporal_recall.search import _plan
+from temporal_recall.search._plan import search_history
 from temporal_recall.store import AppendRequest, SqliteConversationStore
 
 VOCABULARY = ['the', 'a', 'order', 'refund', 'paris', 'invoice', 'late', 'box', 'blue', 'x']
@@ -45,10 +45,10 @@ async def test_impact_ordered_search_equals_a_full_ranking(
         queries = [' '.join(rng.sample(VOCABULARY, rng.randint(1, 3))) for _ in range(25)]
         for limit in (1, 3, 10):
             requests = [SearchRequest(query=q, scope='tenant', all_conversations=True, limit=limit) for q in queries]
-            monkeypatch.setattr(_recall, 'LONG_POSTING_LIST', 10**9)
+            monkeypatch.setattr(_plan, 'LONG_POSTING_LIST', 10**9)
             full = [await search_history(store, request) for request in requests]
-            monkeypatch.setattr(_recall, 'LONG_POSTING_LIST', 3)
-            monkeypatch.setattr(_recall, 'FIRST_READ_PER_GROUP', first_read)
+            monkeypatch.setattr(_plan, 'LONG_POSTING_LIST', 3)
+            monkeypatch.setattr(_plan, 'FIRST_READ_PER_GROUP', first_read)
             pruned = [await search_history(store, request) for request in requests]
             for a, b in zip(full, pruned, strict=True):
                 assert [(h.entry_id, h.score) for h in a.hits] == [(h.entry_id, h.score) for h in b.hits]

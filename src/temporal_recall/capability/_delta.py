@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from pydantic_ai.messages import ModelMessage
 
-from .content import canonical_json
+from ..content import canonical_json
 
 __all__ = ('Delta', 'DeltaTracker')
 

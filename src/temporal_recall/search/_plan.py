@@ -1,7 +1,14 @@
-"""One search over the persisted history, shared by the activity, the model tool, the CLI and the API.
+"""The search plan: one search over the persisted history, shared by the activity, the model tool, the CLI and the API.
 
-The backend only fetches rows through `IndexReader`; ranking, excerpts and result shaping are pure
-code in `temporal_recall.search`, so SQLite and PostgreSQL give the same answers by construction.
+It decides which postings to read, through the store's reader protocol (`IndexReader`, and
+`ImpactReader` where a backend can read a long posting list best-first), and hands them to the pure
+ranking of this package: a conversation-driven search reads every posting of its terms, a
+scope-wide search over a common term reads it in impact order and stops once the page is exact.
+The backend only fetches rows, so SQLite and PostgreSQL give the same answers by construction.
+
+This module awaits the store and records metrics, so `temporal_recall.search` does not import it:
+the package stays pure and safe in the workflow sandbox, and activity-side code imports the plan
+from here.
 """
 
 from __future__ import annotations
@@ -11,12 +18,14 @@ import time
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import replace
 
-from ._metrics import record_search
-from .errors import InvalidSearchParameters, UnknownConversation
-from .models import SearchRequest
-from .search import BM25Parameters, ScoredDocument, SearchOptions, SearchResult, build_hits, parse_query, rank
-from .search._bm25 import term_idf, term_weight
-from .store._protocol import ImpactReader, IndexReader, IndexStats, Posting, SearchTarget
+from temporal_recall._metrics import record_search
+from temporal_recall.errors import InvalidSearchParameters, UnknownConversation
+from temporal_recall.models import SearchRequest
+from temporal_recall.search._assemble import build_hits
+from temporal_recall.search._bm25 import BM25Parameters, ScoredDocument, rank, term_idf, term_weight
+from temporal_recall.search._query import parse_query
+from temporal_recall.search._results import SearchOptions, SearchResult
+from temporal_recall.store._protocol import ImpactReader, IndexReader, IndexStats, Posting, SearchTarget
 
 __all__ = ('LONG_POSTING_LIST', 'ImpactReader', 'search_history', 'target_of')
 

@@ -21,14 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from temporal_recall._recall import search_history
 from temporal_recall.content import content_hash
 from temporal_recall.errors import InvalidQuery, UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import transcript_text
+from temporal_recall.search._plan import search_history
 from temporal_recall.store import AppendRequest, SqliteConversationStore
 
-from .store._support import AnyStore, open_site
+from ..store._support import AnyStore, open_site
 
 WORDS = ['alpha', 'beta', 'gamma', 'delta', 'invoice', 'refund', 'paris', 'order', 'a1042', 'secret']
 SCOPES = ['acme', 'globex', None]

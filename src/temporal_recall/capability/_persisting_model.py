@@ -69,14 +69,14 @@ from pydantic_ai.usage import RunUsage
 from temporalio import activity, workflow
 from temporalio.exceptions import ApplicationError
 
-from ._store_provider import store_for
-from .content import content_hash
-from .errors import HistoryMismatch, RecallError, StoreUnavailable, non_retryable
+from .._store_provider import store_for
+from ..content import content_hash
+from ..errors import HistoryMismatch, RecallError, StoreUnavailable, non_retryable
 
 if TYPE_CHECKING:
-    from ._store_provider import StoreProvider
-    from .search import SummaryRule
-    from .store._protocol import AppendRequest, AppendResult, Fence
+    from .._store_provider import StoreProvider
+    from ..search import SummaryRule
+    from ..store._protocol import AppendRequest, AppendResult, Fence
 
 __all__ = ('MARKER_KEY', 'PersistingModel', 'persistable', 'take_marker')
 
@@ -273,7 +273,7 @@ class _Step:
         view: list[ModelMessage],
         parameters: ModelRequestParameters,
     ) -> _Step:
-        from .store._protocol import Fence
+        from ..store._protocol import Fence
 
         conversation_id = ctx.conversation_id
         if not conversation_id:
@@ -313,7 +313,7 @@ class _Step:
         return ViewCheck(length=len(self.view), start=start, digest=view_digest(hashes))
 
     def _request(self, key: str, base: int, messages: Sequence[ModelMessage], usage: RunUsage | None) -> AppendRequest:
-        from .store._protocol import AppendRequest
+        from ..store._protocol import AppendRequest
 
         return AppendRequest(
             conversation_id=self.conversation_id,

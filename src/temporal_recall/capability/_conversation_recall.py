@@ -26,8 +26,7 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai import RunContext
-from pydantic_ai._agent_graph import CallToolsNode, ModelRequestNode
+from pydantic_ai import CallToolsNode, ModelRequestNode, RunContext
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model, ModelRequestContext
@@ -38,11 +37,9 @@ from pydantic_ai.usage import RunUsage
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from ._delta import Delta, DeltaTracker
-from ._metrics import record_step_write
-from ._persisting_model import PersistingModel, ViewCheck, persistable, take_marker
-from ._store_provider import StoreProvider, store_for
-from .errors import (
+from .._metrics import record_step_write
+from .._store_provider import StoreProvider, store_for
+from ..errors import (
     HistoryMismatch,
     InvalidIdentifier,
     InvalidQuery,
@@ -52,12 +49,14 @@ from .errors import (
     UnknownConversation,
     non_retryable,
 )
-from .models import RecallDeps, SearchRequest, StepDelta, StepWritten
-from .search import Role, SummaryRule
-from .text._documents import RECALL_TOOL_NAME
+from ..models import RecallDeps, SearchRequest, StepDelta, StepWritten
+from ..search import Role, SummaryRule
+from ..text._documents import RECALL_TOOL_NAME
+from ._delta import Delta, DeltaTracker
+from ._persisting_model import PersistingModel, ViewCheck, persistable, take_marker
 
 if TYPE_CHECKING:
-    from .store._protocol import AppendResult
+    from ..store._protocol import AppendResult
 
 __all__ = ('ConversationRecall', 'ScopeResolver')
 
@@ -314,7 +313,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
     @durable_operation(name='store_step')
     async def store_step(self, ctx: RunContext[Any], step: StepDelta) -> StepWritten:
         """Append one boundary's messages to the store, exactly once per idempotency key."""
-        from .store._protocol import AppendRequest
+        from ..store._protocol import AppendRequest
 
         store = await store_for(self.store)
         request = AppendRequest(
@@ -363,8 +362,8 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             role: Only messages said by 'user' (the person you talk to), 'assistant' (you: replies
                 and tool calls), 'tool' (tool results) or 'system' (system prompts).
         """
-        from ._recall import search_history
-        from .search import render_for_model
+        from ..search import render_for_model
+        from ..search._plan import search_history
 
         conversation_id = ctx.conversation_id
         if not conversation_id:

@@ -23,8 +23,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, RunUsage
 
 from temporal_recall import ConversationRecall, RecallDeps
-from temporal_recall import _persisting_model as persisting
-from temporal_recall._persisting_model import MARKER_KEY, PersistingModel, take_marker
+from temporal_recall.capability import _persisting_model as persisting
+from temporal_recall.capability._persisting_model import MARKER_KEY, PersistingModel, take_marker
 from temporal_recall.content import content_hash
 from temporal_recall.errors import StoreUnavailable
 from temporal_recall.store import SqliteConversationStore

@@ -14,7 +14,7 @@ from pydantic_ai.durable_exec.temporal import PydanticAIPayloadConverter
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 from temporalio.api.common.v1 import Payload
 
-from temporal_recall._codec import ENCODING, MissingMessageBody, RecallDataCodec
+from temporal_recall.codec import ENCODING, MissingMessageBody, RecallDataCodec
 from temporal_recall.models import StepDelta
 from temporal_recall.store import SqliteConversationStore
 

@@ -1,0 +1,21 @@
+"""The capability that makes an agent's conversation durable in the store and searchable by its model.
+
+- `_conversation_recall`: `ConversationRecall`, the pydantic-ai capability an agent is given. It
+  decides, from workflow code, what each step boundary still has to write (`store_step`), and gives
+  the model its search tool.
+- `_persisting_model`: the model wrapper that writes a step from inside the model-request activity
+  itself (the request's new messages before the model is called, its response after), so most
+  steps cost no activity of their own.
+- `_delta`: which messages of a run the store already holds, so each write carries only the new
+  ones, keyed for idempotency.
+
+Agents are defined at module level and imported into Temporal's workflow sandbox, so nothing here
+imports a store backend at import time: the store is reached through `StoreProvider` in activity
+code only.
+"""
+
+from __future__ import annotations
+
+from ._conversation_recall import ConversationRecall, ScopeResolver
+
+__all__ = ('ConversationRecall', 'ScopeResolver')

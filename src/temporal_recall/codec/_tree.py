@@ -1,0 +1,127 @@
+"""The body tree: how one JSON payload becomes content-addressed bodies, and back.
+
+Pure functions and data, no I/O: `Addresser` walks a payload and collects the bodies it cuts out,
+`references_in` lists the hashes a body or payload refers to, `restore` rebuilds the payload once
+every body it reaches has been fetched. The codec (`_codec`) does the store reads and writes and
+the caching around them.
+
+    encoded payload:   {"$recall": "<sha256 of the root body>"}
+    a body:            JSON in which {"$recall": h} stands for body h, and a list item
+                       {"$recall-items": h} for the items of body h (a list), spliced in place
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections import OrderedDict
+from typing import Any
+
+from ..errors import RecallError
+
+__all__ = ('CHUNK', 'Addresser', 'MissingMessageBody', 'ReservedKey', 'dump', 'references_in', 'restore')
+
+CHUNK = 32
+"""Items per stored chunk of a long list (a message history, most often)."""
+
+_REF = '$recall'
+_SPLICE = '$recall-items'
+_RESERVED = (_REF, _SPLICE)
+
+
+class MissingMessageBody(RecallError):
+    """A payload references a body the store does not hold, or holds corrupted."""
+
+
+class ReservedKey(Exception):
+    """The payload already uses our reference keys; it is left inline rather than made ambiguous."""
+
+
+def dump(value: Any) -> bytes:
+    return json.dumps(value, separators=(',', ':'), ensure_ascii=False).encode()
+
+
+def _is_message(value: dict[str, Any]) -> bool:
+    return value.get('kind') in ('request', 'response') and isinstance(value.get('parts'), list)
+
+
+def _reference(value: Any, key: str = _REF) -> str | None:
+    """The hash `value` refers to under `key`, if it is exactly such a reference."""
+    if isinstance(value, dict) and len(value) == 1:  # pyright: ignore[reportUnknownArgumentType]
+        digest = value.get(key)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(digest, str):
+            return digest
+    return None
+
+
+@dataclasses.dataclass
+class Addresser:
+    """One payload's walk: replaces large subtrees by references, collecting the bodies by hash."""
+
+    subtree_bytes: int
+    bodies: dict[str, bytes] = dataclasses.field(default_factory=dict[str, bytes])
+
+    def store(self, value: Any, body: bytes | None = None) -> str:
+        """Collect `value` as a body; `body` is its JSON when the caller has already dumped it."""
+        body = dump(value) if body is None else body
+        digest = hashlib.sha256(body).hexdigest()
+        self.bodies[digest] = body
+        return digest
+
+    def address(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            if any(key in _RESERVED for key in value):  # pyright: ignore[reportUnknownVariableType]
+                raise ReservedKey
+            node = {key: self.address(item) for key, item in value.items()}  # pyright: ignore[reportUnknownVariableType]
+            if _is_message(value):  # pyright: ignore[reportUnknownArgumentType]
+                return {_REF: self.store(node)}
+            return self._maybe_store(node)
+        if isinstance(value, list):
+            items = [self.address(item) for item in value]  # pyright: ignore[reportUnknownVariableType]
+            if len(items) > CHUNK:
+                full = len(items) - len(items) % CHUNK
+                chunks = [{_SPLICE: self.store(items[i : i + CHUNK])} for i in range(0, full, CHUNK)]
+                items = [*chunks, *items[full:]]
+            return self._maybe_store(items)
+        return value
+
+    def _maybe_store(self, node: Any) -> Any:
+        body = dump(node)
+        if len(body) >= self.subtree_bytes:
+            return {_REF: self.store(node, body)}
+        return node
+
+
+def references_in(value: Any, found: set[str]) -> None:
+    if isinstance(value, dict):
+        digest = _reference(value) or _reference(value, _SPLICE)
+        if digest is not None:
+            found.add(digest)
+            return
+        for item in value.values():  # pyright: ignore[reportUnknownVariableType]
+            references_in(item, found)
+    elif isinstance(value, list):
+        for item in value:  # pyright: ignore[reportUnknownVariableType]
+            references_in(item, found)
+
+
+def restore(value: Any, bodies: OrderedDict[str, tuple[Any, int]]) -> Any:
+    digest = _reference(value)
+    if digest is not None:
+        return restore(bodies[digest][0], bodies)
+    if isinstance(value, dict):
+        return {key: restore(item, bodies) for key, item in value.items()}  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, list):
+        restored: list[Any] = []
+        for item in value:  # pyright: ignore[reportUnknownVariableType]
+            spliced = _reference(item, _SPLICE)
+            if spliced is None:
+                restored.append(restore(item, bodies))
+                continue
+            chunk = restore(bodies[spliced][0], bodies)
+            if not isinstance(chunk, list):
+                raise MissingMessageBody(f'Body {spliced} is spliced into a list but is not a list.')
+            restored.extend(chunk)  # pyright: ignore[reportUnknownArgumentType]
+        return restored
+    return value
