@@ -11,7 +11,8 @@ Temporal namespace's history retention plus `PRUNE_MARGIN`.
 
 Why that is safe: the codec writes (or re-writes, which touches) every body a payload references
 when it encodes the payload, so a body referenced by a history event written at time T was touched
-at T - `BODY_TOUCH_INTERVAL` or later (the codec's own cache honours the same interval). A closed
+at T - 2 × `BODY_TOUCH_INTERVAL` or later (the store throttles touches by that interval, and the
+codec's own cache re-writes a cached body once it is that old). A closed
 workflow's history lives for the retention after it closed; a body untouched for longer than the
 retention plus a margin above that interval belongs to no history Temporal can still return. A
 workflow that stays open longer than that without being replayed still references bodies from its
@@ -60,7 +61,7 @@ _T = TypeVar('_T')
 PRUNE_MARGIN = timedelta(days=1)
 """How much longer than the stated retention a body must be untouched before `prune` may delete it.
 
-It covers `BODY_TOUCH_INTERVAL` (a body in use may look that much older than it is), clock skew
+It covers twice `BODY_TOUCH_INTERVAL` (a body in use may look that much older than it is), clock skew
 between the workers that stamp `touched_at`, and a history read just as its retention ends."""
 
 PRUNE_BATCH = 1000

@@ -231,9 +231,10 @@ class ImpactReader(IndexReader, Protocol):
 BODY_TOUCH_INTERVAL = timedelta(hours=1)
 """How stale a body's last-use time may get: a `BodyStore` touches a body it writes or reads when its
 recorded time is older than this (not at every read, which would make each read a write), and
-`RecallDataCodec` re-writes a body it has cached when it last stored it longer ago than this. So a
-body a history references was touched at most this long before the history was written; the prune
-margin (`_bodies.PRUNE_MARGIN`) is larger."""
+`RecallDataCodec` re-writes a body it has cached when it last stored or read it longer ago than this.
+So a body a history references was touched at most twice this long before the history was written
+(once late by the store, once by the codec's cache); the prune margin (`_bodies.PRUNE_MARGIN`) is
+far larger."""
 
 
 class BodyStore(Protocol):
