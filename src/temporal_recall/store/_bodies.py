@@ -158,6 +158,15 @@ class BodyScopeStats:
     oldest_touched: datetime
     """When the least recently written or read body of the scope was last touched (UTC)."""
 
+    def document(self) -> dict[str, Any]:
+        """As JSON: the time in ISO 8601."""
+        return {
+            'scope': self.scope,
+            'bodies': self.bodies,
+            'bytes': self.bytes,
+            'oldest_touched': self.oldest_touched.isoformat(),
+        }
+
 
 @dataclass(frozen=True, kw_only=True)
 class PruneResult:
