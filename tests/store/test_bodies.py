@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from pydantic_ai.conversation import Conversation
 from pydantic_ai.durable_exec.temporal import PydanticAIPayloadConverter
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
@@ -180,3 +181,19 @@ async def test_prune_refuses_a_window_shorter_than_retention_plus_the_margin(
         await recall_store.prune_bodies(timedelta(days=31), retention=timedelta(0))
     assert await touched(recall_store) == before
     assert PRUNE_MARGIN == DAY
+
+
+async def test_deleting_a_conversation_leaves_every_body(recall_store: AnyStore) -> None:
+    """As the README states: bodies are shared by hash within a scope and retained histories may still
+    reference them, so only `prune_bodies` removes them."""
+    await recall_store.save(Conversation(messages=list(HISTORY), conversation_id='c'), scope='acme')
+    delta = StepDelta(conversation_id='c', idempotency_key='k', messages=list(HISTORY))
+    [encoded] = await RecallDataCodec(recall_store, scope='acme').encode(
+        PydanticAIPayloadConverter().to_payloads([delta])
+    )
+    before = await touched(recall_store)
+    await recall_store.delete('c', scope='acme')
+    assert await recall_store.load('c') is None
+    assert await touched(recall_store) == before
+    [decoded] = await RecallDataCodec(recall_store, scope='acme').decode([encoded])
+    assert PydanticAIPayloadConverter().from_payloads([decoded], [StepDelta])[0].messages == HISTORY
