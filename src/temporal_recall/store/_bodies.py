@@ -12,11 +12,11 @@ Temporal namespace's history retention plus `PRUNE_MARGIN`.
 Why that is safe: the codec writes (or re-writes, which touches) every body a payload references
 when it encodes the payload, so a body referenced by a history event written at time T was touched
 at T - 2 × `BODY_TOUCH_INTERVAL` or later (the store throttles touches by that interval, and the
-codec's own cache re-writes a cached body once it is that old). A closed
-workflow's history lives for the retention after it closed; a body untouched for longer than the
-retention plus a margin above that interval belongs to no history Temporal can still return. A
-workflow that stays open longer than that without being replayed still references bodies from its
-start, so the retention to state is the longest a workflow stays open plus the namespace retention.
+codec's cache re-writes a cached body once it is that old). A closed workflow's history lives for
+the retention after it closed, so a body untouched for longer than the retention plus a margin
+above twice that interval belongs to no history Temporal can still return. A workflow that stays
+open longer than that without being replayed still references bodies from its start, so the
+retention to state is the longest a workflow stays open plus the namespace retention.
 
 `BodyEngine` holds every rule; a backend gives it its transactions and the three statements whose
 SQL differs (`Dialect`: SQLite passes a list of hashes as JSON to `json_each`, PostgreSQL as an
