@@ -37,6 +37,7 @@ __all__ = (
     'MessageNotSerializable',
     'NotADatabase',
     'PayloadTooLarge',
+    'PruneRefused',
     'RecallError',
     'SchemaTooNew',
     'SearchError',
@@ -143,6 +144,10 @@ class InvalidIdentifier(RecallError):
 
 class ConfigurationError(RecallError):
     """A setting has a value that cannot work; the message names the setting."""
+
+
+class PruneRefused(ConfigurationError):
+    """A body prune window shorter than the stated history retention plus the margin; nothing was deleted."""
 
 
 class PayloadTooLarge(RecallError):

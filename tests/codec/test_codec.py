@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from temporalio.api.common.v1 import Payload
 from temporal_recall.codec import ENCODING, MissingMessageBody, RecallDataCodec
 from temporal_recall.models import StepDelta
 from temporal_recall.store import SqliteConversationStore
+from temporal_recall.store._protocol import BODY_TOUCH_INTERVAL
 
 HISTORY = [
     ModelRequest(parts=[UserPromptPart('Where is order A-1042? ' + 'x' * 3000)]),
@@ -188,3 +190,26 @@ async def test_any_json_payload_round_trips(store, value):
     [encoded] = await codec.encode([_json_payload(value)])
     [decoded] = await RecallDataCodec(store, scope='acme').decode([encoded])
     assert json.loads(decoded.data) == value
+
+
+async def test_a_body_cached_longer_than_the_touch_interval_is_touched_again_when_reused(
+    store: SqliteConversationStore, tmp_path: Path
+):
+    """A worker that keeps a body cached for weeks still references it in new histories: the store must
+    hear of that, or `prune_bodies` would delete a body a retained history needs."""
+    codec = RecallDataCodec(store, scope='acme')
+    await codec.encode([_payload()])
+    long_ago = int(time.time()) - 3 * 3600
+    with sqlite3.connect(tmp_path / 'bodies.db') as db:
+        db.execute('UPDATE message_bodies SET touched_at = ?', (long_ago,))
+
+    def touched() -> set[int]:
+        with sqlite3.connect(tmp_path / 'bodies.db') as db:
+            return {row[0] for row in db.execute('SELECT touched_at FROM message_bodies')}
+
+    await codec.encode([_payload()])  # cached a moment ago: no store round trip
+    assert touched() == {long_ago}
+    interval = BODY_TOUCH_INTERVAL.total_seconds()
+    codec._stored_at = {digest: at - interval for digest, at in codec._stored_at.items()}  # an interval later
+    await codec.encode([_payload()])
+    assert all(abs(stamp - time.time()) < 60 for stamp in touched())

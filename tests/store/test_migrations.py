@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -144,3 +145,26 @@ async def test_read_only_cannot_migrate(db_path: Path, monkeypatch: pytest.Monke
     with pytest.raises(StoreReadOnly, match=f'needs migrating to {NEXT}'):
         await SqliteConversationStore.open(db_path, read_only=True)
     assert recorded(db_path) == CURRENT
+
+
+async def test_a_version_5_store_keeps_its_bodies_and_stamps_them_with_the_upgrade_time(db_path: Path) -> None:
+    """A store written before migration 6 (made here by undoing it) keeps every body, each touched at the upgrade."""
+    async with await SqliteConversationStore.open(db_path) as store:
+        await store.put_bodies('acme', {'h1': b'first', 'h2': b'\x00second'})
+        await store.put_bodies(None, {'h1': b'unscoped'})
+    with closing(sqlite3.connect(db_path)) as db:
+        db.executescript(
+            'DROP INDEX message_bodies_by_touched; ALTER TABLE message_bodies DROP COLUMN touched_at; '
+            'DELETE FROM schema_migrations WHERE version > 5;'
+        )
+    assert recorded(db_path) == CURRENT[:5]
+    before = int(time.time())
+    async with await SqliteConversationStore.open(db_path) as store:
+        assert await store.get_bodies('acme', ['h1', 'h2']) == {'h1': b'first', 'h2': b'\x00second'}
+        assert await store.get_bodies(None, ['h1']) == {'h1': b'unscoped'}
+        assert [(entry.scope, entry.bodies) for entry in await store.body_stats()] == [(None, 1), ('acme', 2)]
+    assert recorded(db_path) == CURRENT
+    assert 'message_bodies_by_touched' in indexes(db_path)
+    with closing(sqlite3.connect(db_path)) as db:
+        stamps = [row[0] for row in db.execute('SELECT touched_at FROM message_bodies')]
+    assert len(stamps) == 3 and all(before - 1 <= stamp <= time.time() + 1 for stamp in stamps)

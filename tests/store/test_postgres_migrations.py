@@ -225,7 +225,7 @@ def test_workers_opening_an_empty_database_at_once_migrate_it_once(pg_site: Post
 
 
 async def test_a_version_3_store_gets_its_term_frequencies_backfilled(pg_site: PostgresSite) -> None:
-    """A store written before migration 4 (made here by undoing 5 and 4) is upgraded in place, consistent."""
+    """A store written before migration 4 (made here by undoing 6, 5 and 4) is upgraded in place, consistent."""
     async with await pg_site.open() as store:
         await store.save(Conversation(messages=[*turn(1), *turn(2, 'invoice')], conversation_id='c'))
     connection = await asyncpg.connect(pg_site.base_url)
@@ -233,6 +233,7 @@ async def test_a_version_3_store_gets_its_term_frequencies_backfilled(pg_site: P
         await connection.execute(f'DROP TABLE "{pg_site.schema}".term_documents')
         await connection.execute(f'DROP TABLE "{pg_site.schema}".index_settings')
         for table, column in (
+            ('message_bodies', 'touched_at'),
             ('documents', 'role'),
             ('conversation_documents', 'occurrences'),
             ('entries', 'unindexed'),
@@ -247,3 +248,32 @@ async def test_a_version_3_store_gets_its_term_frequencies_backfilled(pg_site: P
         assert await store.document_frequencies(target, ['answer', 'invoice', 'absent']) == {'answer': 2, 'invoice': 2}
         assert await problems_of(store) == []
     assert await recorded(pg_site) == RECORDED
+
+
+async def test_a_version_5_store_keeps_its_bodies_and_stamps_them_with_the_upgrade_time(pg_site: PostgresSite) -> None:
+    """A store written before migration 6 (made here by undoing it) keeps every body, each touched at the upgrade."""
+    async with await pg_site.open() as store:
+        await store.put_bodies('acme', {'h1': b'first', 'h2': b'\x00second'})
+        await store.put_bodies(None, {'h1': b'unscoped'})
+    schema = f'"{pg_site.schema}"'
+    connection = await asyncpg.connect(pg_site.base_url)
+    try:
+        await connection.execute(f'ALTER TABLE {schema}.message_bodies DROP COLUMN touched_at')  # and its index
+        await connection.execute(f'DELETE FROM {schema}.schema_migrations WHERE version > 5')
+    finally:
+        await connection.close()
+    assert await recorded(pg_site) == RECORDED[:5]
+    before = int(time.time())
+    async with await pg_site.open() as store:
+        assert await store.get_bodies('acme', ['h1', 'h2']) == {'h1': b'first', 'h2': b'\x00second'}
+        assert await store.get_bodies(None, ['h1']) == {'h1': b'unscoped'}
+        assert [(entry.scope, entry.bodies) for entry in await store.body_stats()] == [(None, 1), ('acme', 2)]
+    assert await recorded(pg_site) == RECORDED
+    connection = await asyncpg.connect(pg_site.base_url)
+    try:
+        stamps = [row[0] for row in await connection.fetch(f'SELECT touched_at FROM {schema}.message_bodies')]
+        index = await connection.fetchval('SELECT to_regclass($1)', f'{schema}.message_bodies_by_touched')
+    finally:
+        await connection.close()
+    assert index is not None
+    assert len(stamps) == 3 and all(before - 1 <= stamp <= time.time() + 1 for stamp in stamps)

@@ -20,6 +20,7 @@ import sys
 import textwrap
 from collections.abc import AsyncGenerator, Generator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -282,6 +283,39 @@ async def check(*, store: Store = None) -> int:
         return 0
     print(f'{len(report.findings)} problems in {sizes}; `recall reindex` rebuilds the index from the entries')
     return EXIT_FAILURE
+
+
+bodies = app.command(App(name='bodies', help='Codec bodies: stats, prune.', default_parameter=Parameter(negative=())))
+Duration = Annotated[timedelta, Parameter(help='a duration such as 45d, 36h or 1w')]
+
+
+@bodies.command(name='stats')
+async def bodies_stats(*, format: Format = 'table', store: Store = None) -> int:
+    """Message bodies per scope: how many, their bytes, and their oldest last use (write or read).
+
+    Example: recall bodies stats --format json
+    """
+    async with _opened(store) as opened:
+        rows = [scope.document() for scope in await opened.body_stats()]
+    cells = [list(row.values()) for row in rows]
+    emit(
+        {'scopes': rows}, format, items=rows, human=lambda: table('scope', 'bodies', 'bytes', 'oldest use', rows=cells)
+    )
+    return 0
+
+
+@bodies.command(name='prune')
+async def bodies_prune(*, older_than: Duration, retention: Duration, dry_run: bool = False, store: Store = None) -> int:
+    """Delete message bodies not written or read for longer than --older-than (--dry-run: only count them).
+
+    --retention: the Temporal namespace's history retention plus the longest a workflow stays open; a
+    window shorter than it plus one day is refused (exit 2).
+
+    Example: recall bodies prune --older-than 31d --retention 30d --dry-run
+    """
+    async with _opened(store) as opened:
+        print((await opened.prune_bodies(older_than, retention=retention, dry_run=dry_run)).describe())
+    return 0
 
 
 @app.command(name='import-harness')

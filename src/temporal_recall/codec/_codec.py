@@ -20,6 +20,8 @@ Codecs run outside workflow code (in the client and the worker's payload path), 
 here never enters the workflow sandbox. A replay decodes from the store exactly as the original run
 did. That is the operational contract: the bodies table must be kept (and backed up) as long as the
 namespace can replay histories that reference it; deleting a conversation does not delete bodies.
+Every body records when it was last written or read, and `recall bodies prune` deletes those unused
+for longer than the namespace's retention plus a margin (see `store._bodies`).
 If the store is unreachable, encoding or decoding raises, the workflow task or activity fails and
 Temporal retries it; nothing is dropped or replaced silently.
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -41,7 +44,7 @@ from temporalio.plugin import SimplePlugin
 
 from .._store_provider import StoreProvider
 from ..errors import RecallError
-from ..store._protocol import BodyStore
+from ..store._protocol import BODY_TOUCH_INTERVAL, BodyStore
 from ._tree import CHUNK, Addresser, MissingMessageBody, ReservedKey, dump, references_in, restore
 
 __all__ = (
@@ -97,6 +100,8 @@ class RecallDataCodec(PayloadCodec):
         self._cache: OrderedDict[str, tuple[Any, int]] = OrderedDict()
         self._cache_bytes = cache_bytes
         self._cached_bytes = 0
+        self._stored_at: dict[str, float] = {}
+        """When each cached body was last written to or read from the store (`time.monotonic`)."""
 
     async def _bodies(self) -> BodyStore:
         store = await self.store.get()
@@ -114,9 +119,11 @@ class RecallDataCodec(PayloadCodec):
         if previous is not None:
             self._cached_bytes -= previous[1]
         self._cache[digest] = (value, size)
+        self._stored_at[digest] = time.monotonic()
         self._cached_bytes += size
         while self._cached_bytes > self._cache_bytes and len(self._cache) > 1:
-            _, (_, evicted) = self._cache.popitem(last=False)
+            gone, (_, evicted) = self._cache.popitem(last=False)
+            del self._stored_at[gone]
             self._cached_bytes -= evicted
 
     def _touch(self, digest: str) -> bool:
@@ -124,6 +131,15 @@ class RecallDataCodec(PayloadCodec):
             self._cache.move_to_end(digest)
             return True
         return False
+
+    def _stored_long_ago(self, digest: str) -> bool:
+        """Whether a cached body was last written or read longer than `BODY_TOUCH_INTERVAL` ago.
+
+        A payload that references it is then written to the store again (which only touches it), so
+        the store's last-use time of every body a new history references stays recent: that time is
+        what `prune_bodies` goes by, and a body cached for weeks is still in use.
+        """
+        return time.monotonic() - self._stored_at[digest] >= BODY_TOUCH_INTERVAL.total_seconds()
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         encoded: list[Payload] = []
@@ -142,7 +158,7 @@ class RecallDataCodec(PayloadCodec):
                 encoded.append(payload)
                 continue
             for digest, body in walk.bodies.items():
-                if not self._touch(digest):
+                if not self._touch(digest) or self._stored_long_ago(digest):
                     pending[digest] = body
             metadata = dict(payload.metadata)
             metadata[_ORIGINAL_ENCODING] = metadata['encoding']

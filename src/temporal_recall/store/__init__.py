@@ -9,7 +9,8 @@ Engine (backend-neutral):
 - `_append`: appending a delta (attach point, hash check, idempotency, fences, revision);
   `_write`: `write_record` (revision check, new entries, what to index);
   `_context`: context walks; `_integrity`: the integrity check; `_checks`: input validation;
-  `_serialization`, `_rows`, `_ids`: what is stored and how rows look in between.
+  `_serialization`, `_rows`, `_ids`: what is stored and how rows look in between;
+  `_bodies`: the payload codec's message bodies (put, get, touch, stats, prune).
 - `_driver.WriteDriver`: what a backend implements so the write rules run on it.
 
 Drivers (one family per backend, `_sqlite_*` and `_postgres_*`): `_*_write` implements
@@ -49,6 +50,7 @@ from ._protocol import (
 )
 
 if TYPE_CHECKING:
+    from ._bodies import BodyScopeStats, PruneResult
     from ._integrity import CheckReport, Finding
     from ._open import open_store
     from ._postgres import PostgresConversationStore, PostgresStoreStats
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = (
     'AppendRequest',
     'AppendResult',
+    'BodyScopeStats',
     'CheckReport',
     'DeltaWriter',
     'DocumentRow',
@@ -67,6 +70,7 @@ __all__ = (
     'PostgresConversationStore',
     'PostgresStoreStats',
     'Posting',
+    'PruneResult',
     'RecallStore',
     'SearchTarget',
     'SqliteConversationStore',
@@ -75,6 +79,8 @@ __all__ = (
 )
 
 _LAZY = {
+    'BodyScopeStats': '._bodies',
+    'PruneResult': '._bodies',
     'CheckReport': '._integrity',
     'Finding': '._integrity',
     'open_store': '._open',

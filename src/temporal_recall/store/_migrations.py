@@ -23,6 +23,7 @@ RELEASED: tuple[tuple[int, str, bool], ...] = (
     (3, 'message bodies for the payload codec', False),
     (4, 'document frequency per term', False),
     (5, 'analyzer unicode-cjk-bigram/2, document roles, occurrences', True),
+    (6, 'message bodies record when they were last used', False),
 )
 """`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
 

@@ -25,6 +25,7 @@ from pydantic_ai.conversation_store import (
 )
 from pydantic_ai.exceptions import UserError
 
+from ._bodies import StoredBodies, postgres_bodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._integrity import CheckReport, run_check
 from ._postgres_db import Conn, Database
@@ -84,7 +85,7 @@ def _refuse_unopened(value: object) -> NoReturn:
     )
 
 
-class PostgresConversationStore(CheckedStore):
+class PostgresConversationStore(CheckedStore, StoredBodies):
     """A `ConversationStore` in a PostgreSQL schema, also a `DeltaWriter`, an `IndexReader` (with the
     `ImpactReader` reads) and the `BodyStore` of `RecallDataCodec`, like `SqliteConversationStore`.
 
@@ -108,6 +109,7 @@ class PostgresConversationStore(CheckedStore):
         if not isinstance(db, Database):  # pyright: ignore[reportUnnecessaryIsInstance]
             _refuse_unopened(db)
         self._db = db
+        self._bodies = postgres_bodies(db)
 
     @classmethod
     async def open(cls, url: str | PostgresOptions) -> Self:
@@ -294,45 +296,6 @@ class PostgresConversationStore(CheckedStore):
 
     async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]:
         return await self._db.read(lambda conn: _postings_for(conn, target, term, doc_ids), snapshot=False)
-
-    # --- Message bodies (RecallDataCodec) -----------------------------------------------------------
-
-    async def put_bodies(self, scope: str | None, bodies: dict[str, bytes]) -> None:
-        """Store message bodies by hash; a body already stored is left as it is."""
-        check_optional_id(scope, 'scope')
-        if not bodies:
-            return
-        key = scope_key(scope)
-
-        async def body(conn: Conn) -> None:
-            await conn.execute(
-                'INSERT INTO message_bodies (scope_key, content_hash, body) '
-                'SELECT $1, h, b FROM unnest($2::text[], $3::bytea[]) AS x(h, b) '
-                'ON CONFLICT (scope_key, content_hash) DO NOTHING',
-                key,
-                list(bodies),
-                list(bodies.values()),
-            )
-
-        await self._db.write(body)
-
-    async def get_bodies(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]:
-        """The stored bodies among `hashes`, within `scope` only."""
-        check_optional_id(scope, 'scope')
-        if not hashes:
-            return {}
-
-        async def body(conn: Conn) -> dict[str, bytes]:
-            rows = await conn.fetch(
-                'SELECT content_hash, body FROM message_bodies WHERE scope_key = $1 AND content_hash = ANY($2::text[])',
-                scope_key(scope),
-                list(hashes),
-            )
-            return {row[0]: bytes(row[1]) for row in rows}
-
-        return await self._db.read(body, snapshot=False)
-
-    # --- Maintenance ------------------------------------------------------------------------------
 
     async def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Drop and rebuild the index from the log in one transaction; returns the number of documents.

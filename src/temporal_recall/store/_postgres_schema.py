@@ -21,8 +21,8 @@ Differences from SQLite, and why:
 - No `entries (content_hash)` index: no query reads entries by hash.
 - The conversation id's unique constraint is named, so a lost creation race is recognised by name.
 
-Migrations 2 (the impact-order postings index), 3 (`message_bodies`), 4 (`term_documents`) and 5
-(analyzer version 2, with a rebuild of the index) match SQLite's.
+Migrations 2 (the impact-order postings index), 3 (`message_bodies`), 4 (`term_documents`), 5
+(analyzer version 2, with a rebuild of the index) and 6 (`message_bodies.touched_at`) match SQLite's.
 """
 
 from __future__ import annotations
@@ -176,5 +176,14 @@ _V5 = (
     'ALTER TABLE entries ADD COLUMN unindexed BOOLEAN NOT NULL DEFAULT FALSE',
 )
 
-MIGRATIONS: tuple[Migration, ...] = released(_V1, _V2, _V3, _V4, _V5)
+_V6 = (
+    # As SQLite's 6: when each body was last written or read. A non-volatile default is evaluated once,
+    # at the migration, and kept in the catalog, so the bodies already stored get the migration's time
+    # without rewriting the table; every write names the column.
+    'ALTER TABLE message_bodies ADD COLUMN touched_at BIGINT NOT NULL '
+    'DEFAULT CAST(extract(epoch FROM now()) AS BIGINT)',
+    'CREATE INDEX message_bodies_by_touched ON message_bodies (touched_at)',
+)
+
+MIGRATIONS: tuple[Migration, ...] = released(_V1, _V2, _V3, _V4, _V5, _V6)
 """Every migration, in version order, as PostgreSQL statements (versions and names: `_migrations.RELEASED`)."""

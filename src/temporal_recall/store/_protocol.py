@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from temporal_recall.text._documents import SummaryRule
 
 __all__ = (
+    'BODY_TOUCH_INTERVAL',
     'FENCE_PREFIX',
     'AppendRequest',
     'AppendResult',
@@ -227,8 +228,21 @@ class ImpactReader(IndexReader, Protocol):
     async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]: ...
 
 
+BODY_TOUCH_INTERVAL = timedelta(hours=1)
+"""How stale a body's last-use time may get: a `BodyStore` touches a body it writes or reads when its
+recorded time is older than this (not at every read, which would make each read a write), and
+`RecallDataCodec` re-writes a body it has cached when it last stored or read it longer ago than this.
+So a body a history references was touched at most twice this long before the history was written
+(once late by the store, once by the codec's cache); the prune margin (`_bodies.PRUNE_MARGIN`) is
+far larger."""
+
+
 class BodyStore(Protocol):
-    """Where `RecallDataCodec` keeps the bodies it moves out of payloads, by scope and content hash."""
+    """Where `RecallDataCodec` keeps the bodies it moves out of payloads, by scope and content hash.
+
+    Writing or reading a body records when it was last used (at most `BODY_TOUCH_INTERVAL` late),
+    which is what `prune_bodies` of the store classes goes by.
+    """
 
     async def put_bodies(self, scope: str | None, bodies: dict[str, bytes]) -> None: ...
 

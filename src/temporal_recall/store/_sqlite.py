@@ -8,7 +8,6 @@ index follows the log.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pydantic_ai.conversation_store import (
 from pydantic_ai.exceptions import UserError
 
 from . import _sqlite_reader as _reader
+from ._bodies import StoredBodies, sqlite_bodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._integrity import CheckReport, run_check
 from ._protocol import (
@@ -87,7 +87,7 @@ def _refuse_unopened(value: object) -> NoReturn:
     )
 
 
-class SqliteConversationStore(CheckedStore):
+class SqliteConversationStore(CheckedStore, StoredBodies):
     """A `ConversationStore` in a SQLite database (WAL mode), which is also a `DeltaWriter` and an `IndexReader`.
 
     Open it with [`open`][temporal_recall.store.SqliteConversationStore.open] and close it when done
@@ -110,6 +110,7 @@ class SqliteConversationStore(CheckedStore):
         if not isinstance(db, Database):  # pyright: ignore[reportUnnecessaryIsInstance]
             _refuse_unopened(db)
         self._db = db
+        self._bodies = sqlite_bodies(db)
 
     @classmethod
     async def open(
@@ -266,37 +267,6 @@ class SqliteConversationStore(CheckedStore):
 
     async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
         return await self._db.read_on_connection_thread(lambda db: _postings(db, target, terms))
-
-    # --- Message bodies (RecallDataCodec) -----------------------------------------------------------
-
-    async def put_bodies(self, scope: str | None, bodies: dict[str, bytes]) -> None:
-        """Store message bodies by hash; a body already stored is left as it is."""
-        check_optional_id(scope, 'scope')
-        rows = [(scope_key(scope), digest, body) for digest, body in bodies.items()]
-
-        async def write(db: Database) -> None:
-            await db.many(
-                'INSERT INTO message_bodies (scope_key, content_hash, body) VALUES (?, ?, ?) '
-                'ON CONFLICT (scope_key, content_hash) DO NOTHING',
-                rows,
-            )
-
-        await self._db.write_on_connection_thread(write)
-
-    async def get_bodies(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]:
-        """The stored bodies among `hashes`, within `scope` only."""
-        check_optional_id(scope, 'scope')
-        key = scope_key(scope)
-
-        async def read(db: Database) -> dict[str, bytes]:
-            rows = await db.rows(
-                'SELECT content_hash, body FROM message_bodies WHERE scope_key = ? '
-                'AND content_hash IN (SELECT value FROM json_each(?))',
-                (key, json.dumps(list(hashes))),
-            )
-            return {row[0]: bytes(row[1]) for row in rows}
-
-        return await self._db.read_on_connection_thread(read)
 
     async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
         return await self._db.read_on_connection_thread(lambda db: _reader.document_frequencies(db, target, terms))

@@ -35,6 +35,9 @@ for role filters; `conversation_documents.occurrences` counts the conversation's
 holding the document, so a search knows which documents to expand into several hits
 (`_occurrences`); `entries.unindexed` marks a message an application's own summary rule kept out of
 the index. The migration rebuilds the index (`Migration.reindex`), logging its progress.
+
+Version 6: `message_bodies.touched_at`, when a body was last written or read (unix seconds, touched
+at most once per `_protocol.BODY_TOUCH_INTERVAL`), indexed for `prune_bodies`.
 """
 
 from __future__ import annotations
@@ -189,5 +192,14 @@ _V5 = (
     'ALTER TABLE entries ADD COLUMN unindexed INTEGER NOT NULL DEFAULT 0',
 )
 
-MIGRATIONS: tuple[Migration, ...] = released(_V1, _V2, _V3, _V4, _V5)
+_V6 = (
+    # When each body was last written or read (unix seconds), so `recall bodies prune` can delete the
+    # ones no retained history can still reference (see `_bodies`). SQLite's ADD COLUMN takes only a
+    # constant default: the bodies already stored get the migration's time in a second statement.
+    'ALTER TABLE message_bodies ADD COLUMN touched_at INTEGER NOT NULL DEFAULT 0',
+    "UPDATE message_bodies SET touched_at = CAST(strftime('%s', 'now') AS INTEGER)",
+    'CREATE INDEX message_bodies_by_touched ON message_bodies (touched_at)',
+)
+
+MIGRATIONS: tuple[Migration, ...] = released(_V1, _V2, _V3, _V4, _V5, _V6)
 """Every migration, in version order, as SQLite statements. Append to it; never edit a released one."""

@@ -1,0 +1,373 @@
+"""The message bodies of `RecallDataCodec`, written once for every backend: put, get, touch, stats, prune.
+
+A history the codec encoded holds hashes, not messages, so a body must outlive every history that can
+still be replayed or shown. Bodies are keyed by tenant scope and content hash, not by conversation: one
+body (a system prompt, the tool definitions, a full chunk of a long history) is shared by every
+history and conversation of the scope that sent the same bytes. Deleting a conversation therefore
+cannot tell which bodies no history needs any more, and leaves them all. Instead every body records
+`touched_at`, when it was last written or read (unix seconds), and `prune` deletes those untouched
+for longer than a window the operator chooses; `check_prune_window` refuses one shorter than the
+Temporal namespace's history retention plus `PRUNE_MARGIN`.
+
+Why that is safe: the codec writes (or re-writes, which touches) every body a payload references
+when it encodes the payload, so a body referenced by a history event written at time T was touched
+at T - 2 × `BODY_TOUCH_INTERVAL` or later (the store throttles touches by that interval, and the
+codec's cache re-writes a cached body once it is that old). A closed workflow's history lives for
+the retention after it closed, so a body untouched for longer than the retention plus a margin
+above twice that interval belongs to no history Temporal can still return. A workflow that stays
+open longer than that without being replayed still references bodies from its start, so the
+retention to state is the longest a workflow stays open plus the namespace retention.
+
+`BodyEngine` holds every rule; a backend gives it its transactions and the three statements whose
+SQL differs (`Dialect`: SQLite passes a list of hashes as JSON to `json_each`, PostgreSQL as an
+array to `ANY` and `unnest`). The store classes mix in `StoredBodies`, which delegates to the engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from temporal_recall.errors import ConfigurationError, PruneRefused, StoreReadOnly
+
+from ._checks import check_optional_id
+from ._protocol import BODY_TOUCH_INTERVAL
+from ._serialization import scope_key
+from ._statements import for_sqlite
+
+if TYPE_CHECKING:
+    from ._postgres_db import Database as PostgresDatabase
+    from ._sqlite_db import Database as SqliteDatabase
+
+__all__ = (
+    'PRUNE_BATCH',
+    'PRUNE_MARGIN',
+    'BodyEngine',
+    'BodyScopeStats',
+    'PruneResult',
+    'StoredBodies',
+    'check_prune_window',
+    'postgres_bodies',
+    'sqlite_bodies',
+)
+
+_T = TypeVar('_T')
+
+PRUNE_MARGIN = timedelta(days=1)
+"""How much longer than the stated retention a body must be untouched before `prune` may delete it.
+
+It covers twice `BODY_TOUCH_INTERVAL` (a body in use may look that much older than it is), clock skew
+between the workers that stamp `touched_at`, and a history read just as its retention ends."""
+
+PRUNE_BATCH = 1000
+"""Bodies deleted per transaction, so a prune of a large table never holds one long write lock."""
+
+_TOUCH_SECONDS = int(BODY_TOUCH_INTERVAL.total_seconds())
+
+
+class Session(Protocol):
+    """The statements of one transaction, with `Dialect` placeholders (`?N` on SQLite, `$N` on PostgreSQL)."""
+
+    def rows(self, sql: str, params: Sequence[Any] = (), /) -> Awaitable[Sequence[Sequence[Any]]]: ...
+
+    def many(self, sql: str, params: Iterable[Sequence[Any]], /) -> Awaitable[None]: ...
+
+
+class Transaction(Protocol):
+    """Runs `work` in one transaction (a read or a write) of the backend."""
+
+    def __call__(self, work: Callable[[Any], Coroutine[Any, Any, _T]], /) -> Awaitable[_T]: ...
+
+
+_STATS = (
+    'SELECT scope_key, count(*), coalesce(sum(length(body)), 0), min(touched_at) FROM message_bodies '
+    'GROUP BY scope_key ORDER BY scope_key'
+)
+_UNTOUCHED = 'SELECT count(*), coalesce(sum(length(body)), 0) FROM message_bodies WHERE touched_at < $1'
+_DELETE_BATCH = (
+    'DELETE FROM message_bodies WHERE (scope_key, content_hash) IN '
+    '(SELECT scope_key, content_hash FROM message_bodies WHERE touched_at < $1 LIMIT $2) '
+    # Again on the row itself: on PostgreSQL a body touched after the subquery read it is kept.
+    'AND touched_at < $1 RETURNING length(body)'
+)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """A backend's statements: three whose SQL differs, and the shared ones in its placeholder spelling."""
+
+    put: str
+    """Insert bodies, or touch the stored ones whose `touched_at` is before the stale time."""
+    select: str
+    """`(content_hash, body, touched_at)` of a scope's bodies among a list of hashes."""
+    touch: str
+    """Set `touched_at` of a scope's bodies among a list of hashes, where it is before the stale time."""
+    hash_list: Callable[[list[str]], object]
+    """The parameter a list of hashes is passed as."""
+    put_params: Callable[[str, list[tuple[str, bytes]], int, int], list[tuple[Any, ...]]]
+    """`put`'s parameter rows for `(scope key, sorted (hash, body) pairs, now, stale before)`."""
+    stats: str = _STATS
+    untouched: str = _UNTOUCHED
+    delete_batch: str = _DELETE_BATCH
+    """The shared statements, in the backend's spelling of `$N` placeholders (converted once, at import)."""
+
+
+SQLITE = Dialect(
+    put='INSERT INTO message_bodies (scope_key, content_hash, body, touched_at) VALUES (?1, ?2, ?3, ?4) '
+    'ON CONFLICT (scope_key, content_hash) DO UPDATE SET touched_at = excluded.touched_at '
+    'WHERE message_bodies.touched_at < ?5',
+    select='SELECT content_hash, body, touched_at FROM message_bodies WHERE scope_key = ?1 '
+    'AND content_hash IN (SELECT value FROM json_each(?2))',
+    touch='UPDATE message_bodies SET touched_at = ?3 WHERE scope_key = ?1 '
+    'AND content_hash IN (SELECT value FROM json_each(?2)) AND touched_at < ?4',
+    hash_list=json.dumps,
+    put_params=lambda key, pairs, now, stale: [(key, digest, body, now, stale) for digest, body in pairs],
+    stats=for_sqlite(_STATS),
+    untouched=for_sqlite(_UNTOUCHED),
+    delete_batch=for_sqlite(_DELETE_BATCH),
+)
+
+POSTGRES = Dialect(
+    put='INSERT INTO message_bodies (scope_key, content_hash, body, touched_at) '
+    'SELECT $1, h, b, CAST($4 AS BIGINT) FROM unnest($2::text[], $3::bytea[]) AS x(h, b) '
+    'ON CONFLICT (scope_key, content_hash) DO UPDATE SET touched_at = excluded.touched_at '
+    'WHERE message_bodies.touched_at < $5',
+    select='SELECT content_hash, body, touched_at FROM message_bodies '
+    'WHERE scope_key = $1 AND content_hash = ANY($2::text[])',
+    touch='UPDATE message_bodies SET touched_at = $3 WHERE scope_key = $1 '
+    'AND content_hash = ANY($2::text[]) AND touched_at < $4',
+    hash_list=list,
+    put_params=lambda key, pairs, now, stale: [
+        (key, [digest for digest, _ in pairs], [body for _, body in pairs], now, stale)
+    ],
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BodyScopeStats:
+    """The stored bodies of one tenant scope."""
+
+    scope: str | None
+    bodies: int
+    bytes: int
+    oldest_touched: datetime
+    """When the least recently written or read body of the scope was last touched (UTC)."""
+
+    def document(self) -> dict[str, Any]:
+        """As JSON: the time in ISO 8601."""
+        return {
+            'scope': self.scope,
+            'bodies': self.bodies,
+            'bytes': self.bytes,
+            'oldest_touched': self.oldest_touched.isoformat(),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class PruneResult:
+    """What `prune_bodies` deleted, or with `dry_run` would have deleted."""
+
+    bodies: int
+    bytes: int
+    cutoff: datetime
+    """Bodies last touched before this time (UTC) were (or would be) deleted."""
+    dry_run: bool
+
+    def describe(self) -> str:
+        verb = 'would delete' if self.dry_run else 'deleted'
+        return f'{verb} {self.bodies} message bodies ({self.bytes} bytes) untouched since {self.cutoff.isoformat()}'
+
+
+def _shown(duration: timedelta) -> str:
+    """A duration as `30d`, `36h`, `1d12h30m` (the form the CLI accepts)."""
+    seconds = int(duration.total_seconds())
+    parts = [(seconds // 86400, 'd'), (seconds // 3600 % 24, 'h'), (seconds // 60 % 60, 'm'), (seconds % 60, 's')]
+    return ''.join(f'{value}{unit}' for value, unit in parts if value) or '0s'
+
+
+def check_prune_window(older_than: timedelta, retention: timedelta) -> None:
+    """Refuse a prune window that could delete bodies a history within `retention` still references.
+
+    Raises:
+        PruneRefused: `older_than` is shorter than `retention` plus `PRUNE_MARGIN`.
+        ConfigurationError: `retention` is not positive.
+    """
+    if retention <= timedelta(0):
+        raise ConfigurationError(
+            f'The retention must be positive, got {_shown(retention)}: state the Temporal namespace history '
+            'retention (plus the longest time a workflow stays open), e.g. 30d.'
+        )
+    shortest = retention + PRUNE_MARGIN
+    if older_than < shortest:
+        raise PruneRefused(
+            f'Refusing to prune bodies untouched for {_shown(older_than)}: that is shorter than the retention '
+            f'{_shown(retention)} plus the {_shown(PRUNE_MARGIN)} safety margin, so histories Temporal still '
+            f'keeps may reference them. Use an older-than window of at least {_shown(shortest)}.'
+        )
+
+
+def _scope_of(key: str) -> str | None:
+    """The scope a `scope_key` stands for (`scope_key`'s inverse)."""
+    return None if key == 'n:' else key.removeprefix('s:')
+
+
+def _utc(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+class BodyEngine:
+    """The body rules on one backend: its two transactions and its `Dialect`."""
+
+    def __init__(self, dialect: Dialect, *, read: Transaction, write: Transaction) -> None:
+        self._dialect = dialect
+        self._read = read
+        self._write = write
+
+    async def put(self, scope: str | None, bodies: dict[str, bytes]) -> None:
+        """Store bodies by hash; a stored body is never rewritten, only touched (at most once an interval)."""
+        check_optional_id(scope, 'scope')
+        if not bodies:
+            return
+        now = int(time.time())
+        # Sorted, so concurrent writers on PostgreSQL lock shared rows in the same order.
+        params = self._dialect.put_params(scope_key(scope), sorted(bodies.items()), now, now - _TOUCH_SECONDS)
+
+        async def write(session: Session) -> None:
+            await session.many(self._dialect.put, params)
+
+        await self._write(write)
+
+    async def get(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]:
+        """The stored bodies among `hashes`, within `scope` only; the ones read are touched.
+
+        The touch is throttled to once per `BODY_TOUCH_INTERVAL`: a replay or the codec server reads the
+        same bodies again and again, and writing a timestamp at every read would turn each of those
+        reads into a write transaction (on SQLite, one that waits for the single writer lock). A read
+        finds the stale ones in its result, so a hot read writes nothing. A read-only store is read
+        without touching: prune decisions rest on the writes, which always touch.
+        """
+        check_optional_id(scope, 'scope')
+        if not hashes:
+            return {}
+        key, now = scope_key(scope), int(time.time())
+        wanted = self._dialect.hash_list(list(hashes))
+
+        async def read(session: Session) -> Sequence[Sequence[Any]]:
+            return await session.rows(self._dialect.select, (key, wanted))
+
+        rows = await self._read(read)
+        stale = sorted(row[0] for row in rows if row[2] < now - _TOUCH_SECONDS)
+        if stale:
+            params = (key, self._dialect.hash_list(stale), now, now - _TOUCH_SECONDS)
+
+            async def touch(session: Session) -> None:
+                await session.many(self._dialect.touch, [params])
+
+            with contextlib.suppress(StoreReadOnly):
+                await self._write(touch)
+        return {row[0]: bytes(row[1]) for row in rows}
+
+    async def stats(self) -> list[BodyScopeStats]:
+        """Count, bytes and oldest touch of the stored bodies, per scope (in scope key order)."""
+
+        async def read(session: Session) -> Sequence[Sequence[Any]]:
+            return await session.rows(self._dialect.stats)
+
+        return [
+            BodyScopeStats(scope=_scope_of(row[0]), bodies=int(row[1]), bytes=int(row[2]), oldest_touched=_utc(row[3]))
+            for row in await self._read(read)
+        ]
+
+    async def prune(self, older_than: timedelta, *, retention: timedelta, dry_run: bool = False) -> PruneResult:
+        """Delete the bodies untouched for longer than `older_than`, `PRUNE_BATCH` per transaction.
+
+        Refused (`PruneRefused`, nothing read or changed) when `older_than` is shorter than `retention`
+        plus `PRUNE_MARGIN`. With `dry_run`, counts what would be deleted and changes nothing.
+        """
+        check_prune_window(older_than, retention)
+        cutoff = int(time.time() - older_than.total_seconds())
+        if dry_run:
+
+            async def count(session: Session) -> Sequence[Sequence[Any]]:
+                return await session.rows(self._dialect.untouched, (cutoff,))
+
+            [(bodies, size)] = await self._read(count)
+            return PruneResult(bodies=int(bodies), bytes=int(size), cutoff=_utc(cutoff), dry_run=True)
+
+        async def delete(session: Session) -> Sequence[Sequence[Any]]:
+            return await session.rows(self._dialect.delete_batch, (cutoff, PRUNE_BATCH))
+
+        bodies = size = 0
+        while True:
+            deleted = await self._write(delete)
+            bodies, size = bodies + len(deleted), size + sum(int(row[0]) for row in deleted)
+            if len(deleted) < PRUNE_BATCH:
+                return PruneResult(bodies=bodies, bytes=size, cutoff=_utc(cutoff), dry_run=False)
+
+
+class StoredBodies:
+    """The `BodyStore` methods of a store class, and the lifecycle ones, delegating to its `BodyEngine`."""
+
+    _bodies: BodyEngine
+
+    async def put_bodies(self, scope: str | None, bodies: dict[str, bytes]) -> None:
+        """Store message bodies by hash; a body already stored is not rewritten (see `BodyEngine.put`)."""
+        await self._bodies.put(scope, bodies)
+
+    async def get_bodies(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]:
+        """The stored bodies among `hashes`, within `scope` only (see `BodyEngine.get`)."""
+        return await self._bodies.get(scope, hashes)
+
+    async def body_stats(self) -> list[BodyScopeStats]:
+        """Count, bytes and oldest last use of the codec's message bodies, per scope."""
+        return await self._bodies.stats()
+
+    async def prune_bodies(self, older_than: timedelta, *, retention: timedelta, dry_run: bool = False) -> PruneResult:
+        """Delete message bodies not written or read for longer than `older_than` (see `BodyEngine.prune`).
+
+        Raises:
+            PruneRefused: `older_than` is shorter than `retention` (the Temporal namespace's history
+                retention, plus the longest time a workflow stays open) plus `PRUNE_MARGIN`.
+        """
+        return await self._bodies.prune(older_than, retention=retention, dry_run=dry_run)
+
+
+def sqlite_bodies(db: SqliteDatabase) -> BodyEngine:
+    """The engine on a SQLite store: each transaction whole on the connection thread (one hop)."""
+    return BodyEngine(SQLITE, read=db.read_on_connection_thread, write=db.write_on_connection_thread)
+
+
+class _Connection(Protocol):
+    """What the engine uses of an asyncpg connection."""
+
+    async def fetch(self, query: str, *args: Any) -> list[Any]: ...
+
+    async def executemany(self, command: str, args: Iterable[Sequence[Any]]) -> None: ...
+
+
+@dataclass(frozen=True)
+class _PostgresSession:
+    conn: _Connection
+
+    async def rows(self, sql: str, params: Sequence[Any] = (), /) -> Sequence[Sequence[Any]]:
+        return await self.conn.fetch(sql, *params)
+
+    async def many(self, sql: str, params: Iterable[Sequence[Any]], /) -> None:
+        await self.conn.executemany(sql, params)
+
+
+def postgres_bodies(db: PostgresDatabase) -> BodyEngine:
+    """The engine on a PostgreSQL store: reads outside a snapshot, writes in a retried READ COMMITTED transaction."""
+
+    async def read(work: Callable[[Any], Coroutine[Any, Any, _T]], /) -> _T:
+        return await db.read(lambda conn: work(_PostgresSession(conn)), snapshot=False)
+
+    async def write(work: Callable[[Any], Coroutine[Any, Any, _T]], /) -> _T:
+        return await db.write(lambda conn: work(_PostgresSession(conn)))
+
+    return BodyEngine(POSTGRES, read=read, write=write)
