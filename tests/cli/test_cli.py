@@ -81,6 +81,7 @@ def parse(ran: Ran, fmt: str) -> Any:
 def test_every_subcommand_is_covered_here() -> None:
     assert subcommands() == sorted(
         [
+            'bodies',
             'check',
             'conversations',
             'codec-server',
@@ -101,6 +102,7 @@ def test_every_subcommand_is_covered_here() -> None:
 
 def test_every_subcommand_has_help_with_an_example() -> None:
     commands = [[name, '--help'] for name in subcommands()] + [['--help']]
+    commands += [['bodies', name, '--help'] for name in sorted(app['bodies']) if not name.startswith('-')]
     for ran in recall_many(commands):
         ok(ran)
         assert 'Example: ' in ran.stdout, str(ran)

@@ -285,7 +285,8 @@ async def check(*, store: Store = None) -> int:
     return EXIT_FAILURE
 
 
-bodies = app.command(App(name='bodies', help='Codec bodies: stats, prune.', default_parameter=Parameter(negative=())))
+bodies = app.command(App(name='bodies', help='Message bodies the codec stored.\n\nExample: recall bodies stats'))
+bodies.default_parameter = Parameter(negative=())
 Duration = Annotated[timedelta, Parameter(help='a duration such as 45d, 36h or 1w')]
 
 
