@@ -32,7 +32,6 @@ __all__ = (
 )
 
 
-
 async def lock_conversation(
     conn: Conn, conversation_id: str, *, idempotency_key: str | None = None
 ) -> ConversationRow | None:
