@@ -9,10 +9,9 @@ about itself (its URL, schema and sizes), and which failed delete to run again.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn, Self
+from typing import TYPE_CHECKING, Self
 
 from asyncpg import exceptions as pg
 
@@ -22,7 +21,7 @@ from ._postgres_migrate import open_database
 from ._postgres_url import PostgresOptions, parse_postgres_url
 from ._protocol import BodyStore, ImpactReader, RecallStore
 from ._serialization import scope_key
-from ._store import EngineStore
+from ._store import EngineStore, refuse_unopened
 
 __all__ = ('PostgresConversationStore', 'PostgresStoreStats')
 
@@ -40,19 +39,6 @@ class PostgresStoreStats:
     postings: int
     database_bytes: int
     """Tables, indexes and TOAST of the store's schema (`pg_total_relation_size`)."""
-
-
-def _refuse_unopened(value: object) -> NoReturn:
-    # The URL is not quoted back: it may hold a password.
-    if isinstance(value, str | os.PathLike):
-        raise TypeError(
-            'PostgresConversationStore(url) got a URL, but a store is opened (connected, checked, migrated) '
-            'with an await: use `await open_store(url)` or `await PostgresConversationStore.open(url)`.'
-        )
-    raise TypeError(
-        f'PostgresConversationStore() takes an opened database, not {type(value).__name__}; '
-        'use `await open_store(url)` or `await PostgresConversationStore.open(url)`.'
-    )
 
 
 class PostgresConversationStore(EngineStore):
@@ -81,7 +67,7 @@ class PostgresConversationStore(EngineStore):
         rather than failing on first use.
         """
         if not isinstance(db, Database):  # pyright: ignore[reportUnnecessaryIsInstance]
-            _refuse_unopened(db)
+            refuse_unopened('PostgresConversationStore', db, shown='url', noun='a URL', argument='url')
         super().__init__(db)
         self._db = db
 

@@ -12,14 +12,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Self
+from typing import TYPE_CHECKING, Self
 
 from ._checks import check_optional_id
 from ._protocol import BodyStore, ImpactReader, RecallStore
 from ._serialization import scope_key
 from ._sqlite_db import Database, Synchronous
 from ._sqlite_migrate import connect
-from ._store import EngineStore
+from ._store import EngineStore, refuse_unopened
 
 __all__ = ('SqliteConversationStore', 'StoreStats')
 
@@ -36,19 +36,6 @@ class StoreStats:
     postings: int
     database_bytes: int
     """Pages in use times the page size: the database file's size once the WAL is checkpointed."""
-
-
-def _refuse_unopened(value: object) -> NoReturn:
-    if isinstance(value, str | os.PathLike):
-        shown = repr(os.fspath(value))  # pyright: ignore[reportUnknownArgumentType]
-        raise TypeError(
-            f'SqliteConversationStore({shown}) got a path, but a store is opened (connected, checked, migrated) '
-            f'with an await: use `await open_store({shown})` or `await SqliteConversationStore.open({shown})`.'
-        )
-    raise TypeError(
-        f'SqliteConversationStore() takes an opened database, not {type(value).__name__}; '
-        'use `await open_store(url)` or `await SqliteConversationStore.open(path)`.'
-    )
 
 
 class SqliteConversationStore(EngineStore):
@@ -72,7 +59,8 @@ class SqliteConversationStore(EngineStore):
         rather than failing on first use.
         """
         if not isinstance(db, Database):  # pyright: ignore[reportUnnecessaryIsInstance]
-            _refuse_unopened(db)
+            shown = repr(os.fspath(db)) if isinstance(db, str | os.PathLike) else 'path'  # pyright: ignore[reportUnknownArgumentType]
+            refuse_unopened('SqliteConversationStore', db, shown=shown, noun='a path', argument='path')
         super().__init__(db)
         self._db = db
 

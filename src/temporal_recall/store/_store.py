@@ -12,9 +12,10 @@ or a kill never leaves an index row without its entry or an entry without its in
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, NoReturn, Self
 
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 from pydantic_ai.exceptions import UserError
@@ -27,7 +28,23 @@ from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Pos
 from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
 from ._session import Backend, Session
 
-__all__ = ('EngineStore',)
+__all__ = ('EngineStore', 'refuse_unopened')
+
+
+def refuse_unopened(store: str, value: object, *, shown: str, noun: str, argument: str) -> NoReturn:
+    """Refuse what a store class was given instead of an opened database, naming the coroutine to await.
+
+    `shown` is how the value is quoted back in the fix (`'path.db'`; a URL is not: it may hold a password).
+    """
+    if isinstance(value, str | os.PathLike):
+        raise TypeError(
+            f'{store}({shown}) got {noun}, but a store is opened (connected, checked, migrated) '
+            f'with an await: use `await open_store({shown})` or `await {store}.open({shown})`.'
+        )
+    raise TypeError(
+        f'{store}() takes an opened database, not {type(value).__name__}; '
+        f'use `await open_store(url)` or `await {store}.open({argument})`.'
+    )
 
 
 class EngineStore(CheckedStore):
