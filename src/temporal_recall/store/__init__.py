@@ -1,28 +1,40 @@
 """Conversation stores: pydantic-ai's `ConversationStore` plus the delta writer and index reader seams.
 
-The package is an engine, which holds the rules once, and a driver per backend, which holds only
-that backend's SQL and its connection and transaction handling.
+The package is one engine, which holds every rule and every statement that reads the same on all
+backends, and one driver per backend, which holds only what differs: connecting, running a
+transaction, and the SQL spelled its own way.
 
-Engine (backend-neutral):
+Engine (backend-neutral, runs on a `_session.Session`):
+- `_session`: `Session` (one open transaction: `rows`/`one`/`value`/`run`/`many`, `$1` placeholders,
+  standard SQL), `Dialect` (the few spellings that differ: array parameters, `FOR UPDATE`, …) and
+  `Backend` (a driver's `run_read` / `run_write` / `close`).
+- `_store.EngineStore`: the store class, every public method written once over a `Backend`.
 - `_protocol`: the seams the layers above use (`DeltaWriter`, `IndexReader`, `ImpactReader`,
   `BodyStore`, `RecallStore`) and their dataclasses.
 - `_append`: appending a delta (attach point, hash check, idempotency, fences, revision);
-  `_write`: `write_record` (revision check, new entries, what to index);
-  `_context`: context walks; `_integrity`: the integrity check; `_checks`: input validation;
-  `_serialization`, `_rows`, `_ids`: what is stored and how rows look in between;
+  `_write`: `write_record`; `_log`: reading records, entries and histories, and deleting a
+  conversation; `_context`: context walks; `_integrity`: the integrity check; `_checks`: input
+  validation; `_statements`: shared statements; `_serialization`, `_rows`, `_ids`: what is stored;
   `_bodies`: the payload codec's message bodies (put, get, touch, stats, prune).
-- `_driver.WriteDriver`: what a backend implements so the write rules run on it.
+- `_schema`: every table, written once with a few spelling placeholders (`Spelling`);
+  `_migrations`: versions, names, and applying and recording the missing ones.
 
-Drivers (one family per backend, `_sqlite_*` and `_postgres_*`): `_*_write` implements
-`WriteDriver`; `_*_db` opens connections and runs transactions (SQLite: one thread hop per
-transaction; PostgreSQL: a pool, retries of serialisation failures); `_*_schema` and `_*_migrate`
-hold the DDL and apply it; `_*_log`, `_*_index` and `_*_reader` hold the statements of history
-reads, indexing and searching, which are not yet lifted into the engine; `_sqlite` and `_postgres`
-are the store classes that tie them together.
+Driver (per backend; SQLite's shown, PostgreSQL's are the `_postgres_*` twins):
+- `_sqlite_db`: the connection, transactions as a `Backend` (the whole transaction on the
+  connection thread: one thread hop), its `Session` and error translation.
+- `_sqlite_schema`: the `Spelling` of the tables; `_sqlite_migrate`: opening (file and version
+  checks, serialising concurrent openers) before `_migrations.apply`.
+- `_sqlite`: `SqliteConversationStore`, the engine store with its `open()` and `stats()`.
+- native statements where a backend does better with its own (PostgreSQL's `unnest` bulk inserts and
+  row locks): the write and search modules (`_sqlite_write`, `_sqlite_index`, `_sqlite_reader`,
+  `_postgres_impact`), until they are lifted into the engine; `_pending` routes the engine store to
+  them meanwhile.
 
-To add a backend: write those driver modules for it (start with `_*_write`, whose protocol is
-the contract), a store class like `SqliteConversationStore`, and an `open_store` URL scheme; run
-the conformance, parity, concurrency, crash and bad-input suites against it.
+To add a backend: write its driver — a `Backend` with a `Session` and a `Dialect`, a `Spelling`, an
+opener that checks the recorded version and calls `_migrations.apply` in one serialised
+transaction, and an `EngineStore` subclass with `open()` — add its URL scheme to `open_store`, and
+run the conformance, parity, concurrency, crash and bad-input suites against it (tests/store's
+`site` fixture).
 
 The backends are imported lazily, on first use of their names. `temporal_recall.search` and the
 workflow modules import the pure `_protocol` dataclasses from this package, and Temporal's workflow

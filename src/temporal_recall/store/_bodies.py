@@ -18,31 +18,26 @@ above twice that interval belongs to no history Temporal can still return. A wor
 open longer than that without being replayed still references bodies from its start, so the
 retention to state is the longest a workflow stays open plus the namespace retention.
 
-`BodyEngine` holds every rule; a backend gives it its transactions and the three statements whose
-SQL differs (`Dialect`: SQLite passes a list of hashes as JSON to `json_each`, PostgreSQL as an
-array to `ANY` and `unnest`). The store classes mix in `StoredBodies`, which delegates to the engine.
+`BodyEngine` holds every rule and statement, once, over the store's `Backend`; only inserting a batch
+of (hash, body) pairs is spelled per backend (SQLite runs one row per body on its connection thread,
+PostgreSQL one `unnest` of two arrays). `EngineStore` mixes in `StoredBodies`, which delegates to it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any
 
 from temporal_recall.errors import ConfigurationError, PruneRefused, StoreReadOnly
 
 from ._checks import check_optional_id
 from ._protocol import BODY_TOUCH_INTERVAL
 from ._serialization import scope_key
-from ._statements import for_sqlite
-
-if TYPE_CHECKING:
-    from ._postgres_db import Database as PostgresDatabase
-    from ._sqlite_db import Database as SqliteDatabase
+from ._session import Backend, Session
 
 __all__ = (
     'PRUNE_BATCH',
@@ -52,11 +47,7 @@ __all__ = (
     'PruneResult',
     'StoredBodies',
     'check_prune_window',
-    'postgres_bodies',
-    'sqlite_bodies',
 )
-
-_T = TypeVar('_T')
 
 PRUNE_MARGIN = timedelta(days=1)
 """How much longer than the stated retention a body must be untouched before `prune` may delete it.
@@ -69,21 +60,25 @@ PRUNE_BATCH = 1000
 
 _TOUCH_SECONDS = int(BODY_TOUCH_INTERVAL.total_seconds())
 
-
-class Session(Protocol):
-    """The statements of one transaction, with `Dialect` placeholders (`?N` on SQLite, `$N` on PostgreSQL)."""
-
-    def rows(self, sql: str, params: Sequence[Any] = (), /) -> Awaitable[Sequence[Sequence[Any]]]: ...
-
-    def many(self, sql: str, params: Iterable[Sequence[Any]], /) -> Awaitable[None]: ...
-
-
-class Transaction(Protocol):
-    """Runs `work` in one transaction (a read or a write) of the backend."""
-
-    def __call__(self, work: Callable[[Any], Coroutine[Any, Any, _T]], /) -> Awaitable[_T]: ...
-
-
+_PUT_ROW = (
+    'INSERT INTO message_bodies (scope_key, content_hash, body, touched_at) VALUES ($1, $2, $3, $4) '
+    'ON CONFLICT (scope_key, content_hash) DO UPDATE SET touched_at = excluded.touched_at '
+    'WHERE message_bodies.touched_at < $5'
+)
+_PUT_ARRAYS = (
+    'INSERT INTO message_bodies (scope_key, content_hash, body, touched_at) '
+    'SELECT $1, h, b, CAST($4 AS BIGINT) FROM unnest($2::text[], $3::bytea[]) AS x(h, b) '
+    'ON CONFLICT (scope_key, content_hash) DO UPDATE SET touched_at = excluded.touched_at '
+    'WHERE message_bodies.touched_at < $5'
+)
+_SELECT = (
+    'SELECT content_hash, body, touched_at FROM message_bodies WHERE scope_key = $1 '
+    'AND content_hash IN (SELECT value FROM {hashes})'
+)
+_TOUCH = (
+    'UPDATE message_bodies SET touched_at = $3 WHERE scope_key = $1 '
+    'AND content_hash IN (SELECT value FROM {hashes}) AND touched_at < $4'
+)
 _STATS = (
     'SELECT scope_key, count(*), coalesce(sum(length(body)), 0), min(touched_at) FROM message_bodies '
     'GROUP BY scope_key ORDER BY scope_key'
@@ -94,57 +89,6 @@ _DELETE_BATCH = (
     '(SELECT scope_key, content_hash FROM message_bodies WHERE touched_at < $1 LIMIT $2) '
     # Again on the row itself: on PostgreSQL a body touched after the subquery read it is kept.
     'AND touched_at < $1 RETURNING length(body)'
-)
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """A backend's statements: three whose SQL differs, and the shared ones in its placeholder spelling."""
-
-    put: str
-    """Insert bodies, or touch the stored ones whose `touched_at` is before the stale time."""
-    select: str
-    """`(content_hash, body, touched_at)` of a scope's bodies among a list of hashes."""
-    touch: str
-    """Set `touched_at` of a scope's bodies among a list of hashes, where it is before the stale time."""
-    hash_list: Callable[[list[str]], object]
-    """The parameter a list of hashes is passed as."""
-    put_params: Callable[[str, list[tuple[str, bytes]], int, int], list[tuple[Any, ...]]]
-    """`put`'s parameter rows for `(scope key, sorted (hash, body) pairs, now, stale before)`."""
-    stats: str = _STATS
-    untouched: str = _UNTOUCHED
-    delete_batch: str = _DELETE_BATCH
-    """The shared statements, in the backend's spelling of `$N` placeholders (converted once, at import)."""
-
-
-SQLITE = Dialect(
-    put='INSERT INTO message_bodies (scope_key, content_hash, body, touched_at) VALUES (?1, ?2, ?3, ?4) '
-    'ON CONFLICT (scope_key, content_hash) DO UPDATE SET touched_at = excluded.touched_at '
-    'WHERE message_bodies.touched_at < ?5',
-    select='SELECT content_hash, body, touched_at FROM message_bodies WHERE scope_key = ?1 '
-    'AND content_hash IN (SELECT value FROM json_each(?2))',
-    touch='UPDATE message_bodies SET touched_at = ?3 WHERE scope_key = ?1 '
-    'AND content_hash IN (SELECT value FROM json_each(?2)) AND touched_at < ?4',
-    hash_list=json.dumps,
-    put_params=lambda key, pairs, now, stale: [(key, digest, body, now, stale) for digest, body in pairs],
-    stats=for_sqlite(_STATS),
-    untouched=for_sqlite(_UNTOUCHED),
-    delete_batch=for_sqlite(_DELETE_BATCH),
-)
-
-POSTGRES = Dialect(
-    put='INSERT INTO message_bodies (scope_key, content_hash, body, touched_at) '
-    'SELECT $1, h, b, CAST($4 AS BIGINT) FROM unnest($2::text[], $3::bytea[]) AS x(h, b) '
-    'ON CONFLICT (scope_key, content_hash) DO UPDATE SET touched_at = excluded.touched_at '
-    'WHERE message_bodies.touched_at < $5',
-    select='SELECT content_hash, body, touched_at FROM message_bodies '
-    'WHERE scope_key = $1 AND content_hash = ANY($2::text[])',
-    touch='UPDATE message_bodies SET touched_at = $3 WHERE scope_key = $1 '
-    'AND content_hash = ANY($2::text[]) AND touched_at < $4',
-    hash_list=list,
-    put_params=lambda key, pairs, now, stale: [
-        (key, [digest for digest, _ in pairs], [body for _, body in pairs], now, stale)
-    ],
 )
 
 
@@ -221,26 +165,28 @@ def _utc(seconds: int) -> datetime:
 
 
 class BodyEngine:
-    """The body rules on one backend: its two transactions and its `Dialect`."""
+    """The body rules over one store's `Backend`."""
 
-    def __init__(self, dialect: Dialect, *, read: Transaction, write: Transaction) -> None:
-        self._dialect = dialect
-        self._read = read
-        self._write = write
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
 
     async def put(self, scope: str | None, bodies: dict[str, bytes]) -> None:
         """Store bodies by hash; a stored body is never rewritten, only touched (at most once an interval)."""
         check_optional_id(scope, 'scope')
         if not bodies:
             return
-        now = int(time.time())
+        key, now = scope_key(scope), int(time.time())
         # Sorted, so concurrent writers on PostgreSQL lock shared rows in the same order.
-        params = self._dialect.put_params(scope_key(scope), sorted(bodies.items()), now, now - _TOUCH_SECONDS)
+        pairs = sorted(bodies.items())
 
         async def write(session: Session) -> None:
-            await session.many(self._dialect.put, params)
+            if session.dialect.name == 'sqlite':
+                await session.many(_PUT_ROW, [(key, h, b, now, now - _TOUCH_SECONDS) for h, b in pairs])
+            else:
+                hashes, blobs = [h for h, _ in pairs], [b for _, b in pairs]
+                await session.run(_PUT_ARRAYS, key, hashes, blobs, now, now - _TOUCH_SECONDS)
 
-        await self._write(write)
+        await self._backend.run_write(write)
 
     async def get(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]:
         """The stored bodies among `hashes`, within `scope` only; the ones read are touched.
@@ -255,32 +201,33 @@ class BodyEngine:
         if not hashes:
             return {}
         key, now = scope_key(scope), int(time.time())
-        wanted = self._dialect.hash_list(list(hashes))
 
         async def read(session: Session) -> Sequence[Sequence[Any]]:
-            return await session.rows(self._dialect.select, (key, wanted))
+            dialect = session.dialect
+            return await session.rows(_SELECT.format(hashes=dialect.each(2, 'text')), key, dialect.array(hashes))
 
-        rows = await self._read(read)
+        rows = await self._backend.run_read(read, snapshot=False)
         stale = sorted(row[0] for row in rows if row[2] < now - _TOUCH_SECONDS)
         if stale:
-            params = (key, self._dialect.hash_list(stale), now, now - _TOUCH_SECONDS)
 
             async def touch(session: Session) -> None:
-                await session.many(self._dialect.touch, [params])
+                dialect = session.dialect
+                sql = _TOUCH.format(hashes=dialect.each(2, 'text'))
+                await session.run(sql, key, dialect.array(stale), now, now - _TOUCH_SECONDS)
 
             with contextlib.suppress(StoreReadOnly):
-                await self._write(touch)
+                await self._backend.run_write(touch)
         return {row[0]: bytes(row[1]) for row in rows}
 
     async def stats(self) -> list[BodyScopeStats]:
         """Count, bytes and oldest touch of the stored bodies, per scope (in scope key order)."""
 
         async def read(session: Session) -> Sequence[Sequence[Any]]:
-            return await session.rows(self._dialect.stats)
+            return await session.rows(_STATS)
 
         return [
             BodyScopeStats(scope=_scope_of(row[0]), bodies=int(row[1]), bytes=int(row[2]), oldest_touched=_utc(row[3]))
-            for row in await self._read(read)
+            for row in await self._backend.run_read(read)
         ]
 
     async def prune(self, older_than: timedelta, *, retention: timedelta, dry_run: bool = False) -> PruneResult:
@@ -293,18 +240,19 @@ class BodyEngine:
         cutoff = int(time.time() - older_than.total_seconds())
         if dry_run:
 
-            async def count(session: Session) -> Sequence[Sequence[Any]]:
-                return await session.rows(self._dialect.untouched, (cutoff,))
+            async def count(session: Session) -> Sequence[Any] | None:
+                return await session.one(_UNTOUCHED, cutoff)
 
-            [(bodies, size)] = await self._read(count)
-            return PruneResult(bodies=int(bodies), bytes=int(size), cutoff=_utc(cutoff), dry_run=True)
+            found = await self._backend.run_read(count)
+            assert found is not None
+            return PruneResult(bodies=int(found[0]), bytes=int(found[1]), cutoff=_utc(cutoff), dry_run=True)
 
         async def delete(session: Session) -> Sequence[Sequence[Any]]:
-            return await session.rows(self._dialect.delete_batch, (cutoff, PRUNE_BATCH))
+            return await session.rows(_DELETE_BATCH, cutoff, PRUNE_BATCH)
 
         bodies = size = 0
         while True:
-            deleted = await self._write(delete)
+            deleted = await self._backend.run_write(delete)
             bodies, size = bodies + len(deleted), size + sum(int(row[0]) for row in deleted)
             if len(deleted) < PRUNE_BATCH:
                 return PruneResult(bodies=bodies, bytes=size, cutoff=_utc(cutoff), dry_run=False)
@@ -335,39 +283,3 @@ class StoredBodies:
                 retention, plus the longest time a workflow stays open) plus `PRUNE_MARGIN`.
         """
         return await self._bodies.prune(older_than, retention=retention, dry_run=dry_run)
-
-
-def sqlite_bodies(db: SqliteDatabase) -> BodyEngine:
-    """The engine on a SQLite store: each transaction whole on the connection thread (one hop)."""
-    return BodyEngine(SQLITE, read=db.read_on_connection_thread, write=db.write_on_connection_thread)
-
-
-class _Connection(Protocol):
-    """What the engine uses of an asyncpg connection."""
-
-    async def fetch(self, query: str, *args: Any) -> list[Any]: ...
-
-    async def executemany(self, command: str, args: Iterable[Sequence[Any]]) -> None: ...
-
-
-@dataclass(frozen=True)
-class _PostgresSession:
-    conn: _Connection
-
-    async def rows(self, sql: str, params: Sequence[Any] = (), /) -> Sequence[Sequence[Any]]:
-        return await self.conn.fetch(sql, *params)
-
-    async def many(self, sql: str, params: Iterable[Sequence[Any]], /) -> None:
-        await self.conn.executemany(sql, params)
-
-
-def postgres_bodies(db: PostgresDatabase) -> BodyEngine:
-    """The engine on a PostgreSQL store: reads outside a snapshot, writes in a retried READ COMMITTED transaction."""
-
-    async def read(work: Callable[[Any], Coroutine[Any, Any, _T]], /) -> _T:
-        return await db.read(lambda conn: work(_PostgresSession(conn)), snapshot=False)
-
-    async def write(work: Callable[[Any], Coroutine[Any, Any, _T]], /) -> _T:
-        return await db.write(lambda conn: work(_PostgresSession(conn)))
-
-    return BodyEngine(POSTGRES, read=read, write=write)

@@ -15,28 +15,26 @@ Every rule the writers keep is verified from the rows themselves, in one consist
   holds its document's content, and its `occurrences` counts the indexed entries of the
   conversation (head and kept branches) that hold it.
 
-The backends supply only `Fetch` (their placeholders and connection); the SQL is plain and shared.
+It reads through a `Session` inside the snapshot the store opened; the SQL is plain and shared.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from temporal_recall.content import content_hash, load_message
 
 from ._serialization import decode_term_ids, hash_bytes, index_terms, scope_key
+from ._session import Session
 
-__all__ = ('CHECK_STEPS', 'CheckReport', 'Fetch', 'Finding', 'FindingKind', 'run_check')
+__all__ = ('CHECK_STEPS', 'CheckReport', 'Finding', 'FindingKind', 'run_check')
 
 FindingKind = Literal['chain', 'content_hash', 'scope', 'index']
 """What a finding is about (see the module notes)."""
-
-Fetch = Callable[[str, Sequence[object]], Awaitable[Sequence[Sequence[Any]]]]
-"""`(sql with ? placeholders, params) -> rows`, all inside one read snapshot."""
 
 CHECK_STEPS = ('checking entries and chains', 'checking conversations', 'checking the index', 'checking message bodies')
 """What `run_check` reports to its `progress` callback, in order."""
@@ -76,7 +74,7 @@ class CheckReport:
         self.findings.append(Finding(kind=kind, location=location, detail=detail))
 
 
-async def run_check(fetch: Fetch, progress: Callable[[str], None] | None = None) -> CheckReport:
+async def run_check(session: Session, progress: Callable[[str], None] | None = None) -> CheckReport:
     """Check every rule in the module notes; the report lists each violation found."""
     report = CheckReport()
 
@@ -86,24 +84,25 @@ async def run_check(fetch: Fetch, progress: Callable[[str], None] | None = None)
 
     entries, conversations, index, bodies = CHECK_STEPS
     say(entries)
-    await _entries(fetch, report)
+    await _entries(session, report)
     say(conversations)
-    await _conversations(fetch, report)
+    await _conversations(session, report)
     say(index)
-    await _index(fetch, report)
+    await _index(session, report)
     say(bodies)
-    await _bodies(fetch, report)
+    await _bodies(session, report)
     return report
 
 
-async def _entries(fetch: Fetch, report: CheckReport) -> None:
+async def _entries(session: Session, report: CheckReport) -> None:
     after = 0
     while True:
-        rows = await fetch(
+        rows = await session.rows(
             'SELECT e.entry_key, e.entry_id, e.parent_key, e.position, p.entry_key, p.position, e.content_hash, '
             'e.message FROM entries e LEFT JOIN entries p ON p.entry_key = e.parent_key '
-            'WHERE e.entry_key > ? ORDER BY e.entry_key LIMIT ?',
-            (after, _PAGE),
+            'WHERE e.entry_key > $1 ORDER BY e.entry_key LIMIT $2',
+            after,
+            _PAGE,
         )
         for _, entry_id, parent_key, position, found_parent, parent_position, stored_hash, message in rows:
             where = f'entry {entry_id!r}'
@@ -127,11 +126,10 @@ async def _entries(fetch: Fetch, report: CheckReport) -> None:
         after = rows[-1][0]
 
 
-async def _conversations(fetch: Fetch, report: CheckReport) -> None:
-    rows = await fetch(
+async def _conversations(session: Session, report: CheckReport) -> None:
+    rows = await session.rows(
         'SELECT c.conversation_id, c.scope, t.scope_key, c.head_key, h.entry_key FROM conversations c '
         'LEFT JOIN tenants t ON t.tenant_id = c.tenant_id LEFT JOIN entries h ON h.entry_key = c.head_key',
-        (),
     )
     report.conversations = len(rows)
     for conversation_id, scope, tenant_key, head_key, found_head in rows:
@@ -140,27 +138,26 @@ async def _conversations(fetch: Fetch, report: CheckReport) -> None:
             report.add('scope', where, f'has scope {scope!r} but is filed under tenant {tenant_key!r}')
         if head_key is not None and found_head is None:
             report.add('chain', where, f'has head key {head_key}, which is not stored')
-    for conversation_id, entry_key in await fetch(
+    for conversation_id, entry_key in await session.rows(
         'SELECT c.conversation_id, b.entry_key FROM conversation_branches b '
         'JOIN conversations c ON c.conv_key = b.conv_key LEFT JOIN entries e ON e.entry_key = b.entry_key '
         'WHERE e.entry_key IS NULL',
-        (),
     ):
         report.add('chain', f'conversation {conversation_id!r}', f'keeps branch key {entry_key}, which is not stored')
 
 
-async def _index(fetch: Fetch, report: CheckReport) -> None:
+async def _index(session: Session, report: CheckReport) -> None:
     documents = {
         int(row[0]): row
-        for row in await fetch(
-            'SELECT doc_id, tenant_id, content_hash, length, refs, term_ids, role FROM documents', ()
+        for row in await session.rows(
+            'SELECT doc_id, tenant_id, content_hash, length, refs, term_ids, role FROM documents'
         )
     }
     report.documents = len(documents)
     postings: dict[int, dict[int, tuple[int, int, int]]] = defaultdict(dict)
     per_term: Counter[tuple[int, int]] = Counter()
-    for tenant_id, term_id, doc_id, frequency, length in await fetch(
-        'SELECT tenant_id, term_id, doc_id, term_frequency, length FROM postings', ()
+    for tenant_id, term_id, doc_id, frequency, length in await session.rows(
+        'SELECT tenant_id, term_id, doc_id, term_frequency, length FROM postings'
     ):
         report.postings += 1
         document = documents.get(doc_id)
@@ -174,7 +171,7 @@ async def _index(fetch: Fetch, report: CheckReport) -> None:
         per_term[tenant_id, term_id] += 1
     counted = {
         (int(row[0]), int(row[1])): int(row[2])
-        for row in await fetch('SELECT tenant_id, term_id, document_count FROM term_documents', ())
+        for row in await session.rows('SELECT tenant_id, term_id, document_count FROM term_documents')
     }
     for key in sorted(counted.keys() | per_term.keys()):
         if counted.get(key, 0) != per_term.get(key, 0):
@@ -183,21 +180,20 @@ async def _index(fetch: Fetch, report: CheckReport) -> None:
                 f'term_documents (tenant {key[0]}, term {key[1]})',
                 f'counts {counted.get(key, 0)} documents, but {per_term.get(key, 0)} postings hold the term',
             )
-    terms = {str(row[0]): int(row[1]) for row in await fetch('SELECT term, term_id FROM terms', ())}
+    terms = {str(row[0]): int(row[1]) for row in await session.rows('SELECT term, term_id FROM terms')}
     members: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
-    for row in await fetch(
+    for row in await session.rows(
         'SELECT cd.doc_id, cd.conv_key, c.conversation_id, c.tenant_id, e.entry_id, e.content_hash, e.message '
         'FROM conversation_documents cd JOIN conversations c ON c.conv_key = cd.conv_key '
         'LEFT JOIN entries e ON e.entry_key = cd.entry_key',
-        (),
     ):
         members[int(row[0])].append(tuple(row))
     for doc_id, document in documents.items():
         _document(report, doc_id, document, postings.get(doc_id, {}), members.get(doc_id, []), terms)
     for doc_id in members.keys() - documents.keys():
         report.add('index', f'document {doc_id}', 'has memberships but is not stored')
-    await _occurrences(fetch, report)
-    await _counters(fetch, report)
+    await _occurrences(session, report)
+    await _counters(session, report)
 
 
 def _document(
@@ -256,9 +252,9 @@ def _document(
         report.add('index', where, f'has a posting for term {term_id}, which its text does not hold')
 
 
-async def _occurrences(fetch: Fetch, report: CheckReport) -> None:
+async def _occurrences(session: Session, report: CheckReport) -> None:
     held: Counter[tuple[int, bytes]] = Counter()
-    for conv_key, content, count in await fetch(
+    for conv_key, content, count in await session.rows(
         'WITH RECURSIVE tips(conv, k) AS ('
         'SELECT conv_key, head_key FROM conversations WHERE head_key IS NOT NULL '
         'UNION SELECT conv_key, entry_key FROM conversation_branches), '
@@ -267,14 +263,12 @@ async def _occurrences(fetch: Fetch, report: CheckReport) -> None:
         'WHERE e.parent_key IS NOT NULL) '
         'SELECT r.conv, e.content_hash, count(*) FROM reach r JOIN entries e ON e.entry_key = r.k '
         'WHERE NOT e.unindexed GROUP BY r.conv, e.content_hash',
-        (),
     ):
         held[int(conv_key), _bytes(content)] = int(count)
-    for conversation_id, conv_key, doc_id, occurrences, content in await fetch(
+    for conversation_id, conv_key, doc_id, occurrences, content in await session.rows(
         'SELECT c.conversation_id, cd.conv_key, cd.doc_id, cd.occurrences, d.content_hash '
         'FROM conversation_documents cd JOIN conversations c ON c.conv_key = cd.conv_key '
         'JOIN documents d ON d.doc_id = cd.doc_id',
-        (),
     ):
         actual = held.get((int(conv_key), _bytes(content)), 0)
         if occurrences != actual:
@@ -285,12 +279,11 @@ async def _occurrences(fetch: Fetch, report: CheckReport) -> None:
             )
 
 
-async def _counters(fetch: Fetch, report: CheckReport) -> None:
-    for tenant_id, scope, stored_count, stored_length, count, length in await fetch(
+async def _counters(session: Session, report: CheckReport) -> None:
+    for tenant_id, scope, stored_count, stored_length, count, length in await session.rows(
         'SELECT t.tenant_id, t.scope_key, t.document_count, t.total_length, '
         '(SELECT count(*) FROM documents d WHERE d.tenant_id = t.tenant_id), '
         '(SELECT coalesce(sum(d.length), 0) FROM documents d WHERE d.tenant_id = t.tenant_id) FROM tenants t',
-        (),
     ):
         if (stored_count, stored_length) != (count, length):
             report.add(
@@ -298,12 +291,11 @@ async def _counters(fetch: Fetch, report: CheckReport) -> None:
                 f'tenant {scope!r} ({tenant_id})',
                 f'counts {stored_count} documents of total length {stored_length}; stored: {count} and {length}',
             )
-    for conversation_id, stored_count, stored_length, count, length in await fetch(
+    for conversation_id, stored_count, stored_length, count, length in await session.rows(
         'SELECT c.conversation_id, c.document_count, c.total_length, '
         '(SELECT count(*) FROM conversation_documents cd WHERE cd.conv_key = c.conv_key), '
         '(SELECT coalesce(sum(d.length), 0) FROM conversation_documents cd JOIN documents d ON d.doc_id = cd.doc_id '
         'WHERE cd.conv_key = c.conv_key) FROM conversations c',
-        (),
     ):
         if (stored_count, stored_length) != (count, length):
             report.add(
@@ -313,8 +305,8 @@ async def _counters(fetch: Fetch, report: CheckReport) -> None:
             )
 
 
-async def _bodies(fetch: Fetch, report: CheckReport) -> None:
-    rows = await fetch('SELECT scope_key, content_hash, body FROM message_bodies', ())
+async def _bodies(session: Session, report: CheckReport) -> None:
+    rows = await session.rows('SELECT scope_key, content_hash, body FROM message_bodies')
     report.bodies = len(rows)
     for key, digest, body in rows:
         if hashlib.sha256(_bytes(body)).hexdigest() != digest:

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs
 
 from temporal_recall.errors import ConfigurationError
 
-from ._postgres_url import SCHEMES, parse_postgres_url
+from ._postgres_url import SCHEMES, parse_postgres_url, url_flag
 from ._sqlite import SqliteConversationStore
 from ._sqlite_db import Synchronous
 
@@ -17,17 +17,6 @@ if TYPE_CHECKING:
     from ._postgres import PostgresConversationStore
 
 __all__ = ('open_store',)
-
-_TRUE = {'1', 'true', 'yes', 'on'}
-_FALSE = {'0', 'false', 'no', 'off'}
-
-
-def _flag(name: str, value: str) -> bool:
-    if value.lower() in _TRUE:
-        return True
-    if value.lower() in _FALSE:
-        return False
-    raise ConfigurationError(f'Store URL option {name}={value!r} must be true or false.')
 
 
 def _split(url: str) -> tuple[str, str]:
@@ -104,7 +93,7 @@ async def open_store(url: str | os.PathLike[str]) -> SqliteConversationStore | P
             else:
                 raise ConfigurationError(f'Store URL option synchronous={value!r} must be NORMAL or FULL.')
         elif name == 'read_only':
-            read_only = _flag(name, value)
+            read_only = url_flag(name, value)
         else:
             raise ConfigurationError(
                 f'Store URL option {name!r} is unknown; use busy_timeout_ms, synchronous or read_only.'

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from asyncpg import exceptions as pg
 
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly
 
 from . import _postgres_schema as schema
-from ._migrations import Migration, reindex_progress
-from ._postgres_db import Conn, Database, create_pool, quote_ident
-from ._postgres_index import rebuild_index
+from ._migrations import Migration, apply
+from ._migrations import recorded_version as _recorded_version
+from ._postgres_db import Database, create_pool, quote_ident
 from ._postgres_url import PostgresOptions
+from ._session import Session
 
 __all__ = ('migration_lock_key', 'open_database', 'recorded_version')
 
@@ -36,26 +36,23 @@ def migration_lock_key(schema_name: str) -> int:
     return int.from_bytes(digest[:8], 'big', signed=True)
 
 
-async def recorded_version(conn: Conn, options: PostgresOptions) -> int:
+async def recorded_version(session: Session, options: PostgresOptions) -> int:
     """The schema version recorded in the store's schema, 0 when the schema is missing or empty. Reads only."""
-    tables: list[str] = [
-        row[0]
-        for row in await conn.fetch(
-            'SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace '
-            "WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')",
-            options.schema,
-        )
-    ]
-    if not tables:
-        return 0
-    if 'schema_migrations' not in tables:
-        raise NotADatabase(
+    tables = await session.rows(
+        'SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace '
+        "WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')",
+        options.schema,
+    )
+    return await _recorded_version(
+        session,
+        [row[0] for row in tables],
+        migrations_table=f'{quote_ident(options.schema)}.schema_migrations',
+        not_a_store=lambda: NotADatabase(
             f'The PostgreSQL schema {options.schema!r} at {options.display} holds tables but no schema_migrations '
             'table, so it is not a temporal-recall store; it was left untouched. Choose another schema with '
             '?schema=name in the store URL.'
-        )
-    version = await conn.fetchval(f'SELECT max(version) FROM {quote_ident(options.schema)}.schema_migrations')  # noqa: S608 (validated identifier)
-    return int(version or 0)
+        ),
+    )
 
 
 def _too_new(options: PostgresOptions, recorded: int, known: int) -> SchemaTooNew:
@@ -71,35 +68,24 @@ async def _migrate(db: Database, migrations: Sequence[Migration]) -> None:
     known = schema.latest_version(migrations)
     quoted = quote_ident(options.schema)
 
-    async def body(conn: Conn) -> None:
-        await conn.execute('SELECT pg_advisory_xact_lock($1)', migration_lock_key(options.schema))
-        recorded = await recorded_version(conn, options)  # again, under the lock: another worker may have migrated
+    async def body(session: Session) -> None:
+        await session.run('SELECT pg_advisory_xact_lock($1)', migration_lock_key(options.schema))
+        recorded = await recorded_version(session, options)  # again, under the lock: another worker may have migrated
         if recorded > known:
             raise _too_new(options, recorded, known)
         if recorded == known:
             return
         try:
-            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS {quoted}')
+            await session.run(f'CREATE SCHEMA IF NOT EXISTS {quoted}')
         except pg.InsufficientPrivilegeError as error:
             raise StoreReadOnly(
                 f'Cannot create the schema {options.schema!r} at {options.display}: {error}. Create it once as '
                 f'an owner (CREATE SCHEMA {quoted} AUTHORIZATION <store user>) or grant CREATE on the database.'
             ) from error
-        await conn.execute(f'SET LOCAL search_path TO {quoted}')
-        await conn.execute(schema.MIGRATIONS_TABLE)
-        for migration in schema.pending(migrations, recorded):
-            for statement in migration.statements:
-                await conn.execute(statement)
-            if migration.reindex:
-                await rebuild_index(conn, reindex_progress(options.display, migration))
-            await conn.execute(
-                'INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)',
-                migration.version,
-                migration.name,
-                datetime.now(UTC).isoformat(),
-            )
+        await session.run(f'SET LOCAL search_path TO {quoted}')
+        await apply(session, migrations, recorded, store=options.display)
 
-    await db.write(body)
+    await db.run_write(body)
 
 
 async def open_database(options: PostgresOptions, *, migrations: Sequence[Migration] | None = None) -> Database:
@@ -116,7 +102,7 @@ async def open_database(options: PostgresOptions, *, migrations: Sequence[Migrat
     pool = await create_pool(options, server_settings={})
     db = Database(pool, options)
     try:
-        recorded = await db.read(lambda conn: recorded_version(conn, options), snapshot=False)
+        recorded = await db.run_read(lambda session: recorded_version(session, options), snapshot=False)
         known = schema.latest_version(migrations)
         if recorded > known:
             raise _too_new(options, recorded, known)

@@ -101,7 +101,8 @@ def _whole(name: str, value: str) -> int:
     return int(value)
 
 
-def _flag(name: str, value: str) -> bool:
+def url_flag(name: str, value: str) -> bool:
+    """A store URL option that is true or false."""
     if value.lower() in _TRUE:
         return True
     if value.lower() in _FALSE:
@@ -139,7 +140,7 @@ def parse_postgres_url(url: str) -> PostgresOptions:
         acquire_timeout_ms=_whole('acquire_timeout_ms', values.get('acquire_timeout_ms', '10000')),
         connect_timeout_ms=_whole('connect_timeout_ms', values.get('connect_timeout_ms', '10000')),
         statement_timeout_ms=_whole('statement_timeout_ms', values.get('statement_timeout_ms', '0')),
-        read_only=_flag('read_only', values.get('read_only', 'false')),
+        read_only=url_flag('read_only', values.get('read_only', 'false')),
     )
 
 

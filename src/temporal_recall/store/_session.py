@@ -62,6 +62,21 @@ class Dialect:
         """The row-lock clause: PostgreSQL locks the rows it reads; SQLite's single writer needs none."""
         return '' if self.name == 'sqlite' else ' FOR UPDATE'
 
+    def list_of(self, select: str) -> str:
+        """A scalar subquery collecting the one column of `select` (named `value`), in its order, as one value.
+
+        Read the value with `as_list`: a JSON array on SQLite (`json_group_array`), an array on PostgreSQL.
+        """
+        if self.name == 'sqlite':
+            return f'(SELECT json_group_array(value) FROM ({select}))'  # noqa: S608 (constant SQL)
+        return f'ARRAY({select})'
+
+    def as_list(self, value: Any) -> list[Any]:
+        """The list a `list_of` column holds."""
+        if self.name == 'sqlite':
+            return json.loads(value)
+        return list(value)
+
 
 SQLITE = Dialect('sqlite')
 POSTGRESQL = Dialect('postgresql')

@@ -3,40 +3,39 @@
 The order matters: the file header and the recorded schema version are checked with reads only, so a
 foreign or newer database is refused before WAL mode, a migration or anything else writes. Migrating
 runs in one `BEGIN IMMEDIATE` transaction and re-reads the version under the write lock, so two
-processes opening a new file together apply each migration once. This module sits above both
-`_sqlite_db` (the connection) and `_sqlite_index` (the reindex some migrations need).
+processes opening a new file together apply each migration once. The bookkeeping itself is
+the engine's (`_migrations.apply`).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly, StoreUnavailable
 
 from . import _sqlite_schema as schema
+from ._migrations import apply, recorded_version
+from ._session import Session
 from ._sqlite_db import SYNCHRONOUS, Database, Synchronous, check_file, translate_error
-from ._sqlite_index import rebuild_index
 from ._sqlite_thread import RecallConnection
 
 __all__ = ('connect',)
 
 
-async def _recorded_version(db: Database) -> int:
+async def _recorded_version(session: Session, path: Path) -> int:
     """The schema version recorded in the database, 0 for an empty one. Reads only."""
-    tables = {row[0] for row in await db.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not tables:
-        return 0
-    if 'schema_migrations' not in tables:
-        raise NotADatabase(
-            f'{db.path} is a SQLite database but not a temporal-recall store (it has tables but no '
+    return await recorded_version(
+        session,
+        [row[0] for row in await session.rows("SELECT name FROM sqlite_master WHERE type = 'table'")],
+        migrations_table='schema_migrations',
+        not_a_store=lambda: NotADatabase(
+            f'{path} is a SQLite database but not a temporal-recall store (it has tables but no '
             'schema_migrations table). Pass the path of a temporal-recall store, or a new path.'
-        )
-    version = await db.value('SELECT max(version) FROM schema_migrations')
-    return int(version or 0)
+        ),
+    )
 
 
 def _too_new(path: Path, recorded: int, known: int) -> SchemaTooNew:
@@ -48,20 +47,25 @@ def _too_new(path: Path, recorded: int, known: int) -> SchemaTooNew:
 
 async def _migrate(db: Database, migrations: Sequence[schema.Migration]) -> None:
     known = schema.latest_version(migrations)
-    async with db.write():
-        recorded = await _recorded_version(db)  # Again, under the write lock: another process may have migrated.
+
+    async def body(session: Session) -> None:
+        # Again, under the write lock: another process may have migrated.
+        recorded = await _recorded_version(session, db.path)
         if recorded > known:
             raise _too_new(db.path, recorded, known)
-        await db.run(schema.MIGRATIONS_TABLE)
-        for migration in schema.pending(migrations, recorded):
-            for statement in migration.statements:
-                await db.run(statement)
-            if migration.reindex:
-                await rebuild_index(db, schema.reindex_progress(str(db.path), migration))
-            await db.run(
-                'INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)',
-                (migration.version, migration.name, datetime.now(UTC).isoformat()),
-            )
+        await apply(session, migrations, recorded, store=str(db.path))
+
+    await db.run_write(body)
+
+
+async def _first_look(session: Session, path: Path) -> int:
+    await session.run('PRAGMA foreign_keys = ON')
+    return await _recorded_version(session, path)
+
+
+async def _use_wal(session: Session, synchronous: Synchronous) -> None:
+    await session.run('PRAGMA journal_mode = WAL')
+    await session.run(SYNCHRONOUS[synchronous])
 
 
 async def connect(
@@ -103,9 +107,7 @@ async def connect(
     )
     try:
         try:
-            async with db.read(snapshot=False):
-                await db.run('PRAGMA foreign_keys = ON')
-                recorded = await _recorded_version(db)
+            recorded = await db.run_read(lambda session: _first_look(session, path), snapshot=False)
         except StoreUnavailable as error:
             if read_only_reason is None:
                 raise
@@ -124,9 +126,7 @@ async def connect(
                     'read_only=True, with permission to write the file and its directory).'
                 )
             return db
-        async with db.read(snapshot=False):
-            await db.run('PRAGMA journal_mode = WAL')
-            await db.run(SYNCHRONOUS[synchronous])
+        await db.run_read(lambda session: _use_wal(session, synchronous), snapshot=False)
         if recorded < known:
             await _migrate(db, migrations)
     except BaseException:

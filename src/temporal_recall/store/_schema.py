@@ -1,0 +1,259 @@
+"""The store's tables, written once: each released migration's DDL, rendered per backend by its `Spelling`.
+
+A driver's schema module (`_sqlite_schema`, `_postgres_schema`) only says how its database spells a
+few things — an allocated key, a 64-bit integer, bytes, a boolean, a clustered table, a covering
+index — and gets `MIGRATIONS` from `render`. Both backends therefore hold the same tables, column
+for column, and answer every read identically. A new migration is one entry in
+`_migrations.RELEASED` and one tuple of statements in `_VERSIONS`; never edit a released one.
+
+The tables (version 1 unless noted):
+
+- `entries`: the message log. `entry_key` grows with insertion order and is never reused; the
+  index rebuild replays writes in that order. `position` is the number of ancestors (history length
+  = head position + 1). `content_hash` is the 32-byte SHA-256 of `temporal_recall.content.canonical_json`,
+  used only for matching. `message` is the exact JSON pydantic-ai's adapter produced (text, not a
+  JSON type that would reorder keys). `unindexed` (5) marks a message an application's own summary
+  rule kept out of the index.
+- `conversations`: one row per `ConversationRecord`. `head_key` and `conversation_branches`
+  reference entries by key with foreign keys, so an entry a record still reaches can never be
+  deleted. `created_seq` is the largest entry key when the conversation was (re)created, which
+  orders the index rebuild. `document_count`/`total_length` keep per-conversation BM25 stats O(1).
+- `tenants`: one per distinct scope (`'n:'` for no scope, `'s:' + scope` otherwise), with the
+  tenant-wide BM25 counters.
+- `documents`: one per distinct message content per tenant; `doc_id` order is first-indexed order
+  (the ranking tie-break). `refs` counts memberships, `term_ids` lists the terms (delta varints),
+  so a document and its postings are deleted by key when its last conversation goes. `role` (5) is
+  who spoke the content, for role filters.
+- `terms`, `postings`: the interned vocabulary and the inverted index, `length` denormalised so a
+  tenant-wide search reads one index range per term; `postings_by_impact` (2) orders a term's
+  postings by impact, so a scope-wide search reads only the head of a common term's list.
+- `conversation_documents`: membership, the first entry at which each document appeared in a
+  conversation (any branch); `occurrences` (5) counts the conversation's indexed entries holding it.
+- `applied_writes`: idempotency keys of `append`, with the result recorded the first time; also each
+  write fence (key `fence:…`, the highest attempt seen in `length`, no head), see `_protocol.Fence`.
+- `message_bodies` (3): `RecallDataCodec`'s bodies by SHA-256 and tenant scope, independent of
+  conversations, so replaying a history finds them after its conversation is gone.
+- `term_documents` (4): each term's document frequency per tenant, kept with the postings.
+- `index_settings` (5): which analyzer built the index (`search.ANALYZER.key`); migration 5
+  rebuilds the index (`Migration.reindex`).
+- `message_bodies.touched_at` (6): when a body was last written or read (unix seconds, touched at
+  most once per `_protocol.BODY_TOUCH_INTERVAL`), indexed for `prune_bodies`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from ._migrations import Migration, released
+
+__all__ = ('Only', 'Spelling', 'render')
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spelling:
+    """How one backend spells what the tables need; `render` fills these into the DDL."""
+
+    backend: Literal['sqlite', 'postgresql']
+    """Which backend's `Only` statements to keep."""
+    serial: str
+    """A primary key the database allocates, growing in insertion order and never reused."""
+    rowid: str
+    """A primary key the database allocates (reuse of a deleted one is harmless)."""
+    big: str
+    """A 64-bit integer column."""
+    bytes: str
+    bool: str
+    false: str
+    clustered: str
+    """What follows a table whose rows are stored in primary key order, where that is a table option."""
+    postings_include: str
+    """What follows `postings`' primary key so a posting list is read from the index alone."""
+    conversation_id_unique: str
+    """The conversation id's unique constraint (PostgreSQL names it, to recognise a lost creation race)."""
+
+
+@dataclass(frozen=True)
+class Only:
+    """A statement one backend runs and the other has no use for."""
+
+    backend: Literal['sqlite', 'postgresql']
+    statement: str
+
+
+_Statement = str | Only
+
+_V1: tuple[_Statement, ...] = (
+    """
+    CREATE TABLE tenants (
+        tenant_id {rowid},
+        scope_key TEXT NOT NULL UNIQUE,
+        document_count {big} NOT NULL DEFAULT 0,
+        total_length {big} NOT NULL DEFAULT 0
+    )
+    """,
+    'CREATE TABLE runs (run_key {rowid}, run_id TEXT NOT NULL UNIQUE)',
+    """
+    CREATE TABLE entries (
+        entry_key {serial},
+        entry_id TEXT NOT NULL UNIQUE,
+        parent_key {big} REFERENCES entries (entry_key),
+        position INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        content_hash {bytes} NOT NULL,
+        run_key {big} REFERENCES runs (run_key),
+        message TEXT NOT NULL
+    )
+    """,
+    'CREATE INDEX entries_by_parent ON entries (parent_key)',
+    Only('sqlite', 'CREATE INDEX entries_by_hash ON entries (content_hash)'),
+    """
+    CREATE TABLE conversations (
+        conv_key {serial},
+        conversation_id TEXT NOT NULL {conversation_id_unique},
+        tenant_id {big} NOT NULL REFERENCES tenants (tenant_id),
+        scope TEXT,
+        head_key {big} REFERENCES entries (entry_key),
+        revision TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        updated_order {big} NOT NULL,
+        usage TEXT NOT NULL,
+        deferred_tool_requests TEXT,
+        forked_from TEXT,
+        forked_at TEXT,
+        format_version INTEGER NOT NULL,
+        created_seq {big} NOT NULL,
+        document_count {big} NOT NULL DEFAULT 0,
+        total_length {big} NOT NULL DEFAULT 0
+    )
+    """,
+    'CREATE INDEX conversations_by_update ON conversations (updated_order DESC, conv_key)',
+    'CREATE INDEX conversations_by_tenant ON conversations (tenant_id, updated_order DESC, conv_key)',
+    'CREATE INDEX conversations_by_head ON conversations (head_key)',
+    """
+    CREATE TABLE conversation_branches (
+        conv_key {big} NOT NULL REFERENCES conversations (conv_key),
+        ordinal INTEGER NOT NULL,
+        entry_key {big} NOT NULL REFERENCES entries (entry_key),
+        PRIMARY KEY (conv_key, ordinal)
+    ){clustered}
+    """,
+    'CREATE INDEX conversation_branches_by_entry ON conversation_branches (entry_key)',
+    """
+    CREATE TABLE documents (
+        doc_id {serial},
+        tenant_id {big} NOT NULL REFERENCES tenants (tenant_id),
+        content_hash {bytes} NOT NULL,
+        length INTEGER NOT NULL,
+        refs INTEGER NOT NULL,
+        term_ids {bytes} NOT NULL,
+        UNIQUE (tenant_id, content_hash)
+    )
+    """,
+    'CREATE TABLE terms (term_id {rowid}, term TEXT NOT NULL UNIQUE)',
+    """
+    CREATE TABLE postings (
+        tenant_id {big} NOT NULL,
+        term_id {big} NOT NULL,
+        doc_id {big} NOT NULL,
+        term_frequency INTEGER NOT NULL,
+        length INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, term_id, doc_id){postings_include}
+    ){clustered}
+    """,
+    """
+    CREATE TABLE conversation_documents (
+        conv_key {big} NOT NULL REFERENCES conversations (conv_key),
+        doc_id {big} NOT NULL,
+        entry_key {big} NOT NULL,
+        run_key {big},
+        position INTEGER NOT NULL,
+        PRIMARY KEY (conv_key, doc_id)
+    ){clustered}
+    """,
+    'CREATE INDEX conversation_documents_by_run ON conversation_documents (run_key, conv_key)',
+    'CREATE INDEX conversation_documents_by_doc ON conversation_documents (doc_id)',
+    """
+    CREATE TABLE applied_writes (
+        conv_key {big} NOT NULL REFERENCES conversations (conv_key),
+        idempotency_key TEXT NOT NULL,
+        head_key {big},
+        length INTEGER NOT NULL,
+        stored INTEGER NOT NULL,
+        PRIMARY KEY (conv_key, idempotency_key)
+    ){clustered}
+    """,
+)
+
+_V2: tuple[_Statement, ...] = (
+    # Postings of one term in impact order: a term's best documents are those with the highest term
+    # frequency and, within it, the shortest length (see `_recall`).
+    'CREATE INDEX postings_by_impact ON postings (tenant_id, term_id, term_frequency, length, doc_id)',
+)
+
+_V3: tuple[_Statement, ...] = (
+    """
+    CREATE TABLE message_bodies (
+        scope_key TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        body {bytes} NOT NULL,
+        PRIMARY KEY (scope_key, content_hash)
+    ){clustered}
+    """,
+)
+
+_V4: tuple[_Statement, ...] = (
+    """
+    CREATE TABLE term_documents (
+        tenant_id {big} NOT NULL,
+        term_id {big} NOT NULL,
+        document_count {big} NOT NULL,
+        PRIMARY KEY (tenant_id, term_id)
+    ){clustered}
+    """,
+    'INSERT INTO term_documents (tenant_id, term_id, document_count) '
+    'SELECT tenant_id, term_id, count(*) FROM postings GROUP BY tenant_id, term_id',
+)
+
+_V5: tuple[_Statement, ...] = (
+    # Analyzer version 2 (Unicode normalisation, case and accent folding, CJK pairs); the rebuild fills them all.
+    'CREATE TABLE index_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL){clustered}',
+    "ALTER TABLE documents ADD COLUMN role TEXT NOT NULL DEFAULT ''",
+    'ALTER TABLE conversation_documents ADD COLUMN occurrences INTEGER NOT NULL DEFAULT 1',
+    'ALTER TABLE entries ADD COLUMN unindexed {bool} NOT NULL DEFAULT {false}',
+)
+
+_V6: tuple[_Statement, ...] = (
+    # When each body was last written or read (unix seconds), so `recall bodies prune` can delete the
+    # ones no retained history can still reference (see `_bodies`). The bodies already stored get the
+    # migration's time. SQLite's ADD COLUMN takes only a constant default, so a second statement sets
+    # it; PostgreSQL evaluates a non-volatile default once, at the migration, and keeps it in the
+    # catalog, so the table is not rewritten (every write names the column).
+    Only('sqlite', 'ALTER TABLE message_bodies ADD COLUMN touched_at INTEGER NOT NULL DEFAULT 0'),
+    Only('sqlite', "UPDATE message_bodies SET touched_at = CAST(strftime('%s', 'now') AS INTEGER)"),
+    Only(
+        'postgresql',
+        'ALTER TABLE message_bodies ADD COLUMN touched_at BIGINT NOT NULL '
+        'DEFAULT CAST(extract(epoch FROM now()) AS BIGINT)',
+    ),
+    'CREATE INDEX message_bodies_by_touched ON message_bodies (touched_at)',
+)
+
+_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+"""Each released migration's statements, in `_migrations.RELEASED` order. Append; never edit a released one."""
+
+
+def _rendered(statements: Sequence[_Statement], spelling: Spelling) -> tuple[str, ...]:
+    names = asdict(spelling)
+    kept = [
+        s if isinstance(s, str) else s.statement
+        for s in statements
+        if isinstance(s, str) or s.backend == spelling.backend
+    ]
+    return tuple(statement.format(**names) for statement in kept)
+
+
+def render(spelling: Spelling) -> tuple[Migration, ...]:
+    """Every released migration, in version order, in the spelling of one backend."""
+    return released(*(_rendered(statements, spelling) for statements in _VERSIONS))
