@@ -25,21 +25,21 @@ from pydantic_ai.conversation_store import (
 )
 from pydantic_ai.exceptions import UserError
 
+from ._append import append as _append
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
+from ._entries import conversation_row, delete_conversation
+from ._index import lock_tenants
 from ._integrity import CheckReport, run_check
 from ._postgres_db import Conn, Database
 from ._postgres_impact import document_frequencies as _document_frequencies
 from ._postgres_impact import postings_for as _postings_for
 from ._postgres_impact import top_postings as _top_postings
-from ._postgres_index import lock_tenants, rebuild_index
-from ._postgres_log import delete_conversation, history, lock_conversation, read_entry_row, read_record, read_records
+from ._postgres_log import history, read_entry_row, read_record, read_records
 from ._postgres_migrate import open_database
 from ._postgres_reader import documents as _documents
 from ._postgres_reader import index_stats as _index_stats
 from ._postgres_reader import postings as _postings
 from ._postgres_url import PostgresOptions, parse_postgres_url
-from ._postgres_write import append as _append
-from ._postgres_write import write_record as _write_record
 from ._protocol import (
     AppendRequest,
     AppendResult,
@@ -51,7 +51,10 @@ from ._protocol import (
     RecallStore,
     SearchTarget,
 )
+from ._reindex import rebuild_index
 from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
+from ._session import Session
+from ._write import write_record as _write_record
 
 __all__ = ('PostgresConversationStore', 'PostgresStoreStats')
 
@@ -208,16 +211,7 @@ class PostgresConversationStore(CheckedStore):
         check_record(record, new_entries)
         prepared = [prepare_message(entry.message) for entry in new_entries]
         columns = record_columns(record)
-        conflict = ConversationConflict(record.conversation_id)
-
-        async def body(conn: Conn) -> None:
-            try:
-                await _write_record(conn, record, new_entries, prepared, columns, expected_revision)
-            except (pg.UniqueViolationError, pg.ForeignKeyViolationError) as error:
-                # Created by a concurrent writer, or an entry it names was released by a concurrent delete.
-                raise conflict from error
-
-        await self._db.write(body)
+        await _write_record(self._db, record, new_entries, prepared, columns, expected_revision)
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         """Delete a conversation and everything only it holds, in one transaction.
@@ -230,14 +224,14 @@ class PostgresConversationStore(CheckedStore):
         """
         check_id(conversation_id, 'conversation id')
 
-        async def body(conn: Conn) -> None:
-            row = await lock_conversation(conn, conversation_id)
+        async def body(session: Session) -> None:
+            row = await conversation_row(session, conversation_id)
             if row is None or row.revision != expected_revision:
                 raise ConversationConflict(conversation_id)
-            await lock_tenants(conn, [row.tenant_id])
-            await delete_conversation(conn, row.conv_key)
+            await lock_tenants(session, [row.tenant_id])
+            await delete_conversation(session, row.conv_key)
 
-        await self._db.write(body, retry=lambda error: isinstance(error, pg.ForeignKeyViolationError))
+        await self._db.run_write(body, retry=lambda error: isinstance(error, pg.ForeignKeyViolationError))
 
     # --- DeltaWriter ------------------------------------------------------------------------------
 
@@ -339,7 +333,7 @@ class PostgresConversationStore(CheckedStore):
 
         Same order rule as `SqliteConversationStore.reindex`. Writers wait for the rebuild; readers do not.
         """
-        return await self._db.write(lambda conn: rebuild_index(conn, progress))
+        return await self._db.run_write(lambda session: rebuild_index(session, progress))
 
     async def check(self, progress: Callable[[str], None] | None = None) -> CheckReport:
         """Verify the store's integrity in one REPEATABLE READ snapshot (see `_integrity`); writers are not blocked."""

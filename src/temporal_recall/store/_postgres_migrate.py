@@ -23,9 +23,9 @@ from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly
 
 from . import _postgres_schema as schema
 from ._migrations import Migration, reindex_progress
-from ._postgres_db import Conn, Database, create_pool, quote_ident
-from ._postgres_index import rebuild_index
+from ._postgres_db import Conn, Database, PostgresSession, create_pool, quote_ident
 from ._postgres_url import PostgresOptions
+from ._reindex import rebuild_index
 
 __all__ = ('migration_lock_key', 'open_database', 'recorded_version')
 
@@ -91,7 +91,7 @@ async def _migrate(db: Database, migrations: Sequence[Migration]) -> None:
             for statement in migration.statements:
                 await conn.execute(statement)
             if migration.reindex:
-                await rebuild_index(conn, reindex_progress(options.display, migration))
+                await rebuild_index(PostgresSession(conn), reindex_progress(options.display, migration))
             await conn.execute(
                 'INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)',
                 migration.version,

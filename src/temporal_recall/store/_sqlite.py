@@ -2,7 +2,7 @@
 
 The log, the records and the search index live in the same database and change in the same
 transactions, so a conflict, a crash or a kill never leaves an index row without its entry or an
-entry without its index rows. See `_sqlite_schema` for the tables and `_sqlite_index` for how the
+entry without its index rows. See `_sqlite_schema` for the tables and `_index` for how the
 index follows the log.
 """
 
@@ -24,7 +24,9 @@ from pydantic_ai.conversation_store import (
 from pydantic_ai.exceptions import UserError
 
 from . import _sqlite_reader as _reader
+from ._append import append as _append
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
+from ._entries import conversation_row, delete_conversation
 from ._integrity import CheckReport, run_check
 from ._protocol import (
     AppendRequest,
@@ -37,25 +39,16 @@ from ._protocol import (
     RecallStore,
     SearchTarget,
 )
+from ._reindex import rebuild_index
 from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
+from ._session import Session
 from ._sqlite_db import Database, Row, Synchronous
-from ._sqlite_index import (
-    rebuild_index,
-)
-from ._sqlite_log import (
-    conversation_row,
-    delete_conversation,
-    history,
-    read_entry_row,
-    read_record,
-    read_records,
-)
+from ._sqlite_log import history, read_entry_row, read_record, read_records
 from ._sqlite_migrate import connect
 from ._sqlite_reader import documents as _documents
 from ._sqlite_reader import index_stats as _index_stats
 from ._sqlite_reader import postings as _postings
-from ._sqlite_write import append as _append
-from ._sqlite_write import write_record as _write_record
+from ._write import write_record as _write_record
 
 __all__ = ('SqliteConversationStore', 'StoreStats')
 
@@ -235,11 +228,14 @@ class SqliteConversationStore(CheckedStore):
             ConversationConflict: No record with `expected_revision` is stored.
         """
         check_id(conversation_id, 'conversation id')
-        async with self._db.write():
-            row = await conversation_row(self._db, conversation_id)
+
+        async def body(session: Session) -> None:
+            row = await conversation_row(session, conversation_id)
             if row is None or row.revision != expected_revision:
                 raise ConversationConflict(conversation_id)
-            await delete_conversation(self._db, row.conv_key)
+            await delete_conversation(session, row.conv_key)
+
+        await self._db.run_write(body)
 
     # --- DeltaWriter ------------------------------------------------------------------------------
 
@@ -334,8 +330,7 @@ class SqliteConversationStore(CheckedStore):
         was in a since-deleted conversation is ordered by its first surviving appearance.
         `progress(done, total)` is called as (conversation, entry) memberships are replayed.
         """
-        async with self._db.write():
-            return await rebuild_index(self._db, progress)
+        return await self._db.run_write(lambda session: rebuild_index(session, progress))
 
     async def check(self, progress: Callable[[str], None] | None = None) -> CheckReport:
         """Verify the store's integrity in one read snapshot (see `_integrity`); writers are not blocked."""

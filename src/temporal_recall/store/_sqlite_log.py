@@ -1,11 +1,11 @@
-"""Statements on the message log and the conversation rows, shared by `write_record`, `append` and deletes.
+"""Reads of the message log and the conversation rows (the write side is the engine's `_entries`).
 
 Everything here runs inside a transaction the caller opened (see `Database.write` / `read`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
 from typing import Literal, cast
 
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
@@ -13,126 +13,14 @@ from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from temporal_recall.content import load_message
 
 from . import _statements as statements
-from ._rows import ConversationRow
-from ._serialization import PreparedMessage, RecordColumns, record_from_columns
+from ._serialization import record_from_columns
 from ._sqlite_db import Database, Row
-from ._sqlite_index import json_keys, release_members
-from ._statements import for_sqlite, record_values
+from ._statements import for_sqlite
 
-__all__ = (
-    'conversation_row',
-    'delete_conversation',
-    'entry_key_of',
-    'head_chain',
-    'history',
-    'insert_conversation',
-    'insert_entry',
-    'max_entry_key',
-    'read_entry_row',
-    'read_record',
-    'read_records',
-    'update_conversation',
-    'write_branches',
-)
+__all__ = ('history', 'read_entry_row', 'read_record', 'read_records')
 
 _NO_LIMIT = 2**62
 _HISTORY = for_sqlite(statements.HISTORY)
-_HEAD_CHAIN = for_sqlite(statements.HEAD_CHAIN)
-_UNREACHABLE = for_sqlite(statements.UNREACHABLE)
-_INSERT_CONVERSATION = for_sqlite(statements.INSERT_CONVERSATION)
-_UPDATE_CONVERSATION = for_sqlite(statements.UPDATE_CONVERSATION)
-_DELETE_CONVERSATION_ROWS = [for_sqlite(statement) for statement in statements.DELETE_CONVERSATION_ROWS]
-
-
-async def conversation_row(
-    db: Database, conversation_id: str, *, idempotency_key: str | None = None
-) -> ConversationRow | None:
-    """The conversation's row, with what `idempotency_key` recorded if it was applied."""
-    found = await db.one(
-        'SELECT c.conv_key, c.tenant_id, c.scope, c.head_key, h.entry_id, coalesce(h.position, -1), c.revision, '
-        'c.usage, w.length, wh.entry_id '
-        'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
-        'LEFT JOIN applied_writes w ON w.conv_key = c.conv_key AND w.idempotency_key = ? '
-        'LEFT JOIN entries wh ON wh.entry_key = w.head_key '
-        'WHERE c.conversation_id = ?',
-        (idempotency_key, conversation_id),
-    )
-    if found is None:
-        return None
-    branch_rows = await db.rows(
-        'SELECT entry_key FROM conversation_branches WHERE conv_key = ? ORDER BY ordinal', (found[0],)
-    )
-    return ConversationRow(
-        conv_key=found[0],
-        tenant_id=found[1],
-        scope=found[2],
-        head_key=found[3],
-        head_id=found[4],
-        head_position=found[5],
-        revision=found[6],
-        usage=found[7],
-        branch_keys=[row[0] for row in branch_rows],
-        applied=None if found[8] is None else (found[9], int(found[8])),
-    )
-
-
-async def max_entry_key(db: Database) -> int:
-    return int(await db.value('SELECT coalesce(max(entry_key), 0) FROM entries'))
-
-
-async def entry_key_of(db: Database, entry_id: str) -> tuple[int, int] | None:
-    """`(entry_key, position)` of a stored entry."""
-    found = await db.one('SELECT entry_key, position FROM entries WHERE entry_id = ?', (entry_id,))
-    return None if found is None else (int(found[0]), int(found[1]))
-
-
-async def insert_entry(
-    db: Database,
-    *,
-    entry_id: str,
-    parent_key: int | None,
-    position: int,
-    kind: str,
-    prepared: PreparedMessage,
-    run_key: int | None,
-) -> int:
-    return int(
-        await db.value(
-            'INSERT INTO entries (entry_id, parent_key, position, kind, content_hash, run_key, message, unindexed) '
-            'VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_key',
-            (
-                entry_id,
-                parent_key,
-                position,
-                kind,
-                prepared.content_hash,
-                run_key,
-                prepared.message_json,
-                prepared.unindexed,
-            ),
-        )
-    )
-
-
-async def insert_conversation(
-    db: Database, columns: RecordColumns, *, tenant_id: int, head_key: int | None, created_seq: int
-) -> int:
-    values = (columns.conversation_id, tenant_id, head_key, created_seq, *record_values(columns))
-    return int(await db.value(_INSERT_CONVERSATION, values))
-
-
-async def update_conversation(
-    db: Database, conv_key: int, columns: RecordColumns, *, tenant_id: int, head_key: int | None
-) -> None:
-    await db.run(_UPDATE_CONVERSATION, (conv_key, tenant_id, head_key, *record_values(columns)))
-
-
-async def write_branches(db: Database, conv_key: int, branch_keys: Sequence[int]) -> None:
-    await db.run('DELETE FROM conversation_branches WHERE conv_key = ?', (conv_key,))
-    await db.many(
-        'INSERT INTO conversation_branches (conv_key, ordinal, entry_key) VALUES (?, ?, ?)',
-        [(conv_key, ordinal, entry_key) for ordinal, entry_key in enumerate(branch_keys)],
-    )
 
 
 _RECORD_SELECT = (
@@ -148,7 +36,7 @@ async def _records(db: Database, rows: list[Row]) -> list[ConversationRecord]:
         for conv_key, entry_id in await db.rows(
             'SELECT b.conv_key, e.entry_id FROM conversation_branches b JOIN entries e ON e.entry_key = b.entry_key '
             'WHERE b.conv_key IN (SELECT value FROM json_each(?)) ORDER BY b.conv_key, b.ordinal',
-            (json_keys(branches),),
+            (json.dumps(list(branches)),),
         ):
             branches[conv_key].append(entry_id)
     return [
@@ -210,23 +98,3 @@ async def history(db: Database, head_id: str, limit: int | None) -> list[Convers
     if not rows:
         return None
     return [_entry(row) for row in rows]
-
-
-async def head_chain(db: Database, head_key: int, min_position: int) -> list[tuple[int, int, bytes]]:
-    """`(entry_key, position, content_hash)` of the head's chain from `min_position` up to the head, oldest first."""
-    rows = await db.rows(_HEAD_CHAIN, (head_key, max(min_position, 0)))
-    return [(int(row[0]), int(row[1]), bytes(row[2])) for row in rows if row[1] >= min_position]
-
-
-async def delete_conversation(db: Database, conv_key: int) -> None:
-    """Delete the conversation's row, index membership, applied writes and the entries only it reaches."""
-    doomed = [int(row[0]) for row in await db.rows(_UNREACHABLE, (conv_key,))]
-    await release_members(db, conv_key)
-    for statement in _DELETE_CONVERSATION_ROWS:
-        await db.run(statement, (conv_key,))
-    # Descending keys: children before parents, so each statement leaves the parent links intact.
-    for start in range(0, len(doomed), 500):
-        await db.run(
-            'DELETE FROM entries WHERE entry_key IN (SELECT value FROM json_each(?))',
-            (json_keys(doomed[start : start + 500]),),
-        )

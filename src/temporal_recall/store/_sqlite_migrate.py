@@ -18,21 +18,22 @@ from urllib.parse import quote
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly, StoreUnavailable
 
 from . import _sqlite_schema as schema
+from ._reindex import rebuild_index
+from ._session import Session
 from ._sqlite_db import SYNCHRONOUS, Database, Synchronous, check_file, translate_error
-from ._sqlite_index import rebuild_index
 from ._sqlite_thread import RecallConnection
 
 __all__ = ('connect',)
 
 
-async def _recorded_version(db: Database) -> int:
+async def _recorded_version(db: Database | Session, path: Path) -> int:
     """The schema version recorded in the database, 0 for an empty one. Reads only."""
     tables = {row[0] for row in await db.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not tables:
         return 0
     if 'schema_migrations' not in tables:
         raise NotADatabase(
-            f'{db.path} is a SQLite database but not a temporal-recall store (it has tables but no '
+            f'{path} is a SQLite database but not a temporal-recall store (it has tables but no '
             'schema_migrations table). Pass the path of a temporal-recall store, or a new path.'
         )
     version = await db.value('SELECT max(version) FROM schema_migrations')
@@ -48,20 +49,25 @@ def _too_new(path: Path, recorded: int, known: int) -> SchemaTooNew:
 
 async def _migrate(db: Database, migrations: Sequence[schema.Migration]) -> None:
     known = schema.latest_version(migrations)
-    async with db.write():
-        recorded = await _recorded_version(db)  # Again, under the write lock: another process may have migrated.
+
+    async def body(session: Session) -> None:
+        recorded = await _recorded_version(session, db.path)  # Again, under the write lock: another may have migrated.
         if recorded > known:
             raise _too_new(db.path, recorded, known)
-        await db.run(schema.MIGRATIONS_TABLE)
+        await session.run(schema.MIGRATIONS_TABLE)
         for migration in schema.pending(migrations, recorded):
             for statement in migration.statements:
-                await db.run(statement)
+                await session.run(statement)
             if migration.reindex:
-                await rebuild_index(db, schema.reindex_progress(str(db.path), migration))
-            await db.run(
-                'INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)',
-                (migration.version, migration.name, datetime.now(UTC).isoformat()),
+                await rebuild_index(session, schema.reindex_progress(str(db.path), migration))
+            await session.run(
+                'INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)',
+                migration.version,
+                migration.name,
+                datetime.now(UTC).isoformat(),
             )
+
+    await db.run_write(body)
 
 
 async def connect(
@@ -105,7 +111,7 @@ async def connect(
         try:
             async with db.read(snapshot=False):
                 await db.run('PRAGMA foreign_keys = ON')
-                recorded = await _recorded_version(db)
+                recorded = await _recorded_version(db, path)
         except StoreUnavailable as error:
             if read_only_reason is None:
                 raise
