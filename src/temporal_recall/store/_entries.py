@@ -16,7 +16,7 @@ from pydantic_ai.conversation_store import ConversationConflict, ConversationEnt
 from . import _statements as statements
 from ._bulk import allocate_keys, insert_rows
 from ._index import CHUNK, intern_runs
-from ._reindex import release_members
+from ._membership import release_members
 from ._rows import ConversationRow, Member
 from ._serialization import PreparedMessage, RecordColumns
 from ._session import Session

@@ -10,7 +10,7 @@ order their first membership event happened. An event is "entry E joined convers
 happens either when E was written to C (ordered by E's key) or when C was created over entries that
 already existed (ordered by `C.created_seq`, the largest entry key at that moment, then by C, then
 by entry key). `membership_order` states that rule; the write path follows it by construction and
-`_reindex` sorts by it.
+`_membership.rebuild_index` sorts by it.
 
 Concurrency. SQLite serialises every write. PostgreSQL runs writers to different tenants side by
 side and serialises writers to one tenant with `lock_tenants`, which every write takes right after
@@ -33,7 +33,7 @@ deadlock; the loser of an insert just reads the winner's ids.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from temporal_recall.content import load_message
@@ -46,9 +46,6 @@ from ._session import Session
 __all__ = (
     'CHUNK',
     'add_members',
-    'chain_members',
-    'conversation_tips',
-    'index_conversation',
     'intern_runs',
     'lock_tenants',
     'tenant_of',
@@ -56,6 +53,9 @@ __all__ = (
 
 CHUNK = 5000
 """The most values one statement takes in an array parameter."""
+
+_SQLITE_BLOBS = 500
+"""The most blobs one SQLite statement takes, one placeholder each (older builds allow 999 parameters)."""
 
 
 def _chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
@@ -121,7 +121,7 @@ async def _documents_by_hash(session: Session, tenant_id: int, hashes: Sequence[
     """`content_hash -> (doc_id, length)` of the tenant's documents among `hashes`."""
     found: dict[bytes, tuple[int, int]] = {}
     dialect = session.dialect
-    for chunk in _chunks(hashes):
+    for chunk in _chunks(hashes, _SQLITE_BLOBS if dialect.name == 'sqlite' else CHUNK):
         if dialect.name == 'sqlite':  # Blobs do not travel in JSON: one placeholder each.
             match = f'IN ({", ".join(f"${index}" for index in range(2, len(chunk) + 2))})'
             params: list[Any] = list(chunk)
@@ -366,47 +366,3 @@ async def add_members(session: Session, conv_key: int, tenant_id: int, members: 
     if joining:
         totals = (len(created), sum(length for _, length in created.values()))
         await _join(session, conv_key, tenant_id, joining, existing, totals)
-
-
-async def conversation_tips(session: Session, conv_key: int) -> list[int]:
-    """The entry keys a conversation reaches its history from: its head and the tips of its branches."""
-    rows = await session.rows(
-        'SELECT head_key FROM conversations WHERE conv_key = $1 AND head_key IS NOT NULL '
-        'UNION SELECT entry_key FROM conversation_branches WHERE conv_key = $1',
-        conv_key,
-    )
-    return [int(row[0]) for row in rows]
-
-
-async def chain_members(session: Session, tips: Sequence[int]) -> list[Member]:
-    """Every entry reachable from `tips` (through parent links), in entry-key order."""
-    if not tips:
-        return []
-    rows = await session.rows(
-        f"""
-        WITH RECURSIVE reach(k) AS (
-            SELECT value FROM {session.dialect.each(1, 'bigint')}
-            UNION
-            SELECT e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k WHERE e.parent_key IS NOT NULL
-        )
-        SELECT e.entry_key, e.position, e.run_key, e.content_hash, e.unindexed
-        FROM reach JOIN entries e ON e.entry_key = reach.k
-        ORDER BY e.entry_key
-        """,  # noqa: S608
-        session.dialect.array(tips),
-    )
-    return [
-        Member(entry_key=row[0], position=row[1], run_key=row[2], content_hash=bytes(row[3]), unindexed=bool(row[4]))
-        for row in rows
-    ]
-
-
-async def index_conversation(
-    session: Session, conv_key: int, tenant_id: int, known: Mapping[int, Member] | None = None
-) -> None:
-    """Index everything the conversation reaches, in entry-key order: for a conversation created over stored
-    entries. `known` are members this transaction prepared (their terms are not read back from the log)."""
-    members = await chain_members(session, await conversation_tips(session, conv_key))
-    if known:
-        members = [known.get(member.entry_key, member) for member in members]
-    await add_members(session, conv_key, tenant_id, members)

@@ -30,6 +30,7 @@ from ._checks import CheckedStore, check_append, check_id, check_optional_id, ch
 from ._entries import conversation_row, delete_conversation
 from ._index import lock_tenants
 from ._integrity import CheckReport, run_check
+from ._membership import rebuild_index
 from ._postgres_db import Conn, Database
 from ._postgres_impact import document_frequencies as _document_frequencies
 from ._postgres_impact import postings_for as _postings_for
@@ -51,7 +52,6 @@ from ._protocol import (
     RecallStore,
     SearchTarget,
 )
-from ._reindex import rebuild_index
 from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
 from ._session import Session
 from ._write import write_record as _write_record

@@ -22,10 +22,10 @@ from asyncpg import exceptions as pg
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly
 
 from . import _postgres_schema as schema
+from ._membership import rebuild_index
 from ._migrations import Migration, reindex_progress
 from ._postgres_db import Conn, Database, PostgresSession, create_pool, quote_ident
 from ._postgres_url import PostgresOptions
-from ._reindex import rebuild_index
 
 __all__ = ('migration_lock_key', 'open_database', 'recorded_version')
 

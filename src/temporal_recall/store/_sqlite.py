@@ -28,6 +28,7 @@ from ._append import append as _append
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._entries import conversation_row, delete_conversation
 from ._integrity import CheckReport, run_check
+from ._membership import rebuild_index
 from ._protocol import (
     AppendRequest,
     AppendResult,
@@ -39,7 +40,6 @@ from ._protocol import (
     RecallStore,
     SearchTarget,
 )
-from ._reindex import rebuild_index
 from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
 from ._session import Session
 from ._sqlite_db import Database, Row, Synchronous

@@ -18,7 +18,7 @@ from urllib.parse import quote
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly, StoreUnavailable
 
 from . import _sqlite_schema as schema
-from ._reindex import rebuild_index
+from ._membership import rebuild_index
 from ._session import Session
 from ._sqlite_db import SYNCHRONOUS, Database, Synchronous, check_file, translate_error
 from ._sqlite_thread import RecallConnection

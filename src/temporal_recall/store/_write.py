@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 
 from . import _entries as entries
-from ._index import add_members, index_conversation, lock_tenants, tenant_of
-from ._reindex import release_members
+from ._index import add_members, lock_tenants, tenant_of
+from ._membership import index_conversation, release_members
 from ._serialization import PreparedMessage, RecordColumns
 from ._session import Backend, Session
 

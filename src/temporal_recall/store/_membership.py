@@ -1,25 +1,26 @@
-"""Taking index membership away (a delete, a change of scope) and rebuilding the whole index, on any backend.
+"""A conversation's whole index membership, read from the log, given, taken away or rebuilt, on any backend.
 
-`release_members` is `add_members` undone: the conversation's membership goes, and the documents
-no other conversation holds go with their postings and per-term counts. `rebuild_index` replays
-every membership event in `membership_order` (see `_index`), so a rebuilt index numbers documents
-exactly as the incremental one did.
+`index_conversation` indexes everything a conversation reaches (a fork, a record written over
+stored entries). `release_members` is `add_members` undone: the conversation's membership goes, and
+the documents no other conversation holds go with their postings and per-term counts.
+`rebuild_index` replays every membership event in `membership_order` (see `_index`), so a rebuilt
+index numbers documents exactly as the incremental one did.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from temporal_recall.text._analyzer import ANALYZER
 
 from ._bulk import batch, delete_rows, run_batch
-from ._index import CHUNK, add_members, chain_members, conversation_tips
+from ._index import CHUNK, add_members
 from ._rows import Member, membership_order
 from ._serialization import decode_term_ids
 from ._session import Session
 
-__all__ = ('rebuild_index', 'release_members')
+__all__ = ('chain_members', 'conversation_tips', 'index_conversation', 'rebuild_index', 'release_members')
 
 
 async def release_members(session: Session, conv_key: int) -> None:
@@ -82,6 +83,50 @@ async def release_members(session: Session, conv_key: int) -> None:
         'WHERE t.tenant_id = d.tenant_id',
         [(tenant_id, count, total) for tenant_id, (count, total) in per_tenant.items()],
     )
+
+
+async def conversation_tips(session: Session, conv_key: int) -> list[int]:
+    """The entry keys a conversation reaches its history from: its head and the tips of its branches."""
+    rows = await session.rows(
+        'SELECT head_key FROM conversations WHERE conv_key = $1 AND head_key IS NOT NULL '
+        'UNION SELECT entry_key FROM conversation_branches WHERE conv_key = $1',
+        conv_key,
+    )
+    return [int(row[0]) for row in rows]
+
+
+async def chain_members(session: Session, tips: Sequence[int]) -> list[Member]:
+    """Every entry reachable from `tips` (through parent links), in entry-key order."""
+    if not tips:
+        return []
+    rows = await session.rows(
+        f"""
+        WITH RECURSIVE reach(k) AS (
+            SELECT value FROM {session.dialect.each(1, 'bigint')}
+            UNION
+            SELECT e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k WHERE e.parent_key IS NOT NULL
+        )
+        SELECT e.entry_key, e.position, e.run_key, e.content_hash, e.unindexed
+        FROM reach JOIN entries e ON e.entry_key = reach.k
+        ORDER BY e.entry_key
+        """,  # noqa: S608
+        session.dialect.array(tips),
+    )
+    return [
+        Member(entry_key=row[0], position=row[1], run_key=row[2], content_hash=bytes(row[3]), unindexed=bool(row[4]))
+        for row in rows
+    ]
+
+
+async def index_conversation(
+    session: Session, conv_key: int, tenant_id: int, known: Mapping[int, Member] | None = None
+) -> None:
+    """Index everything the conversation reaches, in entry-key order: for a conversation created over stored
+    entries. `known` are members this transaction prepared (their terms are not read back from the log)."""
+    members = await chain_members(session, await conversation_tips(session, conv_key))
+    if known:
+        members = [known.get(member.entry_key, member) for member in members]
+    await add_members(session, conv_key, tenant_id, members)
 
 
 async def rebuild_index(session: Session, progress: Callable[[int, int], None] | None = None) -> int:
