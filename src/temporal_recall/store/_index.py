@@ -159,6 +159,14 @@ async def _terms_of(session: Session, members: Sequence[Member]) -> list[tuple[M
     return indexable
 
 
+_DOCUMENT_COLUMNS = (
+    ('tenant_id', 'bigint'),
+    ('content_hash', 'bytea'),
+    ('length', 'int'),
+    ('term_ids', 'bytea'),
+    ('role', 'text'),
+    ('refs', 'int'),
+)
 _POSTING_COLUMNS = (
     ('tenant_id', 'bigint'),
     ('term_id', 'bigint'),
@@ -181,26 +189,19 @@ async def _create_documents(
     if not new:
         return {}
     term_ids = await _intern(session, 'terms', (word for _, terms in new for word in terms.frequencies))
-    documents = [
-        (
-            tenant_id,
-            member.content_hash,
-            terms.length,
-            1,
-            encode_term_ids([term_ids[word] for word in terms.frequencies]),
-            terms.role,
-        )
-        for member, terms in new
-    ]
+    hashes = [member.content_hash for member, _ in new]
+    lengths = [terms.length for _, terms in new]
+    term_lists = [encode_term_ids([term_ids[word] for word in terms.frequencies]) for _, terms in new]
+    roles = [terms.role for _, terms in new]
     postings = [
         (member.content_hash, term_ids[word], frequency, terms.length)
         for member, terms in new
         for word, frequency in terms.frequencies.items()
     ]
     if session.dialect.name == 'sqlite':
-        columns = (('tenant_id', ''), ('content_hash', ''), ('length', ''), ('refs', ''), ('term_ids', ''))
-        await insert_rows(session, 'documents', (*columns, ('role', '')), documents)
-        created = await _documents_by_hash(session, tenant_id, [member.content_hash for member, _ in new])
+        documents = [(tenant_id, *row, 1) for row in zip(hashes, lengths, term_lists, roles, strict=True)]
+        await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, documents)
+        created = await _documents_by_hash(session, tenant_id, hashes)
         await insert_rows(
             session,
             'postings',
@@ -226,10 +227,11 @@ async def _create_documents(
             SELECT doc_id, content_hash FROM created ORDER BY doc_id
             """,
             tenant_id,
-            *(list(column) for column in list(zip(*documents, strict=True))[1:3]),
-            [row[4] for row in documents],
+            hashes,
+            lengths,
+            term_lists,
             *(list(column) for column in zip(*postings, strict=True)),
-            [row[5] for row in documents],
+            roles,
         )
         ids = {bytes(row[1]): int(row[0]) for row in rows}
         created = {member.content_hash: (ids[member.content_hash], terms.length) for member, terms in new}
@@ -280,17 +282,24 @@ async def _join(
             """,
             conv_key,
             tenant_id,
-            *(list(column) for column in list(zip(*members, strict=True))[1:5]),
+            *(list(column) for column in list(zip(*members, strict=True))[1:5]),  # doc_id … position
             list(existing),
             *created,
             *joined,
-            [row[5] for row in members],
+            [count for *_, count in members],
         )
         return
     await insert_rows(
         session,
         'conversation_documents',
-        tuple((name, '') for name in ('conv_key', 'doc_id', 'entry_key', 'run_key', 'position', 'occurrences')),
+        (
+            ('conv_key', 'bigint'),
+            ('doc_id', 'bigint'),
+            ('entry_key', 'bigint'),
+            ('run_key', 'bigint'),
+            ('position', 'int'),
+            ('occurrences', 'int'),
+        ),
         members,
     )
     if existing:
