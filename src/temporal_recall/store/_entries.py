@@ -55,11 +55,10 @@ _ENTRY_COLUMNS = (
 
 
 def integrity_violation(error: BaseException) -> bool:
-    """Whether `error` is the server refusing a row another writer made invalid (SQLSTATE class 23).
-
-    Only a backend with concurrent writers raises one inside a write whose rules were checked.
-    """
-    return str(getattr(error, 'sqlstate', '')).startswith('23')
+    """Whether `error` is the server refusing a row a concurrent writer made invalid: a unique or a
+    foreign key violation (SQLSTATE 23505, 23503), which only a backend with concurrent writers raises
+    inside a write whose rules were checked."""
+    return getattr(error, 'sqlstate', None) in ('23505', '23503')
 
 
 def lost_creation_race(error: BaseException) -> bool:
