@@ -13,13 +13,12 @@ from pydantic_ai.conversation_store import ConversationConflict
 from temporal_recall.store import (
     AppendRequest,
     IndexStats,
-    PostgresConversationStore,
     PostgresStoreStats,
     Posting,
     SearchTarget,
     SqliteConversationStore,
     StoreStats,
-    _sqlite_index,
+    _rows,
 )
 
 from ._support import (
@@ -92,10 +91,7 @@ async def test_a_failure_while_indexing_rolls_back_the_entries_too(
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError('disk gremlin')
 
-    writer = {SqliteConversationStore: '_sqlite_write', PostgresConversationStore: '_postgres_write'}[
-        type(recall_store)
-    ]
-    monkeypatch.setattr(f'temporal_recall.store.{writer}.add_members', broken)
+    monkeypatch.setattr('temporal_recall.store._write.add_members', broken)
     with pytest.raises(RuntimeError, match='gremlin'):
         await save(recall_store, 'c', turn(2))
     assert await row_counts(recall_store) == counts
@@ -352,7 +348,7 @@ async def test_reindex_answers_exactly_like_the_incremental_index(recall_store: 
 
 def test_membership_event_order() -> None:
     """The rule `reindex` sorts by: a written entry at its key; a creation's existing entries at `created_seq`."""
-    order = _sqlite_index.membership_order
+    order = _rows.membership_order
     written_4 = order(4, 1, 0)
     fork_created_after_4 = [order(3, 2, 4), order(4, 2, 4)]
     written_5_to_the_fork = order(5, 2, 4)

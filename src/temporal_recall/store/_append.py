@@ -18,10 +18,13 @@ Before the idempotency key, a request's `Fence` is checked: the highest attempt 
 a row of `applied_writes` (key `FENCE_PREFIX + fence key`, attempt in `length`), read and raised in
 this same transaction, so a late write from an earlier attempt can never land after a later one's.
 
-The rules live here; a `WriteDriver` (one per backend, in `_sqlite_write` / `_postgres_write`) holds
-the SQL, and the backend runs `apply` inside its own write transaction, where it keeps writers apart (SQLite:
-`BEGIN IMMEDIATE`, the whole transaction on the connection thread; PostgreSQL: the conversation row
-locked `FOR UPDATE` before anything is read).
+The rules and the statements live here and in `_entries` / `_index`, written once over a `Session`;
+the backend runs `apply` inside its own write transaction, where it keeps writers apart (SQLite:
+`BEGIN IMMEDIATE`, the whole transaction on the connection thread, one thread hop per append;
+PostgreSQL: the conversation row locked `FOR UPDATE` before anything is read, then the tenant rows).
+A conversation that does not exist yet has no row to lock: of two appends creating it at once, the
+second fails on the unique constraint when the first commits and is retried from the start, when it
+finds (and locks) the row the first created.
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ from pydantic_ai.usage import RunUsage
 
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
-from ._driver import WriteDriver
+from . import _entries as entries
+from . import _statements as statements
 from ._ids import new_id, now
+from ._index import add_members, lock_tenants, tenant_of
 from ._protocol import AppendRequest, AppendResult, fence_row_key
 from ._rows import ConversationRow
 from ._serialization import (
@@ -45,8 +50,9 @@ from ._serialization import (
     prepare_message,
     timestamp_order,
 )
+from ._session import Backend, Session
 
-__all__ = ('Prepared', 'apply', 'prepare')
+__all__ = ('Prepared', 'append', 'apply', 'prepare')
 
 
 @dataclass(frozen=True)
@@ -84,17 +90,23 @@ def _base_hash(request: AppendRequest) -> bytes | None:
         raise HistoryMismatch(f'base_hash {request.base_hash!r} is not a hex content hash.') from None
 
 
-async def apply(driver: WriteDriver, prepared: Prepared) -> AppendResult:
-    """The whole append, inside the driver's write transaction."""
+async def append(backend: Backend, request: AppendRequest) -> AppendResult:
+    """`DeltaWriter.append`: check and serialise `request`, then apply it in one write transaction."""
+    prepared = prepare(request)
+    return await backend.run_write(lambda session: apply(session, prepared), retry=entries.lost_creation_race)
+
+
+async def apply(session: Session, prepared: Prepared) -> AppendResult:
+    """The whole append, inside the backend's write transaction."""
     request, fence_key = prepared.request, prepared.fence_key
-    row = await driver.conversation(request.conversation_id, request.idempotency_key)
+    row = await entries.conversation_row(session, request.conversation_id, idempotency_key=request.idempotency_key)
     if row is not None:
         if row.scope != request.scope:  # exactly: None and '' are different scopes
             raise UnknownConversation(request.conversation_id)
         if fence_key is not None:
             assert request.fence is not None
-            highest = await driver.highest_attempt(row.conv_key, fence_key)
-            if highest is not None and highest > request.fence.attempt:
+            highest = await session.value(statements.HIGHEST_ATTEMPT, row.conv_key, fence_key)
+            if highest is not None and int(highest) > request.fence.attempt:
                 return AppendResult(
                     conversation_id=request.conversation_id,
                     head_id=row.head_id,
@@ -102,7 +114,7 @@ async def apply(driver: WriteDriver, prepared: Prepared) -> AppendResult:
                     stored=0,
                     fenced=True,
                 )
-            await driver.raise_fence(row.conv_key, fence_key, request.fence.attempt)
+            await _raise_fence(session, row.conv_key, fence_key, request.fence.attempt)
         if row.applied is not None:
             head_id, length = row.applied
             return AppendResult(
@@ -112,40 +124,50 @@ async def apply(driver: WriteDriver, prepared: Prepared) -> AppendResult:
     elif not request.create:
         raise UnknownConversation(request.conversation_id)
     else:
-        tenant_id = await driver.tenant_of(request.scope)
-    await driver.lock_tenants([tenant_id])
+        tenant_id = await tenant_of(session, request.scope)
+    await lock_tenants(session, [tenant_id])
     parent_key, parent_position, skipped = await _attach(
-        driver, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages]
+        session, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages]
     )
-    created_seq = await driver.max_entry_key() if row is None else 0
+    created_seq = await entries.max_entry_key(session) if row is None else 0
     new_items = prepared.messages[skipped:]
     ids = [new_id() for _ in new_items]
-    members = await driver.insert_chain(new_items, ids, parent_key, parent_position) if new_items else []
+    members = await entries.insert_chain(session, new_items, ids, parent_key, parent_position) if new_items else []
     new_head = members[-1].entry_key if members else (row.head_key if row is not None else None)
     head_id = ids[-1] if ids else (row.head_id if row is not None else None)
     length = (members[-1].position if members else (row.head_position if row is not None else -1)) + 1
     if row is None:
-        conv_key = await driver.insert_conversation(
-            _new_columns(request), tenant_id=tenant_id, head_key=new_head, created_seq=created_seq
+        conv_key = await entries.insert_conversation(
+            session, _new_columns(request), tenant_id=tenant_id, head_key=new_head, created_seq=created_seq
         )
     else:
         conv_key = row.conv_key
         if members or request.usage is not None:
             await _move_head(
-                driver, row, new_head, branched=bool(members) and parent_key != row.head_key, usage=request.usage
+                session, row, new_head, branched=bool(members) and parent_key != row.head_key, usage=request.usage
             )
-    await driver.add_members(conv_key, tenant_id, members)
+    await add_members(session, conv_key, tenant_id, members)
     if row is None and fence_key is not None:
         assert request.fence is not None
-        await driver.raise_fence(conv_key, fence_key, request.fence.attempt)
-    await driver.record_applied(
-        conv_key, request.idempotency_key, head_key=new_head, length=length, stored=len(members)
-    )
+        await _raise_fence(session, conv_key, fence_key, request.fence.attempt)
+    await session.run(statements.RECORD_APPLIED, conv_key, request.idempotency_key, new_head, length, len(members))
     return AppendResult(conversation_id=request.conversation_id, head_id=head_id, length=length, stored=len(members))
 
 
+async def _raise_fence(session: Session, conv_key: int, fence_key: str, attempt: int) -> None:
+    """Record `attempt` for `fence_key` unless a higher one is recorded."""
+    await session.run(
+        'INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored) '  # noqa: S608
+        'VALUES ($1, $2, NULL, $3, 0) ON CONFLICT (conv_key, idempotency_key) '
+        f'DO UPDATE SET length = {session.dialect.greatest}(applied_writes.length, excluded.length)',
+        conv_key,
+        fence_key,
+        attempt,
+    )
+
+
 async def _attach(
-    driver: WriteDriver,
+    session: Session,
     row: ConversationRow | None,
     request: AppendRequest,
     base_hash: bytes | None,
@@ -161,7 +183,7 @@ async def _attach(
         )
     if row is None or row.head_key is None:
         return None, -1, 0
-    chain = await driver.head_chain(row.head_key, base - 1)
+    chain = await entries.head_chain(session, row.head_key, base - 1)
     by_position = {position: (key, content) for key, position, content in chain}
     parent_key: int | None = None
     if base > 0:
@@ -201,12 +223,12 @@ def _new_columns(request: AppendRequest) -> RecordColumns:
 
 
 async def _move_head(
-    driver: WriteDriver, row: ConversationRow, new_head: int | None, *, branched: bool, usage: RunUsage | None
+    session: Session, row: ConversationRow, new_head: int | None, *, branched: bool, usage: RunUsage | None
 ) -> None:
     """Move the head (keeping the old one in `branches` when the new entries branched), add usage, new revision."""
     if branched and row.head_key is not None:
-        await driver.write_branches(
-            row.conv_key, [key for key in row.branch_keys if key != row.head_key] + [row.head_key]
+        await entries.write_branches(
+            session, row.conv_key, [key for key in row.branch_keys if key != row.head_key] + [row.head_key]
         )
     total = row.usage
     if usage is not None:
@@ -214,11 +236,12 @@ async def _move_head(
         counted.incr(usage)
         total = dump_usage(counted)
     updated_at = now()
-    await driver.move_head(
+    await session.run(
+        statements.MOVE_HEAD,
         row.conv_key,
-        head_key=new_head,
-        usage=total,
-        revision=new_id(),
-        updated_at=updated_at.isoformat(),
-        updated_order=timestamp_order(updated_at),
+        new_head,
+        total,
+        new_id(),
+        updated_at.isoformat(),
+        timestamp_order(updated_at),
     )

@@ -1,7 +1,7 @@
 """Reading the message log and the conversation rows, and deleting a conversation: written once, on a `Session`.
 
 Each read is one statement, so it needs no snapshot transaction (no BEGIN/COMMIT round trips on
-PostgreSQL): a record comes with its kept branches collected in the same row (`Dialect.list_of`),
+PostgreSQL): a record comes with its kept branches collected in the same row (`Dialect.array_of`),
 a history is one recursive query. The write side of the log (inserting entries, moving a head)
 belongs to the write path.
 """
@@ -15,7 +15,7 @@ from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from temporal_recall.content import load_message
 
 from . import _statements as statements
-from ._pending import release_members  # TODO(merge): the write path's engine `release_members`
+from ._membership import release_members
 from ._serialization import record_from_columns
 from ._session import Row, Session
 
@@ -33,7 +33,7 @@ _BRANCHES = (
 def _record_select(session: Session) -> str:
     return (
         'SELECT c.conversation_id, c.scope, h.entry_id, c.usage, c.deferred_tool_requests, c.forked_from, '  # noqa: S608
-        f'c.forked_at, c.revision, c.updated_at, c.format_version, {session.dialect.list_of(_BRANCHES)} '
+        f'c.forked_at, c.revision, c.updated_at, c.format_version, {session.dialect.array_of(_BRANCHES)} '
         'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
     )
 
@@ -50,7 +50,7 @@ def _record(session: Session, row: Row) -> ConversationRecord:
         revision=row[7],
         updated_at=row[8],
         format_version=row[9],
-        branches=session.dialect.as_list(row[10]),
+        branches=session.dialect.read_array(row[10]),
     )
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ._pending import rebuild_index  # TODO(merge): the write path's engine `rebuild_index`
+from ._membership import rebuild_index
 from ._session import Session
 
 __all__ = (

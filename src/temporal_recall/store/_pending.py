@@ -11,13 +11,10 @@ connection thread, and today's PostgreSQL statements the session's asyncpg conne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
-from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
-
-from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, SearchTarget
-from ._serialization import PreparedMessage, RecordColumns
+from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
 from ._session import Backend, Session
 
 # Imports are inside the functions: the PostgreSQL modules import asyncpg, which a SQLite-only install lacks.
@@ -37,75 +34,6 @@ def _conn(session: Session) -> Any:
 
 def _on_sqlite(dialect_owner: Session | Backend) -> bool:
     return dialect_owner.dialect.name == 'sqlite'
-
-
-async def append(backend: Backend, request: AppendRequest) -> AppendResult:
-    if _on_sqlite(backend):
-        from . import _sqlite_db, _sqlite_write
-
-        return await _sqlite_write.append(cast(_sqlite_db.Database, backend), request)
-    from . import _postgres_db, _postgres_write
-
-    return await _postgres_write.append(cast(_postgres_db.Database, backend), request)
-
-
-async def write_record(
-    backend: Backend,
-    record: ConversationRecord,
-    new_entries: Sequence[ConversationEntry],
-    prepared: Sequence[PreparedMessage],
-    columns: RecordColumns,
-    expected_revision: str | None,
-) -> None:
-    if _on_sqlite(backend):
-        from . import _sqlite_db, _sqlite_write
-
-        db = cast(_sqlite_db.Database, backend)
-        return await _sqlite_write.write_record(db, record, new_entries, prepared, columns, expected_revision)
-    from asyncpg import exceptions as pg
-
-    from . import _postgres_write
-
-    conflict = ConversationConflict(record.conversation_id)
-
-    async def body(session: Session) -> None:
-        try:
-            await _postgres_write.write_record(
-                _conn(session), record, new_entries, prepared, columns, expected_revision
-            )
-        except (pg.UniqueViolationError, pg.ForeignKeyViolationError) as error:
-            # Created by a concurrent writer, or an entry it names was released by a concurrent delete.
-            raise conflict from error
-
-    await backend.run_write(body)
-
-
-async def rebuild_index(session: Session, progress: Callable[[int, int], None] | None = None) -> int:
-    if _on_sqlite(session):
-        from . import _sqlite_index
-
-        return await _sqlite_index.rebuild_index(_sqlite(session), progress)
-    from . import _postgres_index
-
-    return await _postgres_index.rebuild_index(_conn(session), progress)
-
-
-async def release_members(session: Session, conv_key: int) -> None:
-    if _on_sqlite(session):
-        from . import _sqlite_index
-
-        return await _sqlite_index.release_members(_sqlite(session), conv_key)
-    from . import _postgres_index
-
-    return await _postgres_index.release_members(_conn(session), conv_key)
-
-
-async def lock_tenants(session: Session, tenant_ids: Iterable[int]) -> None:
-    if _on_sqlite(session):
-        return  # One writer at a time: nothing to lock.
-    from . import _postgres_index
-
-    await _postgres_index.lock_tenants(_conn(session), tenant_ids)
 
 
 async def index_stats(session: Session, target: SearchTarget) -> IndexStats | None:

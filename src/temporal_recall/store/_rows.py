@@ -2,7 +2,7 @@
 
 `ConversationRow` is a conversation as a write transaction reads it; `Member` an entry joining a
 conversation's index membership, and `membership_order` the rule that numbers documents (see
-`_sqlite_index` for why the order matters to `reindex`).
+`_index` for why the order matters to `reindex`).
 """
 
 from __future__ import annotations

@@ -62,20 +62,31 @@ class Dialect:
         """The row-lock clause: PostgreSQL locks the rows it reads; SQLite's single writer needs none."""
         return '' if self.name == 'sqlite' else ' FOR UPDATE'
 
-    def list_of(self, select: str) -> str:
-        """A scalar subquery collecting the one column of `select` (named `value`), in its order, as one value.
-
-        Read the value with `as_list`: a JSON array on SQLite (`json_group_array`), an array on PostgreSQL.
-        """
+    def in_array(self, param: int, sql_type: str) -> str:
+        """`IN` the array parameter `$param` (bound with `array`): `= ANY(…)` on PostgreSQL, where it plans best."""
         if self.name == 'sqlite':
-            return f'(SELECT json_group_array(value) FROM ({select}))'  # noqa: S608 (constant SQL)
+            return f'IN (SELECT value FROM json_each(${param}))'  # noqa: S608
+        return f'= ANY(${param}::{sql_type}[])'
+
+    @property
+    def locks_rows(self) -> bool:
+        """Whether writers run side by side and keep apart by row locks (PostgreSQL), not one at a time (SQLite)."""
+        return self.name == 'postgresql'
+
+    @property
+    def byte_order(self) -> str:
+        """The `COLLATE` clause ordering text by its bytes (SQLite's default `BINARY` already does)."""
+        return '' if self.name == 'sqlite' else ' COLLATE "C"'
+
+    def array_of(self, select: str) -> str:
+        """A scalar subquery gathering `select`'s one column, in its order, into an array (see `read_array`)."""
+        if self.name == 'sqlite':
+            return f'(SELECT json_group_array(value) FROM ({select}))'  # noqa: S608
         return f'ARRAY({select})'
 
-    def as_list(self, value: Any) -> list[Any]:
-        """The list a `list_of` column holds."""
-        if self.name == 'sqlite':
-            return json.loads(value)
-        return list(value)
+    def read_array(self, value: Any) -> list[Any]:
+        """The list an `array_of` column holds: SQLite returns it as JSON text, asyncpg as a list."""
+        return json.loads(value) if self.name == 'sqlite' else list(value)
 
 
 SQLITE = Dialect('sqlite')

@@ -20,11 +20,13 @@ from typing import Any, ClassVar, NoReturn, Self
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 from pydantic_ai.exceptions import UserError
 
-from . import _log
-from . import _pending as engine  # TODO(merge): the write path's and the reader's engine modules
+from . import _append, _log, _write
+from . import _pending as engine  # TODO(merge): the reader's engine modules
 from ._bodies import BodyEngine, StoredBodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
+from ._index import lock_tenants
 from ._integrity import CheckReport, run_check
+from ._membership import rebuild_index
 from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, SearchTarget
 from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
 from ._session import Backend, Session
@@ -147,7 +149,7 @@ class EngineStore(CheckedStore, StoredBodies):
         check_record(record, new_entries)
         prepared = [prepare_message(entry.message) for entry in new_entries]
         columns = record_columns(record)
-        await engine.write_record(self._backend, record, new_entries, prepared, columns, expected_revision)
+        await _write.write_record(self._backend, record, new_entries, prepared, columns, expected_revision)
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         """Delete a conversation and everything only it holds, in one transaction.
@@ -172,7 +174,7 @@ class EngineStore(CheckedStore, StoredBodies):
             found = await _log.lock_for_delete(session, conversation_id)  # First the conversation's row,
             if found is None or found[2] != expected_revision:
                 raise ConversationConflict(conversation_id)
-            await engine.lock_tenants(session, [found[1]])  # then its tenant's, the order every write takes.
+            await lock_tenants(session, [found[1]])  # then its tenant's, the order every write takes.
             await _log.delete_conversation(session, found[0])
 
         await self._backend.run_write(body, retry=self._retry_delete)
@@ -189,7 +191,7 @@ class EngineStore(CheckedStore, StoredBodies):
             InvalidIdentifier: The conversation id, scope or run id is too long or not printable text.
         """
         check_append(request)
-        return await engine.append(self._backend, request)
+        return await _append.append(self._backend, request)
 
     # --- IndexReader and ImpactReader -------------------------------------------------------------
 
@@ -244,7 +246,7 @@ class EngineStore(CheckedStore, StoredBodies):
         `progress(done, total)` is called as (conversation, entry) memberships are replayed. Writers
         wait for the rebuild; on PostgreSQL, readers do not.
         """
-        return await self._backend.run_write(lambda s: engine.rebuild_index(s, progress))
+        return await self._backend.run_write(lambda s: rebuild_index(s, progress))
 
     async def check(self, progress: Callable[[str], None] | None = None) -> CheckReport:
         """Verify the store's integrity in one read snapshot (see `_integrity`); writers are not blocked."""

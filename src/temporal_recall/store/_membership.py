@@ -1,0 +1,186 @@
+"""A conversation's whole index membership, read from the log, given, taken away or rebuilt, on any backend.
+
+`index_conversation` indexes everything a conversation reaches (a fork, a record written over
+stored entries). `release_members` is `add_members` undone: the conversation's membership goes, and
+the documents no other conversation holds go with their postings and per-term counts.
+`rebuild_index` replays every membership event in `membership_order` (see `_index`), so a rebuilt
+index numbers documents exactly as the incremental one did.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+
+from temporal_recall.text._analyzer import ANALYZER
+
+from ._bulk import batch, delete_rows, run_batch
+from ._index import CHUNK, add_members
+from ._rows import Member, membership_order
+from ._serialization import decode_term_ids
+from ._session import Session
+
+__all__ = ('chain_members', 'conversation_tips', 'index_conversation', 'rebuild_index', 'release_members')
+
+
+async def release_members(session: Session, conv_key: int) -> None:
+    """Drop the conversation's membership, and the documents (with postings) no other conversation holds."""
+    dialect = session.dialect
+    held = [
+        int(row[0])
+        for row in await session.rows(
+            'DELETE FROM conversation_documents WHERE conv_key = $1 RETURNING doc_id', conv_key
+        )
+    ]
+    await session.run('UPDATE conversations SET document_count = 0, total_length = 0 WHERE conv_key = $1', conv_key)
+    if not held:
+        return
+    released = await session.rows(
+        f'UPDATE documents SET refs = refs - 1 WHERE doc_id {dialect.in_array(1, "bigint")} '  # noqa: S608
+        'RETURNING doc_id, tenant_id, length, term_ids, refs',
+        dialect.array(held),
+    )
+    orphans = [(int(row[0]), int(row[1]), int(row[2]), bytes(row[3])) for row in released if row[4] <= 0]
+    if not orphans:
+        return
+    doomed = [
+        (tenant_id, term_id, doc_id)
+        for doc_id, tenant_id, _, term_ids in orphans
+        for term_id in decode_term_ids(term_ids)
+    ]
+    await delete_rows(
+        session, 'postings', (('tenant_id', 'bigint'), ('term_id', 'bigint'), ('doc_id', 'bigint')), doomed
+    )
+    emptied = sorted(Counter((tenant_id, term_id) for tenant_id, term_id, _ in doomed).items())
+    keys = (('tenant_id', 'bigint'), ('term_id', 'bigint'))
+    if dialect.locks_rows:  # Lock the rows in term order first (see `_index._create_documents`).
+        await run_batch(
+            session,
+            f'SELECT 1 FROM term_documents s JOIN {batch(dialect, keys)} '  # noqa: S608
+            'ON s.tenant_id = d.tenant_id AND s.term_id = d.term_id ORDER BY s.tenant_id, s.term_id FOR UPDATE OF s',
+            [key for key, _ in emptied],
+        )
+    await run_batch(
+        session,
+        f'UPDATE term_documents AS s SET document_count = s.document_count - d.count '  # noqa: S608
+        f'FROM {batch(dialect, (*keys, ("count", "bigint")))} '
+        'WHERE s.tenant_id = d.tenant_id AND s.term_id = d.term_id',
+        [(tenant_id, term_id, count) for (tenant_id, term_id), count in emptied],
+    )
+    await delete_rows(session, 'term_documents', keys, [key for key, _ in emptied], where='document_count <= 0')
+    await session.run(
+        f'DELETE FROM documents WHERE doc_id {dialect.in_array(1, "bigint")}',  # noqa: S608
+        dialect.array(doc_id for doc_id, _, _, _ in orphans),
+    )
+    per_tenant: dict[int, tuple[int, int]] = {}
+    for _, tenant_id, length, _ in orphans:
+        count, total = per_tenant.get(tenant_id, (0, 0))
+        per_tenant[tenant_id] = (count + 1, total + length)
+    await run_batch(
+        session,
+        'UPDATE tenants AS t SET document_count = t.document_count - d.count, total_length = t.total_length - d.total '  # noqa: S608
+        f'FROM {batch(dialect, (("tenant_id", "bigint"), ("count", "bigint"), ("total", "bigint")))} '
+        'WHERE t.tenant_id = d.tenant_id',
+        [(tenant_id, count, total) for tenant_id, (count, total) in per_tenant.items()],
+    )
+
+
+async def conversation_tips(session: Session, conv_key: int) -> list[int]:
+    """The entry keys a conversation reaches its history from: its head and the tips of its branches."""
+    rows = await session.rows(
+        'SELECT head_key FROM conversations WHERE conv_key = $1 AND head_key IS NOT NULL '
+        'UNION SELECT entry_key FROM conversation_branches WHERE conv_key = $1',
+        conv_key,
+    )
+    return [int(row[0]) for row in rows]
+
+
+async def chain_members(session: Session, tips: Sequence[int]) -> list[Member]:
+    """Every entry reachable from `tips` (through parent links), in entry-key order."""
+    if not tips:
+        return []
+    rows = await session.rows(
+        f"""
+        WITH RECURSIVE reach(k) AS (
+            SELECT value FROM {session.dialect.each(1, 'bigint')}
+            UNION
+            SELECT e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k WHERE e.parent_key IS NOT NULL
+        )
+        SELECT e.entry_key, e.position, e.run_key, e.content_hash, e.unindexed
+        FROM reach JOIN entries e ON e.entry_key = reach.k
+        ORDER BY e.entry_key
+        """,  # noqa: S608
+        session.dialect.array(tips),
+    )
+    return [
+        Member(entry_key=row[0], position=row[1], run_key=row[2], content_hash=bytes(row[3]), unindexed=bool(row[4]))
+        for row in rows
+    ]
+
+
+async def index_conversation(
+    session: Session, conv_key: int, tenant_id: int, known: Mapping[int, Member] | None = None
+) -> None:
+    """Index everything the conversation reaches, in entry-key order: for a conversation created over stored
+    entries. `known` are members this transaction prepared (their terms are not read back from the log)."""
+    members = await chain_members(session, await conversation_tips(session, conv_key))
+    if known:
+        members = [known.get(member.entry_key, member) for member in members]
+    await add_members(session, conv_key, tenant_id, members)
+
+
+async def rebuild_index(session: Session, progress: Callable[[int, int], None] | None = None) -> int:
+    """Drop the index and rebuild it from the log, in membership-event order, with this release's analyzer
+    (recorded in `index_settings`). Returns the document count.
+
+    On PostgreSQL it holds EXCLUSIVE locks on the store's tables for the whole rebuild: readers go
+    on, writers wait (SQLite's write transaction already keeps every other writer out).
+    """
+    postgres = session.dialect.name == 'postgresql'
+    if postgres:
+        await session.run(
+            'LOCK TABLE tenants, conversations, conversation_branches, entries, runs, documents, terms, postings, '
+            'term_documents, conversation_documents, index_settings IN EXCLUSIVE MODE'
+        )
+    for statement in (
+        'DELETE FROM postings',
+        'DELETE FROM term_documents',
+        'DELETE FROM conversation_documents',
+        'DELETE FROM documents',
+        'DELETE FROM terms',
+        "SELECT setval(pg_get_serial_sequence('documents', 'doc_id'), 1, false)"
+        if postgres
+        else "DELETE FROM sqlite_sequence WHERE name = 'documents'",
+        "DELETE FROM index_settings WHERE name = 'analyzer'",
+        'UPDATE tenants SET document_count = 0, total_length = 0',
+        'UPDATE conversations SET document_count = 0, total_length = 0',
+        # PostgreSQL plans `NOT EXISTS` as an anti join; SQLite runs `NOT IN` over one pass of the subquery.
+        'DELETE FROM runs r WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.run_key = r.run_key)'
+        if postgres
+        else 'DELETE FROM runs WHERE run_key NOT IN (SELECT run_key FROM entries WHERE run_key IS NOT NULL)',
+        'DELETE FROM tenants t WHERE NOT EXISTS (SELECT 1 FROM conversations c WHERE c.tenant_id = t.tenant_id)'
+        if postgres
+        else 'DELETE FROM tenants WHERE tenant_id NOT IN (SELECT tenant_id FROM conversations)',
+    ):
+        await session.run(statement)
+    events: list[tuple[tuple[int, int, int, int], int, int, Member]] = []
+    for row in await session.rows('SELECT conv_key, tenant_id, created_seq FROM conversations ORDER BY conv_key'):
+        conv_key, tenant_id, created_seq = int(row[0]), int(row[1]), int(row[2])
+        for member in await chain_members(session, await conversation_tips(session, conv_key)):
+            events.append((membership_order(member.entry_key, conv_key, created_seq), conv_key, tenant_id, member))
+    events.sort(key=lambda event: event[0])
+    total = len(events)
+    if progress is not None:
+        progress(0, total)
+    done = 0
+    while done < total:
+        _, conv_key, tenant_id, _ = events[done]
+        members: list[Member] = []
+        while done < total and events[done][1] == conv_key and len(members) < CHUNK:
+            members.append(events[done][3])
+            done += 1
+        await add_members(session, conv_key, tenant_id, members)
+        if progress is not None:
+            progress(done, total)
+    await session.run("INSERT INTO index_settings (name, value) VALUES ('analyzer', $1)", ANALYZER.key)
+    return int(await session.value('SELECT count(*) FROM documents'))
