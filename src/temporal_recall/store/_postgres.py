@@ -25,18 +25,13 @@ from pydantic_ai.conversation_store import (
 )
 from pydantic_ai.exceptions import UserError
 
+from . import _impact, _reader
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._integrity import CheckReport, run_check
 from ._postgres_db import Conn, Database
-from ._postgres_impact import document_frequencies as _document_frequencies
-from ._postgres_impact import postings_for as _postings_for
-from ._postgres_impact import top_postings as _top_postings
 from ._postgres_index import lock_tenants, rebuild_index
 from ._postgres_log import delete_conversation, history, lock_conversation, read_entry_row, read_record, read_records
 from ._postgres_migrate import open_database
-from ._postgres_reader import documents as _documents
-from ._postgres_reader import index_stats as _index_stats
-from ._postgres_reader import postings as _postings
 from ._postgres_url import PostgresOptions, parse_postgres_url
 from ._postgres_write import append as _append
 from ._postgres_write import write_record as _write_record
@@ -261,10 +256,10 @@ class PostgresConversationStore(CheckedStore):
 
     async def index_stats(self, target: SearchTarget) -> IndexStats | None:
         check_target(target)  # Every search starts here.
-        return await self._db.read(lambda conn: _index_stats(conn, target), snapshot=False)
+        return await self._db.run_read(lambda s: _reader.index_stats(s, target), snapshot=False)
 
     async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
-        return await self._db.read(lambda conn: _postings(conn, target, terms), snapshot=False)
+        return await self._db.run_read(lambda s: _reader.postings(s, target, terms), snapshot=False)
 
     async def documents(
         self,
@@ -277,23 +272,25 @@ class PostgresConversationStore(CheckedStore):
     ) -> list[DocumentRow]:
         if context < 0:
             raise ValueError('context must not be negative.')
-        return await self._db.read(
-            lambda conn: _documents(conn, target, doc_ids, context=context, limit=limit, exclude_run_id=exclude_run_id),
+        return await self._db.run_read(
+            lambda s: _reader.documents(
+                s, target, doc_ids, context=context, limit=limit, exclude_run_id=exclude_run_id
+            ),
             snapshot=False,
         )
 
     # --- ImpactReader (scope-wide searches read only the head of a common term's postings) -----------
 
     async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
-        return await self._db.read(lambda conn: _document_frequencies(conn, target, terms), snapshot=False)
+        return await self._db.run_read(lambda s: _impact.document_frequencies(s, target, terms), snapshot=False)
 
     async def top_postings(
         self, target: SearchTarget, term: str, per_group: int
     ) -> tuple[list[Posting], list[tuple[int, int]]] | None:
-        return await self._db.read(lambda conn: _top_postings(conn, target, term, per_group), snapshot=False)
+        return await self._db.run_read(lambda s: _impact.top_postings(s, target, term, per_group), snapshot=False)
 
     async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]:
-        return await self._db.read(lambda conn: _postings_for(conn, target, term, doc_ids), snapshot=False)
+        return await self._db.run_read(lambda s: _impact.postings_for(s, target, term, doc_ids), snapshot=False)
 
     # --- Message bodies (RecallDataCodec) -----------------------------------------------------------
 

@@ -23,7 +23,7 @@ from pydantic_ai.conversation_store import (
 )
 from pydantic_ai.exceptions import UserError
 
-from . import _sqlite_reader as _reader
+from . import _impact, _reader
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._integrity import CheckReport, run_check
 from ._protocol import (
@@ -51,9 +51,6 @@ from ._sqlite_log import (
     read_records,
 )
 from ._sqlite_migrate import connect
-from ._sqlite_reader import documents as _documents
-from ._sqlite_reader import index_stats as _index_stats
-from ._sqlite_reader import postings as _postings
 from ._sqlite_write import append as _append
 from ._sqlite_write import write_record as _write_record
 
@@ -257,15 +254,15 @@ class SqliteConversationStore(CheckedStore):
 
     # --- IndexReader ------------------------------------------------------------------------------
 
-    # The search reads run whole on the connection thread (see `read_on_connection_thread`): a
+    # The search reads run whole on the connection thread (see `run_read`): a
     # search is latency-bound by round trips, not by SQLite.
 
     async def index_stats(self, target: SearchTarget) -> IndexStats | None:
         check_target(target)  # Every search starts here.
-        return await self._db.read_on_connection_thread(lambda db: _index_stats(db, target))
+        return await self._db.run_read(lambda s: _reader.index_stats(s, target))
 
     async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
-        return await self._db.read_on_connection_thread(lambda db: _postings(db, target, terms))
+        return await self._db.run_read(lambda s: _reader.postings(s, target, terms))
 
     # --- Message bodies (RecallDataCodec) -----------------------------------------------------------
 
@@ -299,15 +296,15 @@ class SqliteConversationStore(CheckedStore):
         return await self._db.read_on_connection_thread(read)
 
     async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
-        return await self._db.read_on_connection_thread(lambda db: _reader.document_frequencies(db, target, terms))
+        return await self._db.run_read(lambda s: _impact.document_frequencies(s, target, terms))
 
     async def top_postings(
         self, target: SearchTarget, term: str, per_group: int
     ) -> tuple[list[Posting], list[tuple[int, int]]] | None:
-        return await self._db.read_on_connection_thread(lambda db: _reader.top_postings(db, target, term, per_group))
+        return await self._db.run_read(lambda s: _impact.top_postings(s, target, term, per_group))
 
     async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]:
-        return await self._db.read_on_connection_thread(lambda db: _reader.postings_for(db, target, term, doc_ids))
+        return await self._db.run_read(lambda s: _impact.postings_for(s, target, term, doc_ids))
 
     async def documents(
         self,
@@ -320,8 +317,8 @@ class SqliteConversationStore(CheckedStore):
     ) -> list[DocumentRow]:
         if context < 0:
             raise ValueError('context must not be negative.')
-        return await self._db.read_on_connection_thread(
-            lambda db: _documents(db, target, doc_ids, context=context, limit=limit, exclude_run_id=exclude_run_id)
+        return await self._db.run_read(
+            lambda s: _reader.documents(s, target, doc_ids, context=context, limit=limit, exclude_run_id=exclude_run_id)
         )
 
     # --- Maintenance ------------------------------------------------------------------------------
