@@ -38,7 +38,14 @@ Row = Sequence[Any]
 def _chain_sql(dialect: Dialect) -> str:
     """The indexed entries of conversation `$1`'s current history (walked up from its head) holding the
     content of one of the documents `$2`: rows of `(content_hash, entry_key, position, run_key, run_id,
-    entry_id, message JSON)`, in any order. The walk drives (SQLite would otherwise probe entries by hash)."""
+    entry_id, message JSON)`, in any order.
+
+    The walk must drive, the contents being only a filter on the entries it reaches: SQLite would
+    otherwise probe entries by hash (`CROSS JOIN` fixes its order), and PostgreSQL would join the
+    contents' subquery and scan the entries for them (`ARRAY(...)` makes it a value computed once).
+    """
+    contents = f'SELECT d.content_hash FROM documents d WHERE d.doc_id {dialect.in_array(2, "bigint")}'  # noqa: S608
+    held = f'IN ({contents})' if dialect.name == 'sqlite' else f'= ANY(ARRAY({contents}))'
     return f"""
 WITH RECURSIVE chain(k) AS (
     SELECT head_key FROM conversations WHERE conv_key = $1 AND head_key IS NOT NULL
@@ -47,8 +54,7 @@ WITH RECURSIVE chain(k) AS (
 )
 SELECT e.content_hash, e.entry_key, e.position, e.run_key, r.run_id, e.entry_id, e.message
 FROM chain {dialect.join_in_order} entries e ON e.entry_key = chain.k LEFT JOIN runs r ON r.run_key = e.run_key
-WHERE NOT e.unindexed
-AND e.content_hash IN (SELECT d.content_hash FROM documents d WHERE d.doc_id {dialect.in_array(2, 'bigint')})
+WHERE NOT e.unindexed AND e.content_hash {held}
 """  # noqa: S608 (constant SQL fragments only; values are parameters)
 
 

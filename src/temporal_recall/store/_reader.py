@@ -325,13 +325,19 @@ def _documents_sql(dialect: Dialect, in_conversation: bool, of_run: bool, with_r
         )
     else:
         # The document must be the tenant's, and so (documents being per tenant) is every conversation
-        # holding it. Driven from the wanted ids, so the cost follows the page, not the tenant's size.
+        # holding it. SQLite is driven from the wanted ids (`CROSS JOIN` fixes its join order), so
+        # the cost follows the page, not the tenant's number of conversations; PostgreSQL's planner
+        # takes the ids as an index condition (`= ANY`) and chooses the order itself.
+        if dialect.name == 'sqlite':
+            source, wanted = 'FROM json_each($4) CROSS JOIN conversation_documents cd ON cd.doc_id = value ', ''
+        else:
+            source, wanted = 'FROM conversation_documents cd ', f' AND cd.doc_id {dialect.in_array(4, "bigint")}'
         sql = (
             _ROW_COLUMNS  # noqa: S608 (constant SQL fragments only; values are parameters)
-            + f'FROM {dialect.each(4, "bigint")} {dialect.join_in_order} conversation_documents cd '
-            + 'ON cd.doc_id = value '
+            + source
             + _ROW_JOINS
             + 'WHERE d.tenant_id = (SELECT tenant_id FROM tenant) AND c.tenant_id = (SELECT tenant_id FROM tenant)'
+            + wanted
         )
     if of_run:
         sql += ' AND cd.run_key = (SELECT run_key FROM run)'
