@@ -7,15 +7,19 @@ otherwise the reader answers exactly as if it did not exist. Both backends give 
 (same rows, same order), which is what makes `search_history` rank the same hits with the same
 scores on both.
 
-Statements that read the same on both backends are written once. Posting lists are read the way
-each backend does best, because their costs differ:
+Statements that read the same on both backends are written once: the target's resolution, the
+stats, and the document rows (one statement that resolves its target itself, `_TARGET`, with the
+join order as the only dialect switch). Posting lists are read the way each backend does best,
+because their costs differ:
 
 - SQLite runs the whole read on its connection thread, where a statement costs microseconds: it
   resolves the target first (`resolve`), then reads one index range per term, with the plan the
   conversation's share of its tenant calls for spelled out in the text (SQLite plans without
   statistics, so the text fixes the join order).
-- PostgreSQL pays a round trip per statement: every term's postings come back in one statement that
-  resolves the target itself (`_TARGET`) and chooses its plan in SQL, from the stored counters.
+- PostgreSQL pays a round trip per statement (the store reads without a snapshot transaction, so
+  a statement is one round trip): every term's postings come back in one statement that resolves
+  the target itself and chooses its plan in SQL, from the stored counters (`LATERAL` probes fenced
+  by `OFFSET 0`, posting lists as arrays).
 """
 
 from __future__ import annotations
