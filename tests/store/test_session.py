@@ -48,3 +48,23 @@ async def test_a_write_commits_when_the_body_returns_and_rolls_back_when_it_rais
     found = await backend.run_read(keys)
     assert 's:kept-1' in found and 's:kept-2' in found
     assert 's:lost' not in found
+
+
+async def test_an_array_reads_alike_as_a_filter_and_as_a_driving_join(recall_store: AnyStore) -> None:
+    async def body(session: Session) -> tuple[list[int], list[int]]:
+        dialect = session.dialect
+        numbers = f'SELECT value AS x FROM {dialect.each(1, "bigint")}'
+        kept = await session.rows(
+            f'SELECT n.x FROM ({numbers}) AS n WHERE n.x {dialect.in_array(2, "bigint")} ORDER BY n.x',
+            dialect.array([1, 2, 3, 4]),
+            dialect.array([4, 2, 9]),
+        )
+        joined = await session.rows(
+            f'SELECT n.x FROM {dialect.each(2, "bigint")} {dialect.join_in_order} ({numbers}) AS n '
+            'ON n.x = value ORDER BY n.x',
+            dialect.array([1, 2, 3]),
+            dialect.array([3, 1, 7]),
+        )
+        return [int(row[0]) for row in kept], [int(row[0]) for row in joined]
+
+    assert await _backend(recall_store).run_read(body) == ([2, 4], [1, 3])

@@ -1,4 +1,4 @@
-"""The SQLite reader's plan choice: a search's cost follows its conversation, not the whole tenant."""
+"""The reader's SQLite plan choice: a search's cost follows its conversation, not the whole tenant."""
 
 from __future__ import annotations
 
@@ -7,19 +7,20 @@ from pathlib import Path
 from pydantic_ai.conversation import Conversation
 
 from temporal_recall.store import SearchTarget, SqliteConversationStore
-from temporal_recall.store import _sqlite_reader as reader
+from temporal_recall.store import _reader as reader
+from temporal_recall.store._session import Session
 
 from ._support import user
 
 
 async def _plan_for(store: SqliteConversationStore, conversation_id: str) -> str:
-    async def plan(db) -> str:
-        resolved = await reader._resolve(db, SearchTarget(scope=None, conversation_id=conversation_id, run_id=None))  # pyright: ignore[reportPrivateUsage]
+    async def plan(session: Session) -> str:
+        resolved = await reader.resolve(session, SearchTarget(scope=None, conversation_id=conversation_id, run_id=None))
         assert resolved is not None
-        sql, _, _ = reader._postings_query(resolved)  # pyright: ignore[reportPrivateUsage]
+        sql, _ = reader._postings_per_term_sql(resolved)  # pyright: ignore[reportPrivateUsage]
         return sql
 
-    return await store._db.read_on_connection_thread(plan)  # pyright: ignore[reportPrivateUsage]
+    return await store._db.run_read(plan)  # pyright: ignore[reportPrivateUsage]
 
 
 async def test_a_small_conversation_is_read_from_its_members_a_large_one_from_the_postings(tmp_path: Path) -> None:

@@ -19,16 +19,20 @@ branches):
 Both directions stop at the first entry of another run, as they always have. A search reads its
 context in one query (`STEP_SQL`); only hits that reach a fork or branch point within their window
 need a second one (`CHAIN_SQL`), shared by all of them, which walks up from their conversations'
-tips. Each backend supplies only the `hits(k, conv, pos, n)` rows in its own SQL dialect.
+tips. Both are written once; only the `hits(k, conv, pos, n)` rows they start from are bound the way
+each backend reads a list of triples (`hits_query`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ('CHAIN_SQL', 'STEP_SQL', 'ContextHit', 'HitsQuery', 'read_neighbours')
+from ._session import Session
+
+__all__ = ('CHAIN_SQL', 'STEP_SQL', 'ContextHit', 'HitsQuery', 'hits_query', 'read_neighbours')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +48,34 @@ class ContextHit:
 HitsQuery = Callable[[str, Sequence[tuple[int, int, int]]], Awaitable[Iterable[Sequence[Any]]]]
 """`(sql, [(entry_key, conv_key, n), ...]) -> rows`: runs `sql` after the backend's
 `WITH RECURSIVE hits(k, conv, pos, n) AS (...),` built from those triples (`pos` is the entry's position)."""
+
+_HITS = {
+    'sqlite': (
+        "WITH RECURSIVE hits(k, conv, pos, n) AS (SELECT e.entry_key, json_extract(w.value, '$[1]'), e.position, "
+        "json_extract(w.value, '$[2]') FROM json_each($1) AS w "
+        "JOIN entries e ON e.entry_key = json_extract(w.value, '$[0]')),"
+    ),
+    'postgresql': (
+        'WITH RECURSIVE hits(k, conv, pos, n) AS (SELECT e.entry_key, w.conv, e.position, w.n '
+        'FROM unnest($1::bigint[], $2::bigint[], $3::integer[]) AS w(k, conv, n) JOIN entries e ON e.entry_key = w.k),'
+    ),
+}
+"""The points a query starts from: one JSON array of `[entry_key, conv_key, n]` triples on SQLite,
+three parallel arrays on PostgreSQL (each binds its rows fastest that way)."""
+
+
+def hits_query(session: Session) -> HitsQuery:
+    """The `HitsQuery` that runs `STEP_SQL` and `CHAIN_SQL` on `session`."""
+    start = _HITS[session.dialect.name]
+
+    async def query(sql: str, points: Sequence[tuple[int, int, int]]) -> Iterable[Sequence[Any]]:
+        if session.dialect.name == 'sqlite':
+            return await session.rows(start + sql, json.dumps(points))
+        keys, convs, depths = (list(column) for column in zip(*points, strict=True))
+        return await session.rows(start + sql, keys, convs, depths)
+
+    return query
+
 
 _TIPS = """
 tips(conv, rnk, k) AS (

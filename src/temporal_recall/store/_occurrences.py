@@ -14,31 +14,54 @@ time, so writes stay as cheap as they were:
 - A document the current history does not hold (said only on a branch the conversation moved away
   from) is found once, where it first appeared, as before.
 
-Entries holding the content are found by walking up from the conversation's own head, so only its
-own history is read, whatever other conversations or tenants hold the same content. A fork shares
-its entries with the conversation it came from: in a search across conversations, an entry is one
-hit, shown in the conversation where the document first appeared.
+Entries holding the content are found by walking up from the conversation's own head (one
+statement, the same on both backends), so only its own history is read, whatever other
+conversations or tenants hold the same content. A fork shares its entries with the conversation it
+came from: in a search across conversations, an entry is one hit, shown in the conversation where
+the document first appeared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+import functools
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ('ChainQuery', 'page_rows')
+from ._session import Dialect, Session
 
-ChainQuery = Callable[[int, Sequence[bytes]], Awaitable[Iterable[Sequence[Any]]]]
-"""`(conv_key, content hashes) -> rows of (content_hash, entry_key, position, run_key, run_id, entry_id,
-message JSON)`: the indexed entries of the conversation's current history (walked up from its head)
-that hold one of those contents, in any order."""
+__all__ = ('page_rows',)
 
 Row = Sequence[Any]
 
 
+@functools.lru_cache(maxsize=4)
+def _chain_sql(dialect: Dialect) -> str:
+    """The indexed entries of conversation `$1`'s current history (walked up from its head) holding the
+    content of one of the documents `$2`: rows of `(content_hash, entry_key, position, run_key, run_id,
+    entry_id, message JSON)`, in any order.
+
+    The walk must drive, the contents being only a filter on the entries it reaches: SQLite would
+    otherwise probe entries by hash (`CROSS JOIN` fixes its order), and PostgreSQL would join the
+    contents' subquery and scan the entries for them (`ARRAY(...)` makes it a value computed once).
+    """
+    contents = f'SELECT d.content_hash FROM documents d WHERE d.doc_id {dialect.in_array(2, "bigint")}'  # noqa: S608
+    held = f'IN ({contents})' if dialect.name == 'sqlite' else f'= ANY(ARRAY({contents}))'
+    return f"""
+WITH RECURSIVE chain(k) AS (
+    SELECT head_key FROM conversations WHERE conv_key = $1 AND head_key IS NOT NULL
+    UNION ALL
+    SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k WHERE e.parent_key IS NOT NULL
+)
+SELECT e.content_hash, e.entry_key, e.position, e.run_key, r.run_id, e.entry_id, e.message
+FROM chain {dialect.join_in_order} entries e ON e.entry_key = chain.k LEFT JOIN runs r ON r.run_key = e.run_key
+WHERE NOT e.unindexed AND e.content_hash {held}
+"""  # noqa: S608 (constant SQL fragments only; values are parameters)
+
+
 async def page_rows(
+    session: Session,
     doc_ids: Sequence[int],
     rows: Sequence[Row],
-    chain: ChainQuery,
     *,
     run_key: int | None = None,
     exclude_run_id: str | None = None,
@@ -46,7 +69,7 @@ async def page_rows(
 ) -> list[Row]:
     """The occurrences of the wanted documents that make the page, one row each.
 
-    `rows` are the backend's membership rows for `doc_ids`, in first-appearance order: `(doc_id,
+    `rows` are the membership rows for `doc_ids` (`_reader.documents`), in first-appearance order: `(doc_id,
     entry_key, position, run_key, run_id, entry_id, message JSON, conversation_id, conv_key,
     occurrences, content_hash)`. The result has their first nine columns, one row per occurrence:
     documents in `doc_ids` order (best first), each document's occurrences in the order of its
@@ -55,19 +78,21 @@ async def page_rows(
     A conversation's history is walked at most once, and only when the page reaches one of its
     repeated documents.
     """
-    repeated: dict[int, set[bytes]] = {}
+    repeated: dict[int, set[int]] = {}
+    """The documents held by several of a conversation's entries, by conversation key."""
     by_doc: dict[int, list[Row]] = {}
     for row in rows:
         by_doc.setdefault(int(row[0]), []).append(row)
         if int(row[9]) > 1:
-            repeated.setdefault(int(row[8]), set()).add(bytes(row[10]))
+            repeated.setdefault(int(row[8]), set()).add(int(row[0]))
     walked: dict[int, dict[bytes, list[Row]]] = {}
 
     async def occurrences(row: Row) -> list[Row]:
         conv_key = int(row[8])
         if conv_key in repeated and conv_key not in walked:
             held: dict[bytes, list[Row]] = {}
-            for found in await chain(conv_key, sorted(repeated[conv_key])):
+            docs = session.dialect.array(sorted(repeated[conv_key]))
+            for found in await session.rows(_chain_sql(session.dialect), conv_key, docs):
                 if run_key is None or found[3] == run_key:
                     held.setdefault(bytes(found[0]), []).append(found)
             walked[conv_key] = held

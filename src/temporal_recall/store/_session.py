@@ -63,10 +63,20 @@ class Dialect:
         return '' if self.name == 'sqlite' else ' FOR UPDATE'
 
     def in_array(self, param: int, sql_type: str) -> str:
-        """`IN` the array parameter `$param` (bound with `array`): `= ANY(…)` on PostgreSQL, where it plans best."""
+        """`IN` the array parameter `$param` (bound with `array`): the right-hand side of `x IN …` / `x = ANY(…)`.
+
+        PostgreSQL's `= ANY($n)` lets an index scan take the whole array as its condition; SQLite
+        reads the JSON array as a table.
+        """
         if self.name == 'sqlite':
-            return f'IN (SELECT value FROM json_each(${param}))'  # noqa: S608
+            return f'IN (SELECT value FROM json_each(${param}))'  # noqa: S608 (a parameter number, no value)
         return f'= ANY(${param}::{sql_type}[])'
+
+    @property
+    def join_in_order(self) -> str:
+        """A join whose left side must drive: `CROSS JOIN` fixes SQLite's join order (its planner has no
+        statistics to choose the few wanted rows first); PostgreSQL's planner chooses well and spells it `JOIN`."""
+        return 'CROSS JOIN' if self.name == 'sqlite' else 'JOIN'
 
     @property
     def locks_rows(self) -> bool:

@@ -20,8 +20,7 @@ from typing import Any, ClassVar, NoReturn, Self
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 from pydantic_ai.exceptions import UserError
 
-from . import _append, _log, _write
-from . import _pending as engine  # TODO(merge): the reader's engine modules
+from . import _append, _impact, _log, _reader, _write
 from ._bodies import BodyEngine, StoredBodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._index import lock_tenants
@@ -204,10 +203,10 @@ class EngineStore(CheckedStore, StoredBodies):
 
     async def index_stats(self, target: SearchTarget) -> IndexStats | None:
         check_target(target)  # Every search starts here.
-        return await self._search(lambda s: engine.index_stats(s, target))
+        return await self._search(lambda s: _reader.index_stats(s, target))
 
     async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
-        return await self._search(lambda s: engine.postings(s, target, terms))
+        return await self._search(lambda s: _reader.postings(s, target, terms))
 
     async def documents(
         self,
@@ -221,19 +220,19 @@ class EngineStore(CheckedStore, StoredBodies):
         if context < 0:
             raise ValueError('context must not be negative.')
         return await self._search(
-            lambda s: engine.documents(s, target, doc_ids, context=context, limit=limit, exclude_run_id=exclude_run_id)
+            lambda s: _reader.documents(s, target, doc_ids, context=context, limit=limit, exclude_run_id=exclude_run_id)
         )
 
     async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
-        return await self._search(lambda s: engine.document_frequencies(s, target, terms))
+        return await self._search(lambda s: _impact.document_frequencies(s, target, terms))
 
     async def top_postings(
         self, target: SearchTarget, term: str, per_group: int
     ) -> tuple[list[Posting], list[tuple[int, int]]] | None:
-        return await self._search(lambda s: engine.top_postings(s, target, term, per_group))
+        return await self._search(lambda s: _impact.top_postings(s, target, term, per_group))
 
     async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]:
-        return await self._search(lambda s: engine.postings_for(s, target, term, doc_ids))
+        return await self._search(lambda s: _impact.postings_for(s, target, term, doc_ids))
 
     # --- Maintenance ------------------------------------------------------------------------------
 
