@@ -17,13 +17,13 @@ Engine (backend-neutral, runs on a `_session.Session`):
   validation; `_statements`: shared statements; `_serialization`, `_rows`, `_ids`: what is stored;
   `_bodies`: the payload codec's message bodies (put, get, touch, stats, prune).
 - `_schema`: every table, written once with a few spelling placeholders (`Spelling`);
-  `_migrations`: versions, names, and applying and recording the missing ones.
+  `_migrations`: versions and names; `_migrate`: applying and recording the missing ones.
 
 Driver (per backend; SQLite's shown, PostgreSQL's are the `_postgres_*` twins):
 - `_sqlite_db`: the connection, transactions as a `Backend` (the whole transaction on the
   connection thread: one thread hop), its `Session` and error translation.
 - `_sqlite_schema`: the `Spelling` of the tables; `_sqlite_migrate`: opening (file and version
-  checks, serialising concurrent openers) before `_migrations.apply`.
+  checks, serialising concurrent openers) before `_migrate.apply`.
 - `_sqlite`: `SqliteConversationStore`, the engine store with its `open()` and `stats()`.
 - native statements where a backend does better with its own (PostgreSQL's `unnest` bulk inserts and
   row locks): the write and search modules (`_sqlite_write`, `_sqlite_index`, `_sqlite_reader`,
@@ -31,7 +31,7 @@ Driver (per backend; SQLite's shown, PostgreSQL's are the `_postgres_*` twins):
   them meanwhile.
 
 To add a backend: write its driver — a `Backend` with a `Session` and a `Dialect`, a `Spelling`, an
-opener that checks the recorded version and calls `_migrations.apply` in one serialised
+opener that checks the recorded version and calls `_migrate.apply` in one serialised
 transaction, and an `EngineStore` subclass with `open()` — add its URL scheme to `open_store`, and
 run the conformance, parity, concurrency, crash and bad-input suites against it (tests/store's
 `site` fixture).

@@ -3,7 +3,7 @@
 The tables are written once too (`_schema`), rendered in each backend's spelling; the numbering and
 names are one list, `RELEASED`, so every backend reports the same version for the same change. A
 store records what it applied in `schema_migrations` (`MIGRATIONS_TABLE`) and gets the missing ones
-in order (`apply`), inside one transaction its driver opened and serialised against other openers
+in order (`_migrate.apply`), inside one transaction its driver opened and serialised against other openers
 (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: an advisory lock); a migration marked `reindex` rebuilds the
 search index after its statements (`reindex_progress` logs that rebuild as it goes).
 
@@ -14,21 +14,15 @@ Adding a migration: append `(version, name, reindex)` to `RELEASED` and its stat
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-
-from ._membership import rebuild_index
-from ._session import Session
 
 __all__ = (
     'MIGRATIONS_TABLE',
     'RELEASED',
     'Migration',
-    'apply',
     'latest_version',
     'pending',
-    'recorded_version',
     'reindex_progress',
     'released',
 )
@@ -104,35 +98,3 @@ def reindex_progress(store: str, migration: Migration) -> Callable[[int, int], N
         )
 
     return report
-
-
-async def recorded_version(
-    session: Session, tables: Iterable[str], *, migrations_table: str, not_a_store: Callable[[], Exception]
-) -> int:
-    """The version recorded in a database holding `tables`: 0 if it holds none, and `not_a_store()` raised if
-    it holds tables but no `schema_migrations` (someone else's). Reads only."""
-    names = set(tables)
-    if not names:
-        return 0
-    if 'schema_migrations' not in names:
-        raise not_a_store()
-    return int(await session.value(f'SELECT max(version) FROM {migrations_table}') or 0)  # noqa: S608 (an identifier)
-
-
-async def apply(session: Session, migrations: Sequence[Migration], recorded: int, *, store: str) -> None:
-    """Apply the migrations a store at version `recorded` lacks, recording each, in the caller's transaction."""
-    missing = pending(migrations, recorded)
-    if not missing:
-        return
-    await session.run(MIGRATIONS_TABLE)
-    for migration in missing:
-        for statement in migration.statements:
-            await session.run(statement)
-        if migration.reindex:
-            await rebuild_index(session, reindex_progress(store, migration))
-        await session.run(
-            'INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)',
-            migration.version,
-            migration.name,
-            datetime.now(UTC).isoformat(),
-        )

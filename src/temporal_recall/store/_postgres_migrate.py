@@ -21,8 +21,9 @@ from asyncpg import exceptions as pg
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly
 
 from . import _postgres_schema as schema
-from ._migrations import Migration, apply
-from ._migrations import recorded_version as _recorded_version
+from ._migrate import apply
+from ._migrate import recorded_version as _recorded_version
+from ._migrations import Migration
 from ._postgres_db import Database, create_pool, quote_ident
 from ._postgres_url import PostgresOptions
 from ._session import Session

@@ -4,7 +4,7 @@ The order matters: the file header and the recorded schema version are checked w
 foreign or newer database is refused before WAL mode, a migration or anything else writes. Migrating
 runs in one `BEGIN IMMEDIATE` transaction and re-reads the version under the write lock, so two
 processes opening a new file together apply each migration once. The bookkeeping itself is
-the engine's (`_migrations.apply`).
+the engine's (`_migrate.apply`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from urllib.parse import quote
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly, StoreUnavailable
 
 from . import _sqlite_schema as schema
-from ._migrations import apply, recorded_version
+from ._migrate import apply, recorded_version
 from ._session import Session
 from ._sqlite_db import SYNCHRONOUS, Database, Synchronous, check_file, translate_error
 from ._sqlite_thread import RecallConnection

@@ -1,0 +1,48 @@
+"""Applying migrations, written once: the recorded version's rule and the bookkeeping of each missing migration.
+
+Runs on a `Session` inside the one transaction a driver's opener started and serialised against
+other openers (see `_sqlite_migrate`, `_postgres_migrate`); the list itself is `_migrations`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+
+from ._membership import rebuild_index
+from ._migrations import MIGRATIONS_TABLE, Migration, pending, reindex_progress
+from ._session import Session
+
+__all__ = ('apply', 'recorded_version')
+
+
+async def recorded_version(
+    session: Session, tables: Iterable[str], *, migrations_table: str, not_a_store: Callable[[], Exception]
+) -> int:
+    """The version recorded in a database holding `tables`: 0 if it holds none, and `not_a_store()` raised if
+    it holds tables but no `schema_migrations` (someone else's). Reads only."""
+    names = set(tables)
+    if not names:
+        return 0
+    if 'schema_migrations' not in names:
+        raise not_a_store()
+    return int(await session.value(f'SELECT max(version) FROM {migrations_table}') or 0)  # noqa: S608 (an identifier)
+
+
+async def apply(session: Session, migrations: Sequence[Migration], recorded: int, *, store: str) -> None:
+    """Apply the migrations a store at version `recorded` lacks, recording each, in the caller's transaction."""
+    missing = pending(migrations, recorded)
+    if not missing:
+        return
+    await session.run(MIGRATIONS_TABLE)
+    for migration in missing:
+        for statement in migration.statements:
+            await session.run(statement)
+        if migration.reindex:
+            await rebuild_index(session, reindex_progress(store, migration))
+        await session.run(
+            'INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)',
+            migration.version,
+            migration.name,
+            datetime.now(UTC).isoformat(),
+        )
