@@ -297,6 +297,8 @@ class PostgresConversationStore(CheckedStore, StoredBodies):
     async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]:
         return await self._db.read(lambda conn: _postings_for(conn, target, term, doc_ids), snapshot=False)
 
+    # --- Maintenance ------------------------------------------------------------------------------
+
     async def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Drop and rebuild the index from the log in one transaction; returns the number of documents.
 
