@@ -9,6 +9,10 @@ fill, with this process's resident memory at the end of each tenth.
 The queries are interleaved the same way, query by query across all searches (ours on each backend,
 FTS5 OR and AND, tantivy), then the one-conversation queries across ours.
 
+Each time is also taken as this process's CPU time (`time.process_time`): on a busy machine the
+wall clock includes waiting for a core and the CPU time does not. It counts SQLite's and tantivy's
+work (they run in this process) but not a PostgreSQL server's.
+
 Memory: `peak RSS` is `resource.getrusage(RUSAGE_SELF).ru_maxrss`, the peak resident memory of this
 process, which holds ours on SQLite (its connection thread), FTS5, tantivy's writer (a 50 MB heap)
 and the generator together; a PostgreSQL server's memory is its own and not counted. The RSS column
@@ -18,6 +22,7 @@ bounded. Run with `--engines ours` to see ours alone.
 
 from __future__ import annotations
 
+import math
 import resource
 import time
 import uuid
@@ -35,6 +40,8 @@ TENTHS = 10
 class Fill:
     seconds: list[float] = field(default_factory=lambda: [0.0] * TENTHS)
     messages: list[int] = field(default_factory=lambda: [0] * TENTHS)
+    cpu_seconds: float = 0.0
+    """This process's CPU time during the writes (a PostgreSQL server's is not counted)."""
     bytes: int = 0
 
     def rate(self, tenth: int) -> float | None:
@@ -43,6 +50,10 @@ class Fill:
     @property
     def overall(self) -> float:
         return sum(self.messages) / sum(self.seconds)
+
+    @property
+    def overall_cpu(self) -> float:
+        return sum(self.messages) / self.cpu_seconds if self.cpu_seconds else math.inf
 
     @property
     def first_and_last(self) -> tuple[float, float]:
@@ -61,6 +72,8 @@ class Measurement:
     peak_rss: int = 0
     scope: dict[str, dict[str, list[float]]] = field(default_factory=dict[str, dict[str, list[float]]])
     """Per search label, per query class, the latencies in seconds."""
+    scope_cpu: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
+    """Per search label, this process's CPU time of each query (seconds), all classes."""
     conversation: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
     rare_id_disagreements: int = 0
     rare_id_queries: int = 0
@@ -87,13 +100,14 @@ async def fill(corpus: Corpus, engines: list[Engine], measured: Measurement, ids
         shift = unit.number % len(engines)
         for engine in engines[shift:] + engines[:shift]:
             prepared = engine.prepare(unit)
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             await engine.write(prepared)
             if last_of_tenth:
                 await engine.tenth_done()
             if unit.number == units - 1:
                 await engine.finish()
             measured.fills[engine.name].seconds[tenth] += time.perf_counter() - started
+            measured.fills[engine.name].cpu_seconds += time.process_time() - started_cpu
             measured.fills[engine.name].messages[tenth] += len(unit.texts)
         if last_of_tenth:
             measured.rss[tenth] = resident_bytes()
@@ -113,9 +127,10 @@ async def time_queries(
         shift = number % len(searches)
         answers: list[set[tuple[str, int]]] = []
         for label, run in searches[shift:] + searches[:shift]:
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             hits = await run(terms)
             measured.scope[label].setdefault(kind, []).append(time.perf_counter() - started)
+            measured.scope_cpu.setdefault(label, []).append(time.process_time() - started_cpu)
             answers.append(set(hits))
         if kind == 'rare id':
             measured.rare_id_queries += 1
