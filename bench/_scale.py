@@ -135,6 +135,8 @@ async def time_queries(
         if kind == 'rare id':
             measured.rare_id_queries += 1
             measured.rare_id_disagreements += any(answer != answers[0] for answer in answers)
+    if not ours:
+        return
     for number, (_kind, terms) in enumerate(queries(corpus, ids.long or ids.ids, per_class, corpus.seed + 1)):
         shift = number % len(ours)
         for engine in ours[shift:] + ours[:shift]:
