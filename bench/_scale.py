@@ -26,6 +26,7 @@ import math
 import resource
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,7 +90,18 @@ def resident_bytes() -> int | None:
     return pages * resource.getpagesize()
 
 
-async def fill(corpus: Corpus, engines: list[Engine], measured: Measurement, ids: IdSample) -> None:
+def rate_text(value: float | None) -> str:
+    return '—' if value is None else f'{value:,.0f}'
+
+
+async def fill(
+    corpus: Corpus,
+    engines: list[Engine],
+    measured: Measurement,
+    ids: IdSample,
+    progress: Callable[[str], None] | None = None,
+) -> None:
+    """Write every unit to every engine; `progress` gets a line at the end of each tenth."""
     units = corpus.units
     for engine in engines:
         measured.fills[engine.name] = Fill()
@@ -111,6 +123,9 @@ async def fill(corpus: Corpus, engines: list[Engine], measured: Measurement, ids
             measured.fills[engine.name].messages[tenth] += len(unit.texts)
         if last_of_tenth:
             measured.rss[tenth] = resident_bytes()
+            if progress is not None:
+                rates = ', '.join(f'{name} {rate_text(fill.rate(tenth))}' for name, fill in measured.fills.items())
+                progress(f'fill tenth {tenth + 1}/{TENTHS} ({unit.number + 1:,} of {units:,} hundreds): {rates} msg/s')
     for engine in engines:
         measured.fills[engine.name].bytes = await engine.bytes()
 
@@ -158,6 +173,8 @@ class Options:
     tantivy: bool = True
     vacuum: bool = False
     keep: bool = False
+    progress: Callable[[str], None] | None = None
+    """Where a line goes at each tenth of the fill (a long run shows it is moving)."""
 
 
 def _label(store: str) -> str:
@@ -199,7 +216,7 @@ async def measure(options: Options) -> Measurement:
             else:
                 measured.skipped.append(why)
         ids = IdSample(seed=options.seed)
-        await fill(corpus, engines, measured, ids)
+        await fill(corpus, engines, measured, ids, options.progress)
         if options.vacuum:
             for store, schema in schemas:
                 await vacuum_schema(store, schema)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from bench._scale import TENTHS, Measurement
+from bench._scale import TENTHS, Measurement, rate_text
 from bench._scale_corpus import QUERY_CLASSES
 
 ALL = 'all'
@@ -35,10 +35,6 @@ def _ms(value: float) -> str:
     return f'{value:.2f}' if value < 10 else f'{value:.1f}' if value < 100 else f'{value:.0f}'
 
 
-def _rate(value: float | None) -> str:
-    return '—' if value is None else f'{value:,.0f}'
-
-
 def by_class(measured: Measurement, label: str) -> dict[str, list[float]]:
     """Latencies of one search per class, plus `all` of them."""
     classes = measured.scope[label]
@@ -55,7 +51,7 @@ def fill_lines(measured: Measurement) -> list[str]:
         f'{"engine":<18}|{heading} | overall | per CPU s | bytes/msg',
     ]
     for name, fill in measured.fills.items():
-        rates = ' '.join(f'{_rate(fill.rate(tenth)):>7}' for tenth in range(TENTHS))
+        rates = ' '.join(f'{rate_text(fill.rate(tenth)):>7}' for tenth in range(TENTHS))
         per_message = fill.bytes / measured.messages
         cpu = f'{fill.overall_cpu:9,.0f}' if fill.overall_cpu != math.inf else f'{"—":>9}'
         lines.append(f'{name:<18}|{rates} | {fill.overall:7,.0f} | {cpu} | {per_message:,.0f}')

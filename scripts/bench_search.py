@@ -304,6 +304,7 @@ async def at_scale(args: argparse.Namespace, stores: list[str]) -> None:
             tantivy='tantivy' in engines,
             vacuum=args.vacuum,
             keep=args.keep,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
         print(_scale_report.report(await _scale.measure(options)), flush=True)
 
