@@ -1,7 +1,23 @@
-"""Search latency and index size at 1k, 10k and 100k stored messages (a script, not a test).
+"""Search latency and index size at 1k, 10k and 100k stored messages, or at scale against FTS5 and tantivy.
 
     .venv/bin/python scripts/bench_search.py [--sizes 1000,10000,100000] [--store sqlite|postgresql://...]
     .venv/bin/python scripts/bench_search.py --compare postgresql://postgres@127.0.0.1:5432/test
+    .venv/bin/python scripts/bench_search.py --messages 1000000 [--compare postgresql://...] [--per-class 100]
+
+A script that prints numbers, never a timed test.
+
+`--messages N` is issue 18's measurement (`bench/_scale*.py`): N messages of 20-300 words in
+N/100 conversations of one tenant, written through the public `append` (one 100-message append per
+conversation) to ours (SQLite, and PostgreSQL with `--compare`), and the same texts to SQLite FTS5
+and tantivy, interleaved; then the same queries on each, interleaved query by query (one rare id;
+two to four common words; a rare id among common words), scope-wide and, for ours, inside one
+1,000-message conversation. It prints the fill rate per tenth of the fill, bytes per message,
+peak memory (`ru_maxrss`), p50/p95/p99/max per class, a table shaped like the issue's, and the
+issue's thresholds as PASS/FAIL lines. `--engines ours` fills ours alone (its memory on its own).
+tantivy is a bench-only extra, never a product dependency: `.venv/bin/pip install -e '.[bench]'`
+(`./scripts/bootstrap` installs it); without it the tantivy row is skipped with a message.
+
+Without `--messages`, the sizes of `--sizes` as follows.
 
 Generates conversations of realistic text (a Zipf-distributed vocabulary plus rare identifiers:
 ticket ids, order numbers, file paths), writes them the way the persistence capability does (a
@@ -39,11 +55,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'src'))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for bench/
 
+from bench._scale_engines import drop_schema, search_history, vacuum_schema, with_schema
 from bench._workload import Generator
 from pydantic_ai.messages import (
     ModelMessage,
@@ -55,6 +71,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from bench import _scale, _scale_report
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
 from temporal_recall.search._plan import search_history
@@ -252,37 +269,6 @@ def describe(row: Measured) -> str:
     )
 
 
-def with_schema(url: str, schema: str) -> str:
-    parts = urlsplit(url)
-    query = [(name, value) for name, value in parse_qsl(parts.query, keep_blank_values=True) if name != 'schema']
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode([*query, ('schema', schema)]), ''))
-
-
-async def vacuum_schema(url: str, schema: str) -> None:
-    """`VACUUM ANALYZE` every table of the schema: what autovacuum does on a server where it is on."""
-    import asyncpg
-
-    parts = urlsplit(url)
-    connection = await asyncpg.connect(urlunsplit((parts.scheme, parts.netloc, parts.path, '', '')))
-    try:
-        tables = await connection.fetch('SELECT tablename FROM pg_tables WHERE schemaname = $1', schema)
-        for row in tables:
-            await connection.execute(f'VACUUM ANALYZE "{schema}"."{row[0]}"')
-    finally:
-        await connection.close()
-
-
-async def drop_schema(url: str, schema: str) -> None:
-    import asyncpg
-
-    parts = urlsplit(url)
-    connection = await asyncpg.connect(urlunsplit((parts.scheme, parts.netloc, parts.path, '', '')))
-    try:
-        await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    finally:
-        await connection.close()
-
-
 async def run_one(store: str, size: int, args: argparse.Namespace) -> Measured:
     """One size on a fresh store of `store` ("sqlite" or a postgresql:// URL)."""
     if store == 'sqlite':
@@ -302,9 +288,42 @@ async def run_one(store: str, size: int, args: argparse.Namespace) -> Measured:
             await drop_schema(store, schema)
 
 
+async def at_scale(args: argparse.Namespace, stores: list[str]) -> None:
+    """Issue 18's measurement (`bench/_scale.py`): one corpus, every engine, interleaved."""
+    engines = {name.strip() for name in args.engines.split(',')}
+    unknown = engines - {'ours', 'fts5', 'tantivy'}
+    if unknown:
+        raise SystemExit(f'--engines: unknown {", ".join(sorted(unknown))}; choose from ours, fts5, tantivy.')
+    with tempfile.TemporaryDirectory(prefix='bench-scale-') as tmp:
+        options = _scale.Options(
+            messages=args.messages,
+            ours=stores if 'ours' in engines else [],
+            directory=Path(tmp),
+            seed=args.seed,
+            queries_per_class=args.per_class,
+            fts5='fts5' in engines,
+            tantivy='tantivy' in engines,
+            vacuum=args.vacuum,
+            keep=args.keep,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+        print(_scale_report.report(await _scale.measure(options)), flush=True)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--sizes', default='1000,10000,100000')
+    parser.add_argument(
+        '--messages',
+        type=int,
+        help="issue 18's measurement at this many messages (a multiple of 100, up to 1,000,000) instead of --sizes",
+    )
+    parser.add_argument(
+        '--engines',
+        default='ours,fts5,tantivy',
+        help='with --messages: which of ours, fts5, tantivy to fill (default all; ours alone isolates its memory)',
+    )
+    parser.add_argument('--per-class', type=int, default=100, help='with --messages: queries per query class')
     parser.add_argument('--store', default='sqlite', help='"sqlite" (a temp file) or a postgresql:// URL')
     parser.add_argument('--compare', metavar='POSTGRESQL_URL', help='run SQLite and this PostgreSQL side by side')
     parser.add_argument('--queries', type=int, default=300)
@@ -320,6 +339,9 @@ async def main() -> None:
     stores = ['sqlite', args.compare] if args.compare else [args.store]
     shown = ', '.join(store.split('@')[-1] for store in stores)
     print(f'cores {os.cpu_count()}, python {sys.version.split()[0]}, store {shown}')
+    if args.messages is not None:
+        await at_scale(args, stores)
+        return
     for size in (int(s) for s in args.sizes.split(',')):
         for store in stores:
             print(describe(await run_one(store, size, args)), flush=True)
