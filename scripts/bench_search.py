@@ -74,7 +74,6 @@ from pydantic_ai.messages import (
 from bench import _scale, _scale_report
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
-from temporal_recall.search._plan import search_history
 from temporal_recall.store import AppendRequest, SqliteConversationStore, open_store
 
 MESSAGES_PER_CONVERSATION = 100
