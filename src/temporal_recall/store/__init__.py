@@ -6,16 +6,21 @@ transaction, and the SQL spelled its own way.
 
 Engine (backend-neutral, runs on a `_session.Session`):
 - `_session`: `Session` (one open transaction: `rows`/`one`/`value`/`run`/`many`, `$1` placeholders,
-  standard SQL), `Dialect` (the few spellings that differ: array parameters, `FOR UPDATE`, …) and
-  `Backend` (a driver's `run_read` / `run_write` / `close`).
+  standard SQL), `Dialect` (the few spellings that differ: array parameters, `FOR UPDATE`, join
+  order, …) and `Backend` (a driver's `run_read` / `run_write` / `close`).
 - `_store.EngineStore`: the store class, every public method written once over a `Backend`.
 - `_protocol`: the seams the layers above use (`DeltaWriter`, `IndexReader`, `ImpactReader`,
   `BodyStore`, `RecallStore`) and their dataclasses.
-- `_append`: appending a delta (attach point, hash check, idempotency, fences, revision);
-  `_write`: `write_record`; `_log`: reading records, entries and histories, and deleting a
-  conversation; `_context`: context walks; `_integrity`: the integrity check; `_checks`: input
-  validation; `_statements`: shared statements; `_serialization`, `_rows`, `_ids`: what is stored;
-  `_bodies`: the payload codec's message bodies (put, get, touch, stats, prune).
+- Writing: `_append` (a delta: attach point, hash check, idempotency, fences, revision), `_write`
+  (`write_record`), `_entries` (the log's rows), `_index` (documents, postings, per-term counts,
+  tenants, runs), `_membership` (a conversation's index membership, release, `rebuild_index`),
+  `_bulk` (batches of rows: one `unnest` on PostgreSQL, one statement per row on SQLite's thread).
+- Reading: `_reader` (targets, stats, postings, documents), `_impact` (impact-ordered reads for a
+  scope-wide search), `_occurrences` and `_context` (where a hit was said, and its neighbours),
+  `_log` (records, entries, histories, deleting a conversation).
+- `_bodies` (the payload codec's message bodies: put, get, touch, stats, prune), `_integrity` (the
+  integrity check), `_checks` (input validation), `_statements` (shared statements),
+  `_serialization`, `_rows`, `_ids` (what is stored).
 - `_schema`: every table, written once with a few spelling placeholders (`Spelling`);
   `_migrations`: versions and names; `_migrate`: applying and recording the missing ones.
 
@@ -25,10 +30,10 @@ Driver (per backend; SQLite's shown, PostgreSQL's are the `_postgres_*` twins):
 - `_sqlite_schema`: the `Spelling` of the tables; `_sqlite_migrate`: opening (file and version
   checks, serialising concurrent openers) before `_migrate.apply`.
 - `_sqlite`: `SqliteConversationStore`, the engine store with its `open()` and `stats()`.
-- native statements where a backend does better with its own (PostgreSQL's `unnest` bulk inserts and
-  row locks): the write and search modules (`_sqlite_write`, `_sqlite_index`, `_sqlite_reader`,
-  `_postgres_impact`), until they are lifted into the engine; `_pending` routes the engine store to
-  them meanwhile.
+
+Where a backend's planner or its concurrency needs its own statement (PostgreSQL's `LATERAL` probes,
+`unnest` bulk inserts and row locks; SQLite's fixed join order), the engine module holds both
+spellings side by side, chosen by `Dialect`, so each rule is still written in one place.
 
 To add a backend: write its driver — a `Backend` with a `Session` and a `Dialect`, a `Spelling`, an
 opener that checks the recorded version and calls `_migrate.apply` in one serialised

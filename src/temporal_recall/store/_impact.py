@@ -1,6 +1,6 @@
 """`ImpactReader`: scope-wide reads in impact order, so a search skips most of a common term's postings.
 
-Used by `temporal_recall._recall._ranked_by_impact` for a target spanning a whole tenant, where a
+Used by `temporal_recall.search._plan._ranked_by_impact` for a target spanning a whole tenant, where a
 common term's posting list can hold most of the store: only the head of each term-frequency group is
 read, plus exact lookups for the candidates other terms found. A conversation, run or role target
 gets `None` and the search reads whole posting lists (`_reader.postings`). Every read resolves the

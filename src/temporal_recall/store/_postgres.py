@@ -97,20 +97,12 @@ class PostgresConversationStore(EngineStore):
         return self._db.options.schema
 
     async def stats(self) -> PostgresStoreStats:
-        conversations, entries, documents, postings, database_bytes = await self._sizes(
+        sizes = await self._sizes(
             'SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_catalog.pg_class c '
             "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'",
             self.schema,
         )
-        return PostgresStoreStats(
-            url=self.url,
-            schema=self.schema,
-            conversations=conversations,
-            entries=entries,
-            documents=documents,
-            postings=postings,
-            database_bytes=database_bytes,
-        )
+        return PostgresStoreStats(url=self.url, schema=self.schema, **sizes)
 
 
 if TYPE_CHECKING:

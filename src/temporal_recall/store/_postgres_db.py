@@ -1,7 +1,7 @@
 """An asyncpg pool with the store's transactions, retries and error translation.
 
 Unlike SQLite, PostgreSQL runs writers side by side, so correctness rests on row locks taken in one
-order by every write (the conversation row, then the tenant rows, see `_postgres_index`) and on
+order by every write (the conversation row, then the tenant rows, see `_index.lock_tenants`) and on
 retrying what the server aborts to resolve a conflict: a deadlock, a serialization failure, or a
 race the caller recognises (two transactions creating the same conversation). A retried write runs
 its whole body again in a fresh transaction, so bodies must not have effects outside the database.

@@ -85,16 +85,8 @@ class SqliteConversationStore(EngineStore):
         return self._db.path
 
     async def stats(self) -> StoreStats:
-        counts = await self._sizes('SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()')
-        conversations, entries, documents, postings, database_bytes = counts
-        return StoreStats(
-            path=self.path,
-            conversations=conversations,
-            entries=entries,
-            documents=documents,
-            postings=postings,
-            database_bytes=database_bytes,
-        )
+        sizes = await self._sizes('SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()')
+        return StoreStats(path=self.path, **sizes)
 
 
 if TYPE_CHECKING:

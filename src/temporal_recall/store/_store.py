@@ -251,8 +251,8 @@ class EngineStore(CheckedStore, StoredBodies):
         """Verify the store's integrity in one read snapshot (see `_integrity`); writers are not blocked."""
         return await self._backend.run_read(lambda s: run_check(s, progress))
 
-    async def _sizes(self, size_sql: str, *params: object) -> tuple[int, int, int, int, int]:
-        """Conversations, entries, documents, postings, and the bytes `size_sql` (a scalar subquery) counts."""
+    async def _sizes(self, size_sql: str, *params: object) -> dict[str, int]:
+        """The counts every store's stats report, and `database_bytes` as `size_sql` (a scalar subquery) measures it."""
         sql = (
             'SELECT (SELECT count(*) FROM conversations), (SELECT count(*) FROM entries), '  # noqa: S608
             f'(SELECT count(*) FROM documents), (SELECT count(*) FROM postings), ({size_sql})'
@@ -263,4 +263,5 @@ class EngineStore(CheckedStore, StoredBodies):
 
         row = await self._backend.run_read(body)
         assert row is not None
-        return int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4])
+        names = ('conversations', 'entries', 'documents', 'postings', 'database_bytes')
+        return {name: int(value) for name, value in zip(names, row, strict=True)}
