@@ -44,7 +44,13 @@ SYNCHRONOUS: dict[str, str] = {
 
 
 class Database:
-    """An open store database. Use `write()` / `read()` around statements; they hold the lock."""
+    """An open store database, the SQLite driver's `Backend`: `run_read` / `run_write` hold the lock.
+
+    Each transaction runs whole on the connection's own thread, driven by `_drive`: engine code is
+    ordinary async code written against `Session`, and on that thread its awaits never suspend, so a
+    transaction of any number of statements costs one thread hop (through aiosqlite each statement
+    would be a round trip to the thread and back, which costs more than the statement).
+    """
 
     def __init__(
         self,
@@ -77,94 +83,15 @@ class Database:
             if connection is not None:
                 await connection.close()
 
-    async def rows(self, sql: str, params: Params = ()) -> list[Row]:
-        return cast(list[Row], list(await self.connection.execute_fetchall(sql, params)))
-
-    async def one(self, sql: str, params: Params = ()) -> Row | None:
-        found = await self.rows(sql, params)
-        return found[0] if found else None
-
-    async def value(self, sql: str, params: Params = ()) -> Any:
-        """The first column of the first row (`None` if no row)."""
-        found = await self.one(sql, params)
-        return None if found is None else found[0]
-
-    async def run(self, sql: str, params: Params = ()) -> None:
-        await self.connection.execute_fetchall(sql, params)
-
-    async def many(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
-        cursor = await self.connection.executemany(sql, params)
-        await cursor.close()
-
-    @asynccontextmanager
-    async def write(self) -> AsyncGenerator[None]:
-        """A `BEGIN IMMEDIATE` transaction: committed when the body returns, rolled back if it raises."""
-        async with self._lock, self._translated():
-            if self.read_only:
-                raise self.read_only_error()
-            await self._begin('BEGIN IMMEDIATE')
-            try:
-                yield
-                await self.run('COMMIT')
-            except BaseException:
-                await self._rollback()
-                raise
-
-    @asynccontextmanager
-    async def read(self, *, snapshot: bool = True) -> AsyncGenerator[None]:
-        """A read; with `snapshot`, its statements see one consistent state of the database."""
-        async with self._lock, self._translated():
-            if not snapshot:
-                yield
-                return
-            await self._begin('BEGIN')
-            try:
-                yield
-            finally:
-                await self._rollback()
-
-    async def _begin(self, statement: str) -> None:
-        if self.connection.in_transaction:  # Left open by a task cancelled mid-rollback.
-            await self.run('ROLLBACK')
-        await self.run(statement)
-
-    async def _rollback(self) -> None:
-        connection = self._connection
-        if connection is None or not connection.in_transaction:
-            return
-        # SQLite may already have rolled back (e.g. after SQLITE_FULL); then there is nothing more to undo.
-        with contextlib.suppress(sqlite3.Error):
-            await connection.execute_fetchall('ROLLBACK')
-
-    async def read_on_connection_thread(self, reader: Callable[[Any], Coroutine[Any, Any, _T]]) -> _T:
-        """Run a whole read in one snapshot on the connection's own thread: one thread hop in all.
-
-        A search makes a handful of small queries; through aiosqlite each is a round trip to the
-        connection thread and back, which costs more than the query. `reader` is ordinary async
-        reader code written against `rows`/`one`/`value`; here it is driven to completion on the
-        connection thread by `_ThreadReads`, whose awaits never suspend.
-        """
-        async with self._lock, self._translated():
-            connection = self.connection
-            return cast(_T, await connection._execute(_read_snapshot, connection._conn, reader))  # pyright: ignore[reportPrivateUsage]
-
-    async def write_on_connection_thread(self, writer: Callable[[Any], Coroutine[Any, Any, _T]]) -> _T:
-        """Like `read_on_connection_thread`, for a whole `BEGIN IMMEDIATE` … `COMMIT` write."""
-        async with self._lock, self._translated():
-            if self.read_only:
-                raise self.read_only_error()
-            connection = self.connection
-            return cast(_T, await connection._execute(_write_transaction, connection._conn, writer))  # pyright: ignore[reportPrivateUsage]
-
     @property
     def dialect(self) -> Dialect:
         return SQLITE
 
     async def run_read(self, body: Callable[[Session], Coroutine[Any, Any, _T]], *, snapshot: bool = True) -> _T:
-        """`Backend.run_read`: the whole read on the connection thread, one thread hop."""
+        """`Backend.run_read`: the whole read on the connection thread, one thread hop (see the class notes)."""
         async with self._lock, self._translated():
             connection = self.connection
-            run = _session_snapshot if snapshot else _session_plain
+            run = _read_snapshot if snapshot else _drive_plain
             return cast(_T, await connection._execute(run, connection._conn, body))  # pyright: ignore[reportPrivateUsage]
 
     async def run_write(
@@ -182,7 +109,7 @@ class Database:
             if self.read_only:
                 raise self.read_only_error()
             connection = self.connection
-            return cast(_T, await connection._execute(_session_write, connection._conn, body))  # pyright: ignore[reportPrivateUsage]
+            return cast(_T, await connection._execute(_write_transaction, connection._conn, body))  # pyright: ignore[reportPrivateUsage]
 
     @asynccontextmanager
     async def _translated(self) -> AsyncGenerator[None]:
@@ -220,31 +147,6 @@ class _Ready:
     def __await__(self) -> Generator[Any, None, Any]:
         return self.value
         yield  # pragma: no cover - makes this a generator that finishes at once
-
-
-class _ThreadReads:
-    """The `rows`/`one`/`value` surface of `Database`, answered synchronously on the connection thread."""
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self._connection = connection
-
-    def rows(self, sql: str, params: Params = ()) -> _Ready:
-        return _Ready(self._connection.execute(sql, params).fetchall())
-
-    def one(self, sql: str, params: Params = ()) -> _Ready:
-        return _Ready(self._connection.execute(sql, params).fetchone())
-
-    def value(self, sql: str, params: Params = ()) -> _Ready:
-        row = self._connection.execute(sql, params).fetchone()
-        return _Ready(None if row is None else row[0])
-
-    def run(self, sql: str, params: Params = ()) -> _Ready:
-        self._connection.execute(sql, params)
-        return _Ready(None)
-
-    def many(self, sql: str, params: Iterable[Sequence[Any]]) -> _Ready:
-        self._connection.executemany(sql, params)
-        return _Ready(None)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -287,24 +189,12 @@ class SqliteSession:
         return _Ready(None)
 
 
-def _session_plain(connection: sqlite3.Connection, body: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
-    return _drive(body, connection, SqliteSession)
+def _drive_plain(connection: sqlite3.Connection, body: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
+    return _drive(body, connection)
 
 
-def _session_snapshot(connection: sqlite3.Connection, body: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
-    return _read_snapshot(connection, body, SqliteSession)
-
-
-def _session_write(connection: sqlite3.Connection, body: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
-    return _write_transaction(connection, body, SqliteSession)
-
-
-def _drive(
-    reader: Callable[[Any], Coroutine[Any, Any, Any]],
-    connection: sqlite3.Connection,
-    surface: Callable[[sqlite3.Connection], object] = _ThreadReads,
-) -> Any:
-    coroutine = reader(surface(connection))
+def _drive(reader: Callable[[Any], Coroutine[Any, Any, Any]], connection: sqlite3.Connection) -> Any:
+    coroutine = reader(SqliteSession(connection))
     try:
         coroutine.send(None)
     except StopIteration as finished:
@@ -313,16 +203,12 @@ def _drive(
     raise RuntimeError('Store code awaited something other than the database; it cannot run on the connection thread.')
 
 
-def _write_transaction(
-    connection: sqlite3.Connection,
-    writer: Callable[[Any], Coroutine[Any, Any, Any]],
-    surface: Callable[[sqlite3.Connection], object] = _ThreadReads,
-) -> Any:
+def _write_transaction(connection: sqlite3.Connection, writer: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
     if connection.in_transaction:
         connection.execute('ROLLBACK')
     connection.execute('BEGIN IMMEDIATE')
     try:
-        result = _drive(writer, connection, surface)
+        result = _drive(writer, connection)
         connection.execute('COMMIT')
         return result
     finally:
@@ -331,16 +217,12 @@ def _write_transaction(
                 connection.execute('ROLLBACK')
 
 
-def _read_snapshot(
-    connection: sqlite3.Connection,
-    reader: Callable[[Any], Coroutine[Any, Any, Any]],
-    surface: Callable[[sqlite3.Connection], object] = _ThreadReads,
-) -> Any:
+def _read_snapshot(connection: sqlite3.Connection, reader: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
     if connection.in_transaction:  # Left open by a task cancelled mid-rollback.
         connection.execute('ROLLBACK')
     connection.execute('BEGIN')
     try:
-        return _drive(reader, connection, surface)
+        return _drive(reader, connection)
     finally:
         if connection.in_transaction:
             connection.execute('ROLLBACK')

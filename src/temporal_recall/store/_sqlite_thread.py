@@ -8,7 +8,7 @@ instead, aiosqlite's finaliser queued its close with a future of the finished ev
 thread died printing `RuntimeError: Event loop is closed`.
 
 `RecallConnection` changes only how the thread ends, not how it works: every transaction is still
-one hop to the same thread (see `Database.read_on_connection_thread`).
+one hop to the same thread (see `Database.run_read`).
 
 - The thread is a daemon, so it can never block interpreter exit.
 - A connection still open when the interpreter exits is closed at exit, on its own thread, within
