@@ -12,14 +12,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from temporal_recall.store import open_store
-
-from ._support import PostgresSite, postgres_url
 
 EXIT_SECONDS = 5.0
 
@@ -61,21 +58,9 @@ print('returned', flush=True)
 """
 
 
-@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
-async def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == 'sqlite':
-        yield str(tmp_path / 'recall.db')
-        return
-    site = PostgresSite(postgres_url())
-    try:
-        yield site.url
-    finally:
-        await site.close()
-
-
 @pytest.mark.parametrize('script', [KEPT_BY_AN_AGENT, DROPPED], ids=['kept-by-an-agent', 'dropped'])
 async def test_an_unclosed_store_does_not_keep_the_process_alive(
-    store_location: str, script: str, tmp_path: Path
+    any_store_url: str, script: str, tmp_path: Path
 ) -> None:
     path = tmp_path / 'forgets_to_close.py'
     path.write_text(textwrap.dedent(script))
@@ -83,7 +68,7 @@ async def test_an_unclosed_store_does_not_keep_the_process_alive(
     try:
         done = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, str(path), store_location],
+            [sys.executable, str(path), any_store_url],
             capture_output=True,
             text=True,
             timeout=EXIT_SECONDS
@@ -98,14 +83,14 @@ async def test_an_unclosed_store_does_not_keep_the_process_alive(
     assert 'Traceback' not in done.stderr and 'Exception in thread' not in done.stderr, done.stderr
     assert elapsed < EXIT_SECONDS + 20
     # What the script wrote is there, and a SQLite store was closed at exit (its WAL folded in).
-    store = await open_store(store_location)
+    store = await open_store(any_store_url)
     try:
         loaded = await store.load('support-42')
         assert loaded is not None and loaded.messages
     finally:
         await store.close()
-    if not store_location.startswith('postgresql'):
-        assert not Path(f'{store_location}-wal').exists()
+    if not any_store_url.startswith('postgresql'):
+        assert not Path(f'{any_store_url}-wal').exists()
 
 
 def test_the_process_exits_within_5_s_of_returning(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 from pydantic_ai import Agent
@@ -27,8 +26,6 @@ from temporal_recall._validation import MAX_ID_LENGTH
 from temporal_recall.testing import running_worker
 
 from ..replay.workflows import RecallDirectlyWorkflow
-from ..store._support import PostgresSite
-from ..store._support import postgres_url as configured_postgres_url
 
 pytestmark = pytest.mark.temporal
 
@@ -50,18 +47,6 @@ bad_args_agent = Agent(
     deps_type=RecallDeps,
     capabilities=[ConversationRecall(), TemporalDurability()],
 )
-
-
-@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
-async def any_store_url(request: pytest.FixtureRequest, store_url: str) -> AsyncIterator[str]:
-    if request.param == 'sqlite':
-        yield store_url
-        return
-    site = PostgresSite(configured_postgres_url())
-    try:
-        yield site.url
-    finally:
-        await site.close()
 
 
 async def _attempts(client: Client, workflow_id: str) -> list[int]:

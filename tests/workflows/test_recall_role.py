@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError
@@ -12,23 +10,10 @@ from temporalio.client import Client, WorkflowFailureError
 from temporal_recall import ConversationInput, ConversationWorkflow, SearchRequest, TurnInput
 from temporal_recall.testing import running_worker
 
-from ..store._support import PostgresSite, postgres_url
 from .agents import weather_agent
 from .role_workflows import RecallByRoleWorkflow
 
 pytestmark = pytest.mark.temporal
-
-
-@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
-async def any_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == 'sqlite':
-        yield str(tmp_path / 'recall.db')
-        return
-    site = PostgresSite(postgres_url())
-    try:
-        yield site.url
-    finally:
-        await site.close()
 
 
 async def test_recall_and_the_search_update_filter_by_role(temporal_client: Client, any_store_url: str) -> None:
