@@ -17,12 +17,12 @@ from . import _statements as statements
 from ._bulk import allocate_keys, insert_rows
 from ._index import intern_runs
 from ._rows import ConversationRow, Member
+from ._schema import CONVERSATION_ID_UNIQUE
 from ._serialization import PreparedMessage, RecordColumns
 from ._session import Session
 from ._statements import record_values
 
 __all__ = (
-    'CONVERSATION_ID_UNIQUE',
     'conversation_row',
     'entry_keys',
     'head_chain',
@@ -35,9 +35,6 @@ __all__ = (
     'update_conversation',
     'write_branches',
 )
-
-CONVERSATION_ID_UNIQUE = 'conversations_conversation_id_unique'
-"""The name PostgreSQL's schema gives the uniqueness of `conversations.conversation_id`."""
 
 _ENTRY_COLUMNS = (
     ('entry_key', 'bigint'),

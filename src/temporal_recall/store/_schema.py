@@ -48,7 +48,11 @@ from typing import Literal
 
 from ._migrations import Migration, released
 
-__all__ = ('Only', 'Spelling', 'render')
+__all__ = ('CONVERSATION_ID_UNIQUE', 'Only', 'Spelling', 'render')
+
+CONVERSATION_ID_UNIQUE = 'conversations_conversation_id_unique'
+"""The conversation id's unique constraint, named where a backend names it: a lost creation race is
+recognised by this name (`_entries.lost_creation_race`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
