@@ -19,7 +19,7 @@ from ._membership import release_members
 from ._serialization import record_from_columns
 from ._session import Row, Session
 
-__all__ = ('delete_conversation', 'history', 'lock_for_delete', 'read_entry_row', 'read_record', 'read_records')
+__all__ = ('delete_conversation', 'history', 'read_entry_row', 'read_record', 'read_records')
 
 _NO_LIMIT = 2**62
 """What an absent `limit` means: larger than any log, and a valid `LIMIT` on every backend."""
@@ -91,21 +91,6 @@ async def history(session: Session, head_id: str, limit: int | None) -> list[Con
     if not rows:
         return None
     return [_entry(row) for row in rows]
-
-
-async def lock_for_delete(session: Session, conversation_id: str) -> tuple[int, int, str] | None:
-    """`(conv_key, tenant_id, revision)` of the conversation, its row locked where the backend locks rows.
-
-    The conversation row is the first lock every write takes (then its tenants), so a delete queues
-    behind a concurrent append instead of deadlocking with it. A locking read of this one table
-    returns the row as the writer it waited for left it.
-    """
-    found = await session.one(
-        'SELECT conv_key, tenant_id, revision FROM conversations WHERE conversation_id = $1'  # noqa: S608
-        + session.dialect.for_update,
-        conversation_id,
-    )
-    return None if found is None else (int(found[0]), int(found[1]), str(found[2]))
 
 
 async def delete_conversation(session: Session, conv_key: int) -> None:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NoReturn, Self
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 from pydantic_ai.exceptions import UserError
 
-from . import _append, _impact, _log, _reader, _write
+from . import _append, _entries, _impact, _log, _reader, _write
 from ._bodies import BodyEngine, StoredBodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._index import lock_tenants
@@ -170,11 +170,13 @@ class EngineStore(CheckedStore, StoredBodies):
         check_id(conversation_id, 'conversation id')
 
         async def body(session: Session) -> None:
-            found = await _log.lock_for_delete(session, conversation_id)  # First the conversation's row,
-            if found is None or found[2] != expected_revision:
+            # First the conversation's row, locked as every write locks it, then its tenant's: the order
+            # every write takes, so a delete queues behind a concurrent append instead of deadlocking.
+            row = await _entries.conversation_row(session, conversation_id)
+            if row is None or row.revision != expected_revision:
                 raise ConversationConflict(conversation_id)
-            await lock_tenants(session, [found[1]])  # then its tenant's, the order every write takes.
-            await _log.delete_conversation(session, found[0])
+            await lock_tenants(session, [row.tenant_id])
+            await _log.delete_conversation(session, row.conv_key)
 
         await self._backend.run_write(body, retry=self._retry_delete)
 
