@@ -36,7 +36,7 @@ from temporal_recall.errors import ConfigurationError, PruneRefused, StoreReadOn
 
 from ._checks import check_optional_id
 from ._protocol import BODY_TOUCH_INTERVAL
-from ._serialization import scope_key
+from ._serialization import scope_key, scope_of_key
 from ._session import Backend, Session
 
 __all__ = (
@@ -155,11 +155,6 @@ def check_prune_window(older_than: timedelta, retention: timedelta) -> None:
         )
 
 
-def _scope_of(key: str) -> str | None:
-    """The scope a `scope_key` stands for (`scope_key`'s inverse)."""
-    return None if key == 'n:' else key.removeprefix('s:')
-
-
 def _utc(seconds: int) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
@@ -226,7 +221,9 @@ class BodyEngine:
             return await session.rows(_STATS)
 
         return [
-            BodyScopeStats(scope=_scope_of(row[0]), bodies=int(row[1]), bytes=int(row[2]), oldest_touched=_utc(row[3]))
+            BodyScopeStats(
+                scope=scope_of_key(row[0]), bodies=int(row[1]), bytes=int(row[2]), oldest_touched=_utc(row[3])
+            )
             for row in await self._backend.run_read(read)
         ]
 

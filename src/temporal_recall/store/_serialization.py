@@ -49,6 +49,7 @@ __all__ = (
     'record_columns',
     'record_from_columns',
     'scope_key',
+    'scope_of_key',
     'timestamp_order',
 )
 
@@ -73,6 +74,11 @@ def scope_key(scope: str | None) -> str:
     stored without a scope.
     """
     return 'n:' if scope is None else 's:' + scope
+
+
+def scope_of_key(key: str) -> str | None:
+    """The scope a tenant key stands for: `scope_key`'s inverse."""
+    return None if key == 'n:' else key.removeprefix('s:')
 
 
 def hash_bytes(hex_digest: str) -> bytes:
