@@ -20,7 +20,7 @@ from temporal_recall.models import StepDelta
 from temporal_recall.store import SqliteConversationStore, _bodies
 from temporal_recall.store._bodies import PRUNE_MARGIN
 from temporal_recall.store._protocol import BODY_TOUCH_INTERVAL
-from temporal_recall.store._statements import for_sqlite
+from temporal_recall.store._sqlite_db import sqlite_spelling
 
 from ._support import AnyStore
 
@@ -60,7 +60,7 @@ async def sql(store: AnyStore, statement: str, *params: object) -> list[tuple[An
     """Run `statement` (`$N` placeholders) on the store's database directly, committed; its rows."""
     if isinstance(store, SqliteConversationStore):
         with closing(sqlite3.connect(store.path)) as db, db:
-            return db.execute(for_sqlite(statement), params).fetchall()
+            return db.execute(sqlite_spelling(statement), params).fetchall()
     async with store._db.connection() as connection:
         return [tuple(row) for row in await connection.fetch(statement, *params)]
 

@@ -27,7 +27,7 @@ from temporal_recall.errors import ConfigurationError, NotADatabase, RecallError
 from ._postgres_url import PostgresOptions
 from ._session import POSTGRESQL, Dialect, Session
 
-__all__ = ('Conn', 'Database', 'PostgresSession', 'create_pool', 'fetch_int', 'quote_ident', 'translate_error')
+__all__ = ('Conn', 'Database', 'PostgresSession', 'create_pool', 'quote_ident', 'translate_error')
 
 Conn: TypeAlias = asyncpg.Connection
 T = TypeVar('T')
@@ -132,12 +132,6 @@ async def create_pool(options: PostgresOptions, *, server_settings: dict[str, st
     except Exception as error:
         raise _reraise(error, options.display) from error
     return pool
-
-
-async def fetch_int(conn: Conn, sql: str, *args: object) -> int:
-    """The first column of the statement's first row, as an int (for statements that always return one)."""
-    value: Any = await conn.fetchval(sql, *args)
-    return int(value)
 
 
 class PostgresSession:

@@ -15,7 +15,7 @@ import functools
 import os
 import re
 import sqlite3
-from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
@@ -26,10 +26,16 @@ from temporal_recall.errors import NotADatabase, StoreError, StoreReadOnly, Stor
 
 from ._session import SQLITE, Dialect, Session
 
-__all__ = ('SYNCHRONOUS', 'Database', 'Row', 'SqliteSession', 'Synchronous', 'check_file', 'translate_error')
+__all__ = (
+    'SYNCHRONOUS',
+    'Database',
+    'SqliteSession',
+    'Synchronous',
+    'check_file',
+    'sqlite_spelling',
+    'translate_error',
+)
 
-Row = tuple[Any, ...]
-Params = Sequence[Any] | Mapping[str, Any]
 Synchronous = Literal['NORMAL', 'FULL']
 
 _SQLITE_HEADER = b'SQLite format 3\x00'
@@ -150,7 +156,7 @@ class _Ready:
 
 
 @functools.lru_cache(maxsize=1024)
-def _sqlite_spelling(sql: str) -> str:
+def sqlite_spelling(sql: str) -> str:
     """`sql` with SQLite's spelling of numbered placeholders (`$1` -> `?1`), computed once per statement."""
     return _PLACEHOLDER.sub(r'?\1', sql)
 
@@ -171,21 +177,21 @@ class SqliteSession:
         return SQLITE
 
     def rows(self, sql: str, *params: Any) -> _Ready:
-        return _Ready(self._connection.execute(_sqlite_spelling(sql), params).fetchall())
+        return _Ready(self._connection.execute(sqlite_spelling(sql), params).fetchall())
 
     def one(self, sql: str, *params: Any) -> _Ready:
-        return _Ready(self._connection.execute(_sqlite_spelling(sql), params).fetchone())
+        return _Ready(self._connection.execute(sqlite_spelling(sql), params).fetchone())
 
     def value(self, sql: str, *params: Any) -> _Ready:
-        row = self._connection.execute(_sqlite_spelling(sql), params).fetchone()
+        row = self._connection.execute(sqlite_spelling(sql), params).fetchone()
         return _Ready(None if row is None else row[0])
 
     def run(self, sql: str, *params: Any) -> _Ready:
-        self._connection.execute(_sqlite_spelling(sql), params)
+        self._connection.execute(sqlite_spelling(sql), params)
         return _Ready(None)
 
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> _Ready:
-        self._connection.executemany(_sqlite_spelling(sql), rows)
+        self._connection.executemany(sqlite_spelling(sql), rows)
         return _Ready(None)
 
 

@@ -1,13 +1,11 @@
 """Statements that read the same on every backend, written once.
 
-They use PostgreSQL's numbered placeholders (`$1`, `$2`) and standard SQL only (`CAST`, not `::`).
-SQLite reads numbered placeholders as `?1`, `?2`, so `for_sqlite` rewrites just those; a driver
-converts a statement once, at import, not per call.
+They use PostgreSQL's numbered placeholders (`$1`, `$2`) and standard SQL only (`CAST`, not `::`);
+the SQLite session spells the placeholders its own way (`_sqlite_db.sqlite_spelling`).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ._serialization import RecordColumns
@@ -22,17 +20,8 @@ __all__ = (
     'RECORD_APPLIED',
     'UNREACHABLE',
     'UPDATE_CONVERSATION',
-    'for_sqlite',
     'record_values',
 )
-
-_PLACEHOLDER = re.compile(r'\$(\d+)')
-
-
-def for_sqlite(statement: str) -> str:
-    """`statement` with SQLite's spelling of its numbered placeholders."""
-    return _PLACEHOLDER.sub(r'?\1', statement)
-
 
 HISTORY = """
 WITH RECURSIVE chain(k, n) AS (
