@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
@@ -163,7 +163,7 @@ class PostgresSession:
 
 
 class Database:
-    """An open PostgreSQL store database: `read(body)` and `write(body)` run `body(connection)`."""
+    """An open PostgreSQL store database, the driver's `Backend`: `run_read` and `run_write` run `body(session)`."""
 
     def __init__(self, pool: asyncpg.Pool, options: PostgresOptions) -> None:
         self._pool: asyncpg.Pool | None = pool
@@ -208,21 +208,25 @@ class Database:
         finally:
             await pool.release(connection)
 
-    async def read(self, body: Callable[[Conn], Awaitable[T]], *, snapshot: bool = True) -> T:
-        """Run `body`; with `snapshot`, inside a read-only REPEATABLE READ transaction (one consistent view)."""
+    @property
+    def dialect(self) -> Dialect:
+        return POSTGRESQL
+
+    async def run_read(self, body: Callable[[Session], Coroutine[Any, Any, T]], *, snapshot: bool = True) -> T:
+        """`Backend.run_read`: with `snapshot`, inside a read-only REPEATABLE READ transaction (one consistent view)."""
         try:
             async with self.connection() as conn:
                 if not snapshot:
-                    return await body(conn)
+                    return await body(PostgresSession(conn))
                 async with conn.transaction(isolation='repeatable_read', readonly=True):
-                    return await body(conn)
+                    return await body(PostgresSession(conn))
         except (pg.PostgresError, pg.InterfaceError, pg.InternalClientError, OSError, TimeoutError) as error:
             raise _reraise(error, self.display) from error
 
-    async def write(
-        self, body: Callable[[Conn], Awaitable[T]], *, retry: Callable[[BaseException], bool] | None = None
+    async def run_write(
+        self, body: Callable[[Session], Coroutine[Any, Any, T]], *, retry: Callable[[BaseException], bool] | None = None
     ) -> T:
-        """Run `body` in a READ COMMITTED transaction, committed when it returns, rolled back if it raises.
+        """`Backend.run_write`: `body` in a READ COMMITTED transaction, committed on return, rolled back on a raise.
 
         A deadlock or serialization failure, or an error `retry` accepts, rolls back and runs `body`
         again after a short random pause, up to `MAX_ATTEMPTS` times.
@@ -240,7 +244,7 @@ class Database:
             attempt += 1
             try:
                 async with self.connection() as conn, conn.transaction():
-                    return await body(conn)
+                    return await body(PostgresSession(conn))
             except (pg.PostgresError, pg.InterfaceError, pg.InternalClientError, OSError, TimeoutError) as error:
                 again = isinstance(error, pg.DeadlockDetectedError | pg.SerializationError) or (
                     retry is not None and retry(error)
@@ -248,20 +252,6 @@ class Database:
                 if not again or attempt >= MAX_ATTEMPTS:
                     raise _reraise(error, self.display) from error
             await asyncio.sleep(random.uniform(0, min(0.25, 0.002 * 2**attempt)))
-
-    @property
-    def dialect(self) -> Dialect:
-        return POSTGRESQL
-
-    async def run_read(self, body: Callable[[Session], Coroutine[Any, Any, T]], *, snapshot: bool = True) -> T:
-        """`Backend.run_read` (see `read`)."""
-        return await self.read(lambda conn: body(PostgresSession(conn)), snapshot=snapshot)
-
-    async def run_write(
-        self, body: Callable[[Session], Coroutine[Any, Any, T]], *, retry: Callable[[BaseException], bool] | None = None
-    ) -> T:
-        """`Backend.run_write` (see `write`: conflicts the server resolved by aborting are retried)."""
-        return await self.write(lambda conn: body(PostgresSession(conn)), retry=retry)
 
 
 if TYPE_CHECKING:
