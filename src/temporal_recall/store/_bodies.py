@@ -71,14 +71,8 @@ _PUT_ARRAYS = (
     'ON CONFLICT (scope_key, content_hash) DO UPDATE SET touched_at = excluded.touched_at '
     'WHERE message_bodies.touched_at < $5'
 )
-_SELECT = (
-    'SELECT content_hash, body, touched_at FROM message_bodies WHERE scope_key = $1 '
-    'AND content_hash IN (SELECT value FROM {hashes})'
-)
-_TOUCH = (
-    'UPDATE message_bodies SET touched_at = $3 WHERE scope_key = $1 '
-    'AND content_hash IN (SELECT value FROM {hashes}) AND touched_at < $4'
-)
+_SELECT = 'SELECT content_hash, body, touched_at FROM message_bodies WHERE scope_key = $1 AND content_hash {hashes}'
+_TOUCH = 'UPDATE message_bodies SET touched_at = $3 WHERE scope_key = $1 AND content_hash {hashes} AND touched_at < $4'
 _STATS = (
     'SELECT scope_key, count(*), coalesce(sum(length(body)), 0), min(touched_at) FROM message_bodies '
     'GROUP BY scope_key ORDER BY scope_key'
@@ -199,7 +193,7 @@ class BodyEngine:
 
         async def read(session: Session) -> Sequence[Sequence[Any]]:
             dialect = session.dialect
-            return await session.rows(_SELECT.format(hashes=dialect.each(2, 'text')), key, dialect.array(hashes))
+            return await session.rows(_SELECT.format(hashes=dialect.in_array(2, 'text')), key, dialect.array(hashes))
 
         rows = await self._backend.run_read(read, snapshot=False)
         stale = sorted(row[0] for row in rows if row[2] < now - _TOUCH_SECONDS)
@@ -207,7 +201,7 @@ class BodyEngine:
 
             async def touch(session: Session) -> None:
                 dialect = session.dialect
-                sql = _TOUCH.format(hashes=dialect.each(2, 'text'))
+                sql = _TOUCH.format(hashes=dialect.in_array(2, 'text'))
                 await session.run(sql, key, dialect.array(stale), now, now - _TOUCH_SECONDS)
 
             with contextlib.suppress(StoreReadOnly):
