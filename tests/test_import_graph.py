@@ -151,3 +151,36 @@ def test_the_store_depends_on_nothing_above_it() -> None:
     }
     above = _reach(graph, store) - store - BELOW_THE_STORE
     assert not above, f'The store imports modules above it (move the shared piece into the store or below it): {above}'
+
+
+DRIVERS = ('_sqlite', '_postgres', '_open')
+"""Module name prefixes of the store's drivers (and `open_store`, which picks one by URL)."""
+
+
+def test_the_store_engine_knows_no_backend() -> None:
+    """A third backend is one driver: no engine module imports a driver or a database library, or asks
+    a dialect which backend it is (it asks what the dialect can do)."""
+    graph = import_graph(PACKAGE)
+    store = PACKAGE / 'store'
+    engine = {
+        f'temporal_recall.store.{path.stem}'
+        for path in store.glob('_*.py')
+        if path.stem != '__init__' and not path.stem.startswith(DRIVERS)
+    }
+    for module in sorted(engine):
+        drivers = {target for target in graph[module] if target.rsplit('.', 1)[-1].startswith(DRIVERS)}
+        assert not drivers, f'{module} imports the drivers {drivers}: ask the session or its dialect instead'
+        tree = ast.parse((store / f'{module.rsplit(".", 1)[-1]}.py').read_text(encoding='utf-8'))
+        libraries = {
+            alias.name.split('.')[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+        } | {node.module.split('.')[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        assert not libraries & {'sqlite3', 'aiosqlite', 'asyncpg'}, f'{module} imports a database library'
+        names = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and node.attr == 'name'
+            and isinstance(node.value, ast.Attribute | ast.Name)
+            and (node.value.attr if isinstance(node.value, ast.Attribute) else node.value.id) == 'dialect'
+        ]
+        assert not names, f'{module} asks the dialect for its name (lines {names}): branch on a capability instead'

@@ -23,7 +23,7 @@ import pytest
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import ANALYZER
 from temporal_recall.search._plan import search_history
-from temporal_recall.store import _postgres_schema, _sqlite_schema
+from temporal_recall.store import _postgres_dialect, _sqlite_dialect
 
 from ._support import AnyStore, PostgresSite, Site, SqliteSite, with_options
 
@@ -56,8 +56,8 @@ async def load_v4(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
     """Create the site's store at schema 4, then fill every table with the fixture's rows."""
     assert FIXTURE['schema_version'] == 4
     with monkeypatch.context() as patched:
-        patched.setattr(_sqlite_schema, 'MIGRATIONS', _sqlite_schema.MIGRATIONS[:4])
-        patched.setattr(_postgres_schema, 'MIGRATIONS', _postgres_schema.MIGRATIONS[:4])
+        patched.setattr(_sqlite_dialect, 'MIGRATIONS', _sqlite_dialect.MIGRATIONS[:4])
+        patched.setattr(_postgres_dialect, 'MIGRATIONS', _postgres_dialect.MIGRATIONS[:4])
         store = await site.open()
         await store.close()
     if isinstance(site, SqliteSite):

@@ -11,12 +11,13 @@ import pytest
 from pydantic_ai.conversation import Conversation
 
 from temporal_recall.errors import SchemaTooNew, StoreReadOnly
-from temporal_recall.store import SearchTarget, SqliteConversationStore, _sqlite_schema
-from temporal_recall.store._sqlite_schema import MIGRATIONS, Migration
+from temporal_recall.store import SearchTarget, SqliteConversationStore, _sqlite_dialect
+from temporal_recall.store._migrations import Migration, latest_version
+from temporal_recall.store._sqlite_dialect import MIGRATIONS
 
 from ._support import index_problems, turn
 
-LATEST = _sqlite_schema.latest_version()
+LATEST = latest_version()
 NEXT = LATEST + 1
 EXTRA = Migration(NEXT, 'conversation notes', ['CREATE TABLE conversation_notes (conv_key INTEGER, note TEXT)'])
 CURRENT = [(migration.version, migration.name) for migration in MIGRATIONS]
@@ -94,7 +95,7 @@ async def test_a_version_1_store_gets_the_real_later_migrations(db_path: Path) -
 
 async def test_an_older_store_gets_the_missing_migrations(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     await make_v1(db_path)
-    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
+    monkeypatch.setattr(_sqlite_dialect, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
     async with await SqliteConversationStore.open(db_path) as store:
         loaded = await store.load('c')
         assert loaded is not None and loaded.messages == turn(1)
@@ -105,20 +106,20 @@ async def test_an_older_store_gets_the_missing_migrations(db_path: Path, monkeyp
 async def test_a_failing_migration_leaves_the_old_version(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     await make_v1(db_path)
     broken = Migration(NEXT, 'half done', ['CREATE TABLE half_done (x)', 'CREATE TABLE entries (x)'])
-    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', (*MIGRATIONS, broken))
+    monkeypatch.setattr(_sqlite_dialect, 'MIGRATIONS', (*MIGRATIONS, broken))
     with pytest.raises(sqlite3.OperationalError, match='already exists'):
         await SqliteConversationStore.open(db_path)
     assert recorded(db_path) == CURRENT
     assert 'half_done' not in tables(db_path)
-    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', MIGRATIONS)
+    monkeypatch.setattr(_sqlite_dialect, 'MIGRATIONS', MIGRATIONS)
     async with await SqliteConversationStore.open(db_path) as store:
         assert await store.load('c') is not None
 
 
 async def test_a_newer_store_is_left_untouched(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
+    monkeypatch.setattr(_sqlite_dialect, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
     await make_v1(db_path)
-    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', MIGRATIONS)
+    monkeypatch.setattr(_sqlite_dialect, 'MIGRATIONS', MIGRATIONS)
     before = file_bytes(db_path)
     with pytest.raises(
         SchemaTooNew, match=f'schema version {NEXT}, but this temporal-recall knows versions up to {LATEST}'
@@ -141,7 +142,7 @@ async def test_a_rollback_journal_store_too_new_is_not_switched_to_wal(db_path: 
 
 async def test_read_only_cannot_migrate(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     await make_v1(db_path)
-    monkeypatch.setattr(_sqlite_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
+    monkeypatch.setattr(_sqlite_dialect, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
     with pytest.raises(StoreReadOnly, match=f'needs migrating to {NEXT}'):
         await SqliteConversationStore.open(db_path, read_only=True)
     assert recorded(db_path) == CURRENT

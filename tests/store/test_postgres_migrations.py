@@ -20,9 +20,9 @@ from asyncpg import exceptions as pg
 from pydantic_ai.conversation import Conversation
 
 from temporal_recall.errors import SchemaTooNew, StoreReadOnly
-from temporal_recall.store import SearchTarget, _postgres_schema
-from temporal_recall.store._postgres_schema import MIGRATIONS, latest_version
-from temporal_recall.store._sqlite_schema import Migration
+from temporal_recall.store import SearchTarget, _postgres_dialect
+from temporal_recall.store._migrations import Migration, latest_version
+from temporal_recall.store._postgres_dialect import MIGRATIONS
 
 from ._support import PostgresSite, postgres_url, problems_of, turn
 
@@ -106,7 +106,7 @@ async def test_an_older_store_gets_the_missing_migrations(
     pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await make_v1(pg_site)
-    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
+    monkeypatch.setattr(_postgres_dialect, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
     async with await pg_site.open() as store:
         loaded = await store.load('c')
         assert loaded is not None and loaded.messages == turn(1)
@@ -119,12 +119,12 @@ async def test_a_failing_migration_leaves_the_old_version(
 ) -> None:
     await make_v1(pg_site)
     broken = Migration(NEXT, 'half done', ['CREATE TABLE half_done (x INT)', 'CREATE TABLE entries (x INT)'])
-    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (*MIGRATIONS, broken))
+    monkeypatch.setattr(_postgres_dialect, 'MIGRATIONS', (*MIGRATIONS, broken))
     with pytest.raises(pg.DuplicateTableError, match='already exists'):
         await pg_site.open()
     assert await recorded(pg_site) == RECORDED
     assert 'half_done' not in await tables(pg_site)
-    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', MIGRATIONS)
+    monkeypatch.setattr(_postgres_dialect, 'MIGRATIONS', MIGRATIONS)
     async with await pg_site.open() as store:
         assert await store.load('c') is not None
 
@@ -133,7 +133,7 @@ async def test_a_failing_first_migration_leaves_no_schema(
     pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broken = Migration(1, 'broken', ['CREATE TABLE one (x INT)', 'CREATE TABLE one (x INT)'])
-    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (broken,))
+    monkeypatch.setattr(_postgres_dialect, 'MIGRATIONS', (broken,))
     with pytest.raises(pg.DuplicateTableError):
         await pg_site.open()
     connection = await asyncpg.connect(pg_site.base_url)
@@ -144,9 +144,9 @@ async def test_a_failing_first_migration_leaves_no_schema(
 
 
 async def test_a_newer_store_is_left_untouched(pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
+    monkeypatch.setattr(_postgres_dialect, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
     await make_v1(pg_site)
-    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', MIGRATIONS)
+    monkeypatch.setattr(_postgres_dialect, 'MIGRATIONS', MIGRATIONS)
     before = await catalog(pg_site)
     with pytest.raises(
         SchemaTooNew, match=f'schema version {NEXT}, but this temporal-recall knows versions up to {LATEST}'
@@ -158,7 +158,7 @@ async def test_a_newer_store_is_left_untouched(pg_site: PostgresSite, monkeypatc
 
 async def test_read_only_cannot_migrate(pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch) -> None:
     await make_v1(pg_site)
-    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
+    monkeypatch.setattr(_postgres_dialect, 'MIGRATIONS', (*MIGRATIONS, EXTRA))
     with pytest.raises(StoreReadOnly, match=f'needs migrating to {NEXT}'):
         await pg_site.open(read_only=True)
     assert await recorded(pg_site) == RECORDED
@@ -168,7 +168,7 @@ async def test_stores_opening_an_empty_schema_at_once_migrate_it_once(
     pg_site: PostgresSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Eight stores (eight sessions) race to create a store whose migrations take half a second."""
-    monkeypatch.setattr(_postgres_schema, 'MIGRATIONS', (*MIGRATIONS, SLOW))
+    monkeypatch.setattr(_postgres_dialect, 'MIGRATIONS', (*MIGRATIONS, SLOW))
     outcomes = await asyncio.gather(*(pg_site.open() for _ in range(8)), return_exceptions=True)
     opened = [outcome for outcome in outcomes if not isinstance(outcome, BaseException)]
     try:
@@ -184,12 +184,12 @@ async def test_stores_opening_an_empty_schema_at_once_migrate_it_once(
 
 _OPENER = """
 import asyncio, sys, time
-from temporal_recall.store import _postgres_schema, open_store
-from temporal_recall.store._sqlite_schema import Migration
+from temporal_recall.store import _postgres_dialect, open_store
+from temporal_recall.store._migrations import Migration, latest_version
 
-_postgres_schema.MIGRATIONS = (
-    *_postgres_schema.MIGRATIONS,
-    Migration(_postgres_schema.latest_version() + 1, 'slow', ['SELECT pg_sleep(0.5)']),
+_postgres_dialect.MIGRATIONS = (
+    *_postgres_dialect.MIGRATIONS,
+    Migration(latest_version() + 1, 'slow', ['SELECT pg_sleep(0.5)']),
 )
 
 

@@ -169,11 +169,11 @@ class BodyEngine:
         pairs = sorted(bodies.items())
 
         async def write(session: Session) -> None:
-            if session.dialect.name == 'sqlite':
-                await session.many(_PUT_ROW, [(key, h, b, now, now - _TOUCH_SECONDS) for h, b in pairs])
-            else:
+            if session.dialect.binds_arrays:
                 hashes, blobs = [h for h, _ in pairs], [b for _, b in pairs]
                 await session.run(_PUT_ARRAYS, key, hashes, blobs, now, now - _TOUCH_SECONDS)
+            else:
+                await session.many(_PUT_ROW, [(key, h, b, now, now - _TOUCH_SECONDS) for h, b in pairs])
 
         await self._backend.run_write(write)
 

@@ -50,29 +50,30 @@ HitsQuery = Callable[[str, Sequence[tuple[int, int, int]]], Awaitable[Iterable[S
 `WITH RECURSIVE hits(k, conv, pos, n) AS (...),` built from those triples (`pos` is the entry's position)."""
 
 _HITS = {
-    'sqlite': (
+    False: (
         "WITH RECURSIVE hits(k, conv, pos, n) AS (SELECT e.entry_key, json_extract(w.value, '$[1]'), e.position, "
         "json_extract(w.value, '$[2]') FROM json_each($1) AS w "
         "JOIN entries e ON e.entry_key = json_extract(w.value, '$[0]')),"
     ),
-    'postgresql': (
+    True: (
         'WITH RECURSIVE hits(k, conv, pos, n) AS (SELECT e.entry_key, w.conv, e.position, w.n '
         'FROM unnest($1::bigint[], $2::bigint[], $3::integer[]) AS w(k, conv, n) JOIN entries e ON e.entry_key = w.k),'
     ),
 }
-"""The points a query starts from: one JSON array of `[entry_key, conv_key, n]` triples on SQLite,
-three parallel arrays on PostgreSQL (each binds its rows fastest that way)."""
+"""The points a query starts from, by `Dialect.binds_arrays`: three parallel arrays, or one JSON array
+of `[entry_key, conv_key, n]` triples (each backend binds its rows fastest that way)."""
 
 
 def hits_query(session: Session) -> HitsQuery:
     """The `HitsQuery` that runs `STEP_SQL` and `CHAIN_SQL` on `session`."""
-    start = _HITS[session.dialect.name]
+    arrays = session.dialect.binds_arrays
+    start = _HITS[arrays]
 
     async def query(sql: str, points: Sequence[tuple[int, int, int]]) -> Iterable[Sequence[Any]]:
-        if session.dialect.name == 'sqlite':
-            return await session.rows(start + sql, json.dumps(points))
-        keys, convs, depths = (list(column) for column in zip(*points, strict=True))
-        return await session.rows(start + sql, keys, convs, depths)
+        if arrays:
+            keys, convs, depths = (list(column) for column in zip(*points, strict=True))
+            return await session.rows(start + sql, keys, convs, depths)
+        return await session.rows(start + sql, json.dumps(points))
 
     return query
 

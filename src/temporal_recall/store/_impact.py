@@ -93,7 +93,7 @@ async def top_postings(
     if found[1] is None:
         return [], []
     tenant_id, term_id = found
-    if session.dialect.name == 'postgresql':
+    if session.dialect.plans_joins:
         rows = list(await session.rows(_TOP, tenant_id, term_id, per_group + 1))
     else:
         rows = []

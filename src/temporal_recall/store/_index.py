@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from temporal_recall.content import load_message
 
-from ._bulk import batch, insert_rows, run_batch
+from ._bulk import insert_rows, run_batch
 from ._rows import Member
 from ._serialization import IndexTerms, encode_term_ids, index_terms, scope_key
 from ._session import Session
@@ -54,8 +54,9 @@ __all__ = (
 CHUNK = 5000
 """The most values one statement takes in an array parameter."""
 
-_SQLITE_BLOBS = 500
-"""The most blobs one SQLite statement takes, one placeholder each (older builds allow 999 parameters)."""
+_BLOBS = 500
+"""The most blobs one statement takes where arrays cannot hold them (one placeholder each; older SQLite
+builds allow 999 parameters)."""
 
 
 def _chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
@@ -121,12 +122,12 @@ async def _documents_by_hash(session: Session, tenant_id: int, hashes: Sequence[
     """`content_hash -> (doc_id, length)` of the tenant's documents among `hashes`."""
     found: dict[bytes, tuple[int, int]] = {}
     dialect = session.dialect
-    for chunk in _chunks(hashes, _SQLITE_BLOBS if dialect.name == 'sqlite' else CHUNK):
-        if dialect.name == 'sqlite':  # Blobs do not travel in JSON: one placeholder each.
+    for chunk in _chunks(hashes, CHUNK if dialect.binds_arrays else _BLOBS):
+        if dialect.binds_arrays:
+            match, params = dialect.in_array(2, 'bytea'), [list(chunk)]
+        else:  # Blobs do not travel in JSON: one placeholder each.
             match = f'IN ({", ".join(f"${index}" for index in range(2, len(chunk) + 2))})'
             params: list[Any] = list(chunk)
-        else:
-            match, params = dialect.in_array(2, 'bytea'), [list(chunk)]
         rows = await session.rows(
             f'SELECT content_hash, doc_id, length FROM documents WHERE tenant_id = $1 AND content_hash {match}',  # noqa: S608
             tenant_id,
@@ -182,9 +183,9 @@ async def _create_documents(
     """Create the documents (and postings) for `new`, numbered in its order; `content_hash -> (doc_id, length)`.
 
     A new document is created for the member about to join it, so it starts with one reference. The
-    tenant's counters are the caller's (`_join`). On PostgreSQL one statement inserts both: the
-    documents take their ids from the identity as `unnest` yields them, in `new`'s order, and the
-    postings join them back by content hash.
+    tenant's counters are the caller's (`_join`). Where the dialect `binds_arrays`, one statement
+    inserts both: the documents take their ids from the identity as `unnest` yields them, in `new`'s
+    order, and the postings join them back by content hash.
     """
     if not new:
         return {}
@@ -198,7 +199,7 @@ async def _create_documents(
         for member, terms in new
         for word, frequency in terms.frequencies.items()
     ]
-    if session.dialect.name == 'sqlite':
+    if not session.dialect.binds_arrays:
         documents = [(tenant_id, *row, 1) for row in zip(hashes, lengths, term_lists, roles, strict=True)]
         await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, documents)
         created = await _documents_by_hash(session, tenant_id, hashes)
@@ -259,13 +260,13 @@ async def _join(
 ) -> None:
     """Membership rows (with their occurrence counts), a reference more on `existing` documents, and the
     counters of the conversation and of the tenant (`created` = count and total length of the documents
-    just made). In one statement on PostgreSQL."""
+    just made). In one statement where the dialect `binds_arrays`."""
     joined = (len(joining), sum(length for _, _, length, _ in joining))
     members = [
         (conv_key, doc_id, member.entry_key, member.run_key, member.position, count)
         for member, doc_id, _, count in joining
     ]
-    if session.dialect.name == 'postgresql':
+    if session.dialect.binds_arrays:
         await session.run(
             """
             WITH member AS (
@@ -359,7 +360,7 @@ async def add_members(session: Session, conv_key: int, tenant_id: int, members: 
     columns = (('conv_key', 'bigint'), ('doc_id', 'bigint'), ('count', 'int'))
     await run_batch(
         session,
-        f'UPDATE conversation_documents AS c SET occurrences = c.occurrences + d.count FROM {batch(dialect, columns)} '  # noqa: S608
+        f'UPDATE conversation_documents AS c SET occurrences = c.occurrences + d.count FROM {dialect.batch(columns)} '  # noqa: S608
         'WHERE c.conv_key = d.conv_key AND c.doc_id = d.doc_id',
         [
             (conv_key, docs[content][0], counts[content])

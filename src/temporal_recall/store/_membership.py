@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from temporal_recall.text._analyzer import ANALYZER
 
-from ._bulk import batch, delete_rows, run_batch
+from ._bulk import delete_rows, run_batch
 from ._index import CHUNK, add_members
 from ._rows import Member, membership_order
 from ._serialization import decode_term_ids
@@ -56,14 +56,14 @@ async def release_members(session: Session, conv_key: int) -> None:
     if dialect.locks_rows:  # Lock the rows in term order first (see `_index._create_documents`).
         await run_batch(
             session,
-            f'SELECT 1 FROM term_documents s JOIN {batch(dialect, keys)} '  # noqa: S608
+            f'SELECT 1 FROM term_documents s JOIN {dialect.batch(keys)} '  # noqa: S608
             'ON s.tenant_id = d.tenant_id AND s.term_id = d.term_id ORDER BY s.tenant_id, s.term_id FOR UPDATE OF s',
             [key for key, _ in emptied],
         )
     await run_batch(
         session,
         f'UPDATE term_documents AS s SET document_count = s.document_count - d.count '  # noqa: S608
-        f'FROM {batch(dialect, (*keys, ("count", "bigint")))} '
+        f'FROM {dialect.batch((*keys, ("count", "bigint")))} '
         'WHERE s.tenant_id = d.tenant_id AND s.term_id = d.term_id',
         [(tenant_id, term_id, count) for (tenant_id, term_id), count in emptied],
     )
@@ -79,7 +79,7 @@ async def release_members(session: Session, conv_key: int) -> None:
     await run_batch(
         session,
         'UPDATE tenants AS t SET document_count = t.document_count - d.count, total_length = t.total_length - d.total '  # noqa: S608
-        f'FROM {batch(dialect, (("tenant_id", "bigint"), ("count", "bigint"), ("total", "bigint")))} '
+        f'FROM {dialect.batch((("tenant_id", "bigint"), ("count", "bigint"), ("total", "bigint")))} '
         'WHERE t.tenant_id = d.tenant_id',
         [(tenant_id, count, total) for tenant_id, (count, total) in per_tenant.items()],
     )
@@ -133,34 +133,29 @@ async def rebuild_index(session: Session, progress: Callable[[int, int], None] |
     """Drop the index and rebuild it from the log, in membership-event order, with this release's analyzer
     (recorded in `index_settings`). Returns the document count.
 
-    On PostgreSQL it holds EXCLUSIVE locks on the store's tables for the whole rebuild: readers go
-    on, writers wait (SQLite's write transaction already keeps every other writer out).
+    Other writers are kept out of the store's tables for the whole rebuild (`Dialect.lock_tables`);
+    readers go on.
     """
-    postgres = session.dialect.name == 'postgresql'
-    if postgres:
-        await session.run(
-            'LOCK TABLE tenants, conversations, conversation_branches, entries, runs, documents, terms, postings, '
-            'term_documents, conversation_documents, index_settings IN EXCLUSIVE MODE'
-        )
+    dialect = session.dialect
+    tables = (
+        'tenants', 'conversations', 'conversation_branches', 'entries', 'runs', 'documents', 'terms', 'postings',
+        'term_documents', 'conversation_documents', 'index_settings',
+    )  # fmt: skip
+    lock = dialect.lock_tables(tables)
+    if lock is not None:
+        await session.run(lock)
     for statement in (
         'DELETE FROM postings',
         'DELETE FROM term_documents',
         'DELETE FROM conversation_documents',
         'DELETE FROM documents',
         'DELETE FROM terms',
-        "SELECT setval(pg_get_serial_sequence('documents', 'doc_id'), 1, false)"
-        if postgres
-        else "DELETE FROM sqlite_sequence WHERE name = 'documents'",
+        dialect.reset_keys('documents', 'doc_id'),
         "DELETE FROM index_settings WHERE name = 'analyzer'",
         'UPDATE tenants SET document_count = 0, total_length = 0',
         'UPDATE conversations SET document_count = 0, total_length = 0',
-        # PostgreSQL plans `NOT EXISTS` as an anti join; SQLite runs `NOT IN` over one pass of the subquery.
-        'DELETE FROM runs r WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.run_key = r.run_key)'
-        if postgres
-        else 'DELETE FROM runs WHERE run_key NOT IN (SELECT run_key FROM entries WHERE run_key IS NOT NULL)',
-        'DELETE FROM tenants t WHERE NOT EXISTS (SELECT 1 FROM conversations c WHERE c.tenant_id = t.tenant_id)'
-        if postgres
-        else 'DELETE FROM tenants WHERE tenant_id NOT IN (SELECT tenant_id FROM conversations)',
+        dialect.delete_unreferenced('runs', 'run_key', 'entries'),
+        dialect.delete_unreferenced('tenants', 'tenant_id', 'conversations'),
     ):
         await session.run(statement)
     events: list[tuple[tuple[int, int, int, int], int, int, Member]] = []

@@ -8,7 +8,7 @@ in order (`_migrate.apply`), inside one transaction its driver opened and serial
 search index after its statements (`reindex_progress` logs that rebuild as it goes).
 
 Adding a migration: append `(version, name, reindex)` to `RELEASED` and its statements to
-`_schema._VERSIONS`, spelled with the `_schema.Spelling` placeholders.
+`_schema._VERSIONS`, spelled with the placeholders each backend's `Dialect` fills.
 """
 
 from __future__ import annotations

@@ -45,7 +45,6 @@ def _chain_sql(dialect: Dialect) -> str:
     contents' subquery and scan the entries for them (`ARRAY(...)` makes it a value computed once).
     """
     contents = f'SELECT d.content_hash FROM documents d WHERE d.doc_id {dialect.in_array(2, "bigint")}'  # noqa: S608
-    held = f'IN ({contents})' if dialect.name == 'sqlite' else f'= ANY(ARRAY({contents}))'
     return f"""
 WITH RECURSIVE chain(k) AS (
     SELECT head_key FROM conversations WHERE conv_key = $1 AND head_key IS NOT NULL
@@ -54,7 +53,7 @@ WITH RECURSIVE chain(k) AS (
 )
 SELECT e.content_hash, e.entry_key, e.position, e.run_key, r.run_id, e.entry_id, e.message
 FROM chain {dialect.join_in_order} entries e ON e.entry_key = chain.k LEFT JOIN runs r ON r.run_key = e.run_key
-WHERE NOT e.unindexed AND e.content_hash {held}
+WHERE NOT e.unindexed AND e.content_hash {dialect.in_select(contents)}
 """  # noqa: S608 (constant SQL fragments only; values are parameters)
 
 

@@ -24,8 +24,9 @@ from asyncpg import exceptions as pg
 
 from temporal_recall.errors import ConfigurationError, NotADatabase, RecallError, StoreReadOnly, StoreUnavailable
 
+from ._postgres_dialect import POSTGRESQL
 from ._postgres_url import PostgresOptions
-from ._session import POSTGRESQL, Dialect, Session
+from ._session import Dialect, Session
 
 __all__ = ('Conn', 'Database', 'PostgresSession', 'create_pool', 'quote_ident', 'translate_error')
 

@@ -20,10 +20,10 @@ from asyncpg import exceptions as pg
 
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly
 
-from . import _postgres_schema as schema
+from . import _postgres_dialect as sql
 from ._migrate import apply
 from ._migrate import recorded_version as _recorded_version
-from ._migrations import Migration
+from ._migrations import Migration, latest_version
 from ._postgres_db import Database, create_pool, quote_ident
 from ._postgres_url import PostgresOptions
 from ._session import Session
@@ -66,7 +66,7 @@ def _too_new(options: PostgresOptions, recorded: int, known: int) -> SchemaTooNe
 
 async def _migrate(db: Database, migrations: Sequence[Migration]) -> None:
     options = db.options
-    known = schema.latest_version(migrations)
+    known = latest_version(migrations)
     quoted = quote_ident(options.schema)
 
     async def body(session: Session) -> None:
@@ -99,12 +99,12 @@ async def open_database(options: PostgresOptions, *, migrations: Sequence[Migrat
         StoreUnavailable: The server cannot be reached.
         ConfigurationError: The server refused the login.
     """
-    migrations = schema.MIGRATIONS if migrations is None else migrations
+    migrations = sql.MIGRATIONS if migrations is None else migrations
     pool = await create_pool(options, server_settings={})
     db = Database(pool, options)
     try:
         recorded = await db.run_read(lambda session: recorded_version(session, options), snapshot=False)
-        known = schema.latest_version(migrations)
+        known = latest_version(migrations)
         if recorded > known:
             raise _too_new(options, recorded, known)
         if recorded < known:

@@ -126,7 +126,7 @@ async def postings(session: Session, target: SearchTarget, terms: Sequence[str])
     wanted = list(dict.fromkeys(terms))
     if not wanted:
         return {}
-    if session.dialect.name == 'postgresql':
+    if session.dialect.plans_joins:
         return await _postings_in_one_statement(session, target, wanted)
     return await _postings_per_term(session, target, wanted)
 
@@ -329,13 +329,14 @@ def _documents_sql(dialect: Dialect, in_conversation: bool, of_run: bool, with_r
         )
     else:
         # The document must be the tenant's, and so (documents being per tenant) is every conversation
-        # holding it. SQLite is driven from the wanted ids (`CROSS JOIN` fixes its join order), so
-        # the cost follows the page, not the tenant's number of conversations; PostgreSQL's planner
-        # takes the ids as an index condition (`= ANY`) and chooses the order itself.
-        if dialect.name == 'sqlite':
-            source, wanted = 'FROM json_each($4) CROSS JOIN conversation_documents cd ON cd.doc_id = value ', ''
-        else:
+        # holding it. A planner that takes the ids as an index condition (`= ANY`) chooses the order
+        # itself; otherwise the read is driven from the wanted ids (SQLite's `CROSS JOIN` fixes its
+        # join order), so the cost follows the page, not the tenant's number of conversations.
+        if dialect.plans_joins:
             source, wanted = 'FROM conversation_documents cd ', f' AND cd.doc_id {dialect.in_array(4, "bigint")}'
+        else:
+            ids = dialect.each(4, 'bigint')
+            source, wanted = f'FROM {ids} {dialect.join_in_order} conversation_documents cd ON cd.doc_id = value ', ''
         sql = (
             _ROW_COLUMNS  # noqa: S608 (constant SQL fragments only; values are parameters)
             + source

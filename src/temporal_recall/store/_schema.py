@@ -1,8 +1,8 @@
-"""The store's tables, written once: each released migration's DDL, rendered per backend by its `Spelling`.
+"""The store's tables, written once: each released migration's DDL, rendered per backend by its `Dialect`.
 
-A driver's schema module (`_sqlite_schema`, `_postgres_schema`) only says how its database spells a
-few things — an allocated key, a 64-bit integer, bytes, a boolean, a clustered table, a covering
-index — and gets `MIGRATIONS` from `render`. Both backends therefore hold the same tables, column
+A driver's dialect (`_session.Dialect`) only says how its database spells a few things — an
+allocated key, a 64-bit integer, bytes, a boolean, a clustered table, a covering index, the time
+now — and gets its `MIGRATIONS` from `render`. Both backends therefore hold the same tables, column
 for column, and answer every read identically. A new migration is one entry in
 `_migrations.RELEASED` and one tuple of statements in `_VERSIONS`; never edit a released one.
 
@@ -43,50 +43,31 @@ The tables (version 1 unless noted):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from ._migrations import Migration, released
 
-__all__ = ('CONVERSATION_ID_UNIQUE', 'Only', 'Spelling', 'render')
+if TYPE_CHECKING:
+    from ._session import Dialect
+
+__all__ = ('CONVERSATION_ID_UNIQUE', 'When', 'render')
 
 CONVERSATION_ID_UNIQUE = 'conversations_conversation_id_unique'
 """The conversation id's unique constraint, named where a backend names it: a lost creation race is
 recognised by this name (`_entries.lost_creation_race`)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class Spelling:
-    """How one backend spells what the tables need; `render` fills these into the DDL."""
-
-    backend: Literal['sqlite', 'postgresql']
-    """Which backend's `Only` statements to keep."""
-    serial: str
-    """A primary key the database allocates, growing in insertion order and never reused."""
-    rowid: str
-    """A primary key the database allocates (reuse of a deleted one is harmless)."""
-    big: str
-    """A 64-bit integer column."""
-    bytes: str
-    bool: str
-    false: str
-    clustered: str
-    """What follows a table whose rows are stored in primary key order, where that is a table option."""
-    postings_include: str
-    """What follows `postings`' primary key so a posting list is read from the index alone."""
-    conversation_id_unique: str
-    """The conversation id's unique constraint (PostgreSQL names it, to recognise a lost creation race)."""
-
-
 @dataclass(frozen=True)
-class Only:
-    """A statement one backend runs and the other has no use for."""
+class When:
+    """A statement for the backends whose dialect has the boolean `flag` set (or, with `unset`, not set)."""
 
-    backend: Literal['sqlite', 'postgresql']
+    flag: Literal['constant_column_defaults', 'indexes_entry_hashes']
     statement: str
+    unset: bool = False
 
 
-_Statement = str | Only
+_Statement = str | When
 
 _V1: tuple[_Statement, ...] = (
     """
@@ -105,13 +86,13 @@ _V1: tuple[_Statement, ...] = (
         parent_key {big} REFERENCES entries (entry_key),
         position INTEGER NOT NULL,
         kind TEXT NOT NULL,
-        content_hash {bytes} NOT NULL,
+        content_hash {blob} NOT NULL,
         run_key {big} REFERENCES runs (run_key),
         message TEXT NOT NULL
     )
     """,
     'CREATE INDEX entries_by_parent ON entries (parent_key)',
-    Only('sqlite', 'CREATE INDEX entries_by_hash ON entries (content_hash)'),
+    When('indexes_entry_hashes', 'CREATE INDEX entries_by_hash ON entries (content_hash)'),
     """
     CREATE TABLE conversations (
         conv_key {serial},
@@ -148,10 +129,10 @@ _V1: tuple[_Statement, ...] = (
     CREATE TABLE documents (
         doc_id {serial},
         tenant_id {big} NOT NULL REFERENCES tenants (tenant_id),
-        content_hash {bytes} NOT NULL,
+        content_hash {blob} NOT NULL,
         length INTEGER NOT NULL,
         refs INTEGER NOT NULL,
-        term_ids {bytes} NOT NULL,
+        term_ids {blob} NOT NULL,
         UNIQUE (tenant_id, content_hash)
     )
     """,
@@ -201,7 +182,7 @@ _V3: tuple[_Statement, ...] = (
     CREATE TABLE message_bodies (
         scope_key TEXT NOT NULL,
         content_hash TEXT NOT NULL,
-        body {bytes} NOT NULL,
+        body {blob} NOT NULL,
         PRIMARY KEY (scope_key, content_hash)
     ){clustered}
     """,
@@ -225,7 +206,7 @@ _V5: tuple[_Statement, ...] = (
     'CREATE TABLE index_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL){clustered}',
     "ALTER TABLE documents ADD COLUMN role TEXT NOT NULL DEFAULT ''",
     'ALTER TABLE conversation_documents ADD COLUMN occurrences INTEGER NOT NULL DEFAULT 1',
-    'ALTER TABLE entries ADD COLUMN unindexed {bool} NOT NULL DEFAULT {false}',
+    'ALTER TABLE entries ADD COLUMN unindexed {boolean} NOT NULL DEFAULT {false}',
 )
 
 _V6: tuple[_Statement, ...] = (
@@ -234,12 +215,12 @@ _V6: tuple[_Statement, ...] = (
     # migration's time. SQLite's ADD COLUMN takes only a constant default, so a second statement sets
     # it; PostgreSQL evaluates a non-volatile default once, at the migration, and keeps it in the
     # catalog, so the table is not rewritten (every write names the column).
-    Only('sqlite', 'ALTER TABLE message_bodies ADD COLUMN touched_at INTEGER NOT NULL DEFAULT 0'),
-    Only('sqlite', "UPDATE message_bodies SET touched_at = CAST(strftime('%s', 'now') AS INTEGER)"),
-    Only(
-        'postgresql',
-        'ALTER TABLE message_bodies ADD COLUMN touched_at BIGINT NOT NULL '
-        'DEFAULT CAST(extract(epoch FROM now()) AS BIGINT)',
+    When('constant_column_defaults', 'ALTER TABLE message_bodies ADD COLUMN touched_at INTEGER NOT NULL DEFAULT 0'),
+    When('constant_column_defaults', 'UPDATE message_bodies SET touched_at = {unix_now}'),
+    When(
+        'constant_column_defaults',
+        'ALTER TABLE message_bodies ADD COLUMN touched_at BIGINT NOT NULL DEFAULT {unix_now}',
+        unset=True,
     ),
     'CREATE INDEX message_bodies_by_touched ON message_bodies (touched_at)',
 )
@@ -248,16 +229,22 @@ _VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 """Each released migration's statements, in `_migrations.RELEASED` order. Append; never edit a released one."""
 
 
-def _rendered(statements: Sequence[_Statement], spelling: Spelling) -> tuple[str, ...]:
-    names = asdict(spelling)
+_SPELLINGS = (
+    *('serial', 'rowid', 'big', 'blob', 'boolean', 'false', 'clustered'),
+    *('postings_include', 'conversation_id_unique', 'unix_now'),
+)
+
+
+def _rendered(statements: Sequence[_Statement], dialect: Dialect) -> tuple[str, ...]:
+    names = {name: getattr(dialect, name) for name in _SPELLINGS}
     kept = [
         s if isinstance(s, str) else s.statement
         for s in statements
-        if isinstance(s, str) or s.backend == spelling.backend
+        if isinstance(s, str) or getattr(dialect, s.flag) != s.unset
     ]
     return tuple(statement.format(**names) for statement in kept)
 
 
-def render(spelling: Spelling) -> tuple[Migration, ...]:
+def render(dialect: Dialect) -> tuple[Migration, ...]:
     """Every released migration, in version order, in the spelling of one backend."""
-    return released(*(_rendered(statements, spelling) for statements in _VERSIONS))
+    return released(*(_rendered(statements, dialect) for statements in _VERSIONS))

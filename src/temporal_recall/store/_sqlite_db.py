@@ -24,7 +24,8 @@ import aiosqlite
 
 from temporal_recall.errors import NotADatabase, StoreError, StoreReadOnly, StoreUnavailable
 
-from ._session import SQLITE, Dialect, Session
+from ._session import Dialect, Session
+from ._sqlite_dialect import SQLITE
 
 __all__ = (
     'SYNCHRONOUS',

@@ -16,8 +16,9 @@ from urllib.parse import quote
 
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly, StoreUnavailable
 
-from . import _sqlite_schema as schema
+from . import _sqlite_dialect as sql
 from ._migrate import apply, recorded_version
+from ._migrations import Migration, latest_version
 from ._session import Session
 from ._sqlite_db import SYNCHRONOUS, Database, Synchronous, check_file, translate_error
 from ._sqlite_thread import RecallConnection
@@ -45,8 +46,8 @@ def _too_new(path: Path, recorded: int, known: int) -> SchemaTooNew:
     )
 
 
-async def _migrate(db: Database, migrations: Sequence[schema.Migration]) -> None:
-    known = schema.latest_version(migrations)
+async def _migrate(db: Database, migrations: Sequence[Migration]) -> None:
+    known = latest_version(migrations)
 
     async def body(session: Session) -> None:
         # Again, under the write lock: another process may have migrated.
@@ -74,7 +75,7 @@ async def connect(
     busy_timeout_ms: int,
     synchronous: Synchronous,
     read_only: bool,
-    migrations: Sequence[schema.Migration] | None = None,
+    migrations: Sequence[Migration] | None = None,
 ) -> Database:
     """Open (creating or migrating if needed) the store database at `path`.
 
@@ -85,7 +86,7 @@ async def connect(
         raise ValueError('busy_timeout_ms must not be negative.')
     if synchronous not in ('NORMAL', 'FULL'):
         raise ValueError("synchronous must be 'NORMAL' or 'FULL'.")
-    migrations = schema.MIGRATIONS if migrations is None else migrations
+    migrations = sql.MIGRATIONS if migrations is None else migrations
     if not path.parent.is_dir():
         # Checked here rather than left to SQLite: a failed aiosqlite.connect leaves its worker
         # thread behind, and an unreachable store is retried many times by Temporal.
@@ -115,7 +116,7 @@ async def connect(
                 f'The store at {path} cannot be opened: {read_only_reason}, and SQLite needs to create the '
                 '-wal and -shm files next to a WAL database even to read it. Make the directory writable.'
             ) from error
-        known = schema.latest_version(migrations)
+        known = latest_version(migrations)
         if recorded > known:
             raise _too_new(path, recorded, known)
         if read_only:
