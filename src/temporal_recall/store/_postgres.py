@@ -18,24 +18,21 @@ from ._postgres_db import Database
 from ._postgres_migrate import open_database
 from ._postgres_url import PostgresOptions, parse_postgres_url
 from ._protocol import BodyStore, ImpactReader, RecallStore
-from ._store import EngineStore, refuse_unopened
+from ._store import EngineStore, StoreSizes, refuse_unopened
 
 __all__ = ('PostgresConversationStore', 'PostgresStoreStats')
 
 
 @dataclass(frozen=True, kw_only=True)
-class PostgresStoreStats:
-    """Sizes of a PostgreSQL store, for operators and the storage benchmark (fields as `StoreStats`)."""
+class PostgresStoreStats(StoreSizes):
+    """Sizes of a PostgreSQL store, for operators and the storage benchmark.
+
+    `database_bytes` is the tables, indexes and TOAST of the store's schema (`pg_total_relation_size`).
+    """
 
     url: str
     """The store's URL without password or options."""
     schema: str
-    conversations: int
-    entries: int
-    documents: int
-    postings: int
-    database_bytes: int
-    """Tables, indexes and TOAST of the store's schema (`pg_total_relation_size`)."""
 
 
 class PostgresConversationStore(EngineStore):

@@ -2,7 +2,8 @@
 
 What is SQLite's here is only how a store is opened (a path, a busy timeout, a durability level,
 read-only access) and what it reports about itself (its path and sizes). The connection and its
-transactions are `_sqlite_db`; the schema is `_sqlite_schema`, applied by `_sqlite_migrate`.
+transactions are `_sqlite_db`; its SQL spelling and tables are `_sqlite_dialect`, applied by
+`_sqlite_migrate`.
 """
 
 from __future__ import annotations
@@ -15,23 +16,19 @@ from typing import TYPE_CHECKING, Self
 from ._protocol import BodyStore, ImpactReader, RecallStore
 from ._sqlite_db import Database, Synchronous
 from ._sqlite_migrate import connect
-from ._store import EngineStore, refuse_unopened
+from ._store import EngineStore, StoreSizes, refuse_unopened
 
 __all__ = ('SqliteConversationStore', 'StoreStats')
 
 
 @dataclass(frozen=True, kw_only=True)
-class StoreStats:
-    """Sizes of a store, for operators and the storage benchmark."""
+class StoreStats(StoreSizes):
+    """Sizes of a SQLite store, for operators and the storage benchmark.
+
+    `database_bytes` is the pages in use times the page size: the file's size once the WAL is checkpointed.
+    """
 
     path: Path
-    conversations: int
-    entries: int
-    """Stored messages: each message is stored once, however many conversations or branches share it."""
-    documents: int
-    postings: int
-    database_bytes: int
-    """Pages in use times the page size: the database file's size once the WAL is checkpointed."""
 
 
 class SqliteConversationStore(EngineStore):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, NoReturn, Self
 
@@ -30,7 +31,20 @@ from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Pos
 from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
 from ._session import Backend, Session
 
-__all__ = ('EngineStore', 'refuse_unopened')
+__all__ = ('EngineStore', 'StoreSizes', 'refuse_unopened')
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreSizes:
+    """The counts and size every store reports; each backend's stats add where the store is."""
+
+    conversations: int
+    entries: int
+    """Stored messages: each message is stored once, however many conversations or branches share it."""
+    documents: int
+    postings: int
+    database_bytes: int
+    """What the database takes on disk for the store (each backend's stats say how it is measured)."""
 
 
 def refuse_unopened(store: str, value: object, *, shown: str, noun: str, argument: str) -> NoReturn:
