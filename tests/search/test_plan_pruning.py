@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai.messages import ModelRequest, UserPromptPart
@@ -11,7 +12,7 @@ from pydantic_ai.messages import ModelRequest, UserPromptPart
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import _plan
 from temporal_recall.search._plan import search_history
-from temporal_recall.store import AppendRequest, SqliteConversationStore
+from temporal_recall.store import AppendRequest, SearchTarget, SqliteConversationStore, open_store
 
 VOCABULARY = ['the', 'a', 'order', 'refund', 'paris', 'invoice', 'late', 'box', 'blue', 'x']
 
@@ -52,5 +53,62 @@ async def test_impact_ordered_search_equals_a_full_ranking(
             pruned = [await search_history(store, request) for request in requests]
             for a, b in zip(full, pruned, strict=True):
                 assert [(h.entry_id, h.score) for h in a.hits] == [(h.entry_id, h.score) for h in b.hits]
+    finally:
+        await store.close()
+
+
+async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
+    any_store_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    """At the real thresholds: common terms in thousands of documents (read in impact order, across many
+    frequency groups and far past the first read), lengths from a handful of values so scores tie in
+    long runs, and a rare term among common ones, the query shape whose tail the impact order serves."""
+    rng = random.Random(18)
+    common = ['order', 'refund', 'invoice']
+    filler = ['box', 'blue', 'late', 'paris']
+    store = await open_store(any_store_url)
+    try:
+        for number in range(6):
+            texts = []
+            for index in range(500):
+                words = [w for w in common for _ in range(rng.choice((0, 1, 1, 2, 3)))]
+                words += rng.choices(filler, k=rng.choice((1, 4, 9)))
+                if (number * 500 + index) % 997 == 0:
+                    words.append('a1042')
+                rng.shuffle(words)
+                texts.append(' '.join(words) or 'box')
+            await store.append(
+                AppendRequest(
+                    conversation_id=f'c{number}',
+                    scope='tenant',
+                    idempotency_key=f'k{number}',
+                    base_length=0,
+                    base_hash=None,
+                    messages=[ModelRequest(parts=[UserPromptPart(text)]) for text in texts],
+                )
+            )
+        frequencies = await store.document_frequencies(SearchTarget(scope='tenant', conversation_id=None), common)
+        assert frequencies is not None
+        assert min(frequencies.values()) > 2 * _plan.LONG_POSTING_LIST  # the impact-ordered path is taken
+        queries = ['order', 'order refund', 'refund invoice order', 'a1042 order refund', 'a1042 invoice', 'blue order']
+        impact_reads = 0
+        top_postings = store.top_postings
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            nonlocal impact_reads
+            impact_reads += 1
+            return await top_postings(*args, **kwargs)
+
+        for limit in (1, 10, 50):
+            requests = [SearchRequest(query=q, scope='tenant', all_conversations=True, limit=limit) for q in queries]
+            with monkeypatch.context() as patched:
+                patched.setattr(store, 'top_postings', counted)
+                pruned = [await search_history(store, request) for request in requests]
+                patched.setattr(_plan, 'LONG_POSTING_LIST', 10**9)
+                full = [await search_history(store, request) for request in requests]
+            for query, a, b in zip(queries, full, pruned, strict=True):
+                assert len(a.hits) == limit, query
+                assert [(h.entry_id, h.score) for h in a.hits] == [(h.entry_id, h.score) for h in b.hits], query
+        assert impact_reads >= 3 * len(queries)  # every pruned search read common terms in impact order
     finally:
         await store.close()
