@@ -59,8 +59,17 @@ async def _migrate(db: Database, migrations: Sequence[Migration]) -> None:
     await db.run_write(body)
 
 
+CACHE_KIB = 65_536
+"""The page cache of a store's connection, 64 MiB rather than SQLite's default 2 MiB. A write inserts
+postings all over the index (at the end of each of its terms' lists), so with a cache smaller than
+those hot pages nearly every insert reads a page back from the OS. Measured on this project's 2-core
+machine, filling 20,000 messages: 307 → 413 messages/s; rebuilding their index: 32 s → 21 s. SQLite
+allocates the cache as pages are used, so a small store takes only what it needs."""
+
+
 async def _first_look(session: Session, path: Path) -> int:
     await session.run('PRAGMA foreign_keys = ON')
+    await session.run(f'PRAGMA cache_size = -{CACHE_KIB}')
     return await _recorded_version(session, path)
 
 
