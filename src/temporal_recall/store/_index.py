@@ -9,8 +9,8 @@ Ordering is what makes `reindex` reproduce the incremental index: documents are 
 order their first membership event happened. An event is "entry E joined conversation C", which
 happens either when E was written to C (ordered by E's key) or when C was created over entries that
 already existed (ordered by `C.created_seq`, the largest entry key at that moment, then by C, then
-by entry key). `membership_order` states that rule; the write path follows it by construction and
-`_membership.rebuild_index` sorts by it.
+by entry key). The write path follows that rule by construction, and `_membership.rebuild_index`
+states it as the order it replays the events in (`_EVENTS`).
 
 Concurrency. SQLite serialises every write. PostgreSQL runs writers to different tenants side by
 side and serialises writers to one tenant with `lock_tenants`, which every write takes right after

@@ -3,8 +3,8 @@
 `index_conversation` indexes everything a conversation reaches (a fork, a record written over
 stored entries). `release_members` is `add_members` undone: the conversation's membership goes, and
 the documents no other conversation holds go with their postings and per-term counts.
-`rebuild_index` replays every membership event in `membership_order` (see `_index`), so a rebuilt
-index numbers documents exactly as the incremental one did.
+`rebuild_index` replays every membership event in the order they happened (`_EVENTS`, see `_index`),
+so a rebuilt index numbers documents exactly as the incremental one did.
 """
 
 from __future__ import annotations
@@ -16,11 +16,43 @@ from temporal_recall.text._analyzer import ANALYZER
 
 from ._bulk import delete_rows, run_batch
 from ._index import CHUNK, add_members
-from ._rows import Member, membership_order
+from ._rows import Member
 from ._serialization import decode_term_ids
 from ._session import Session
 
 __all__ = ('chain_members', 'conversation_tips', 'index_conversation', 'rebuild_index', 'release_members')
+
+_EVENTS = """
+CREATE TEMPORARY TABLE temp_rebuild_events AS
+WITH RECURSIVE tips(conv_key, k) AS (
+    SELECT conv_key, head_key FROM conversations WHERE head_key IS NOT NULL
+    UNION SELECT conv_key, entry_key FROM conversation_branches
+), reach(conv_key, k) AS (
+    SELECT conv_key, k FROM tips
+    UNION
+    SELECT reach.conv_key, e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k
+    WHERE e.parent_key IS NOT NULL
+)
+SELECT CASE WHEN reach.k > c.created_seq THEN reach.k ELSE c.created_seq END AS at,
+       CASE WHEN reach.k > c.created_seq THEN 0 ELSE 1 END AS late,
+       reach.conv_key AS conv_key, reach.k AS entry_key
+FROM reach JOIN conversations c ON c.conv_key = reach.conv_key
+"""
+"""Every membership event of the log, "entry `entry_key` joined conversation `conv_key`", with when it
+happened: `(at, late)`, the write of the entry (its key) or, for an entry that existed before the
+conversation was created over it, the creation (`created_seq`, after the writes of that moment). The
+order `(at, late, conv_key, entry_key)` is the one the incremental index numbered documents in (see
+`_index`). Every entry a conversation reaches from its head and kept branches is a member, once."""
+
+_EVENTS_PAGE = """
+SELECT ev.at, ev.late, ev.conv_key, ev.entry_key, c.tenant_id, e.position, e.run_key, e.content_hash, e.unindexed
+FROM temp_rebuild_events ev
+JOIN entries e ON e.entry_key = ev.entry_key JOIN conversations c ON c.conv_key = ev.conv_key
+WHERE (ev.at, ev.late, ev.conv_key, ev.entry_key) > ($1, $2, $3, $4)
+ORDER BY ev.at, ev.late, ev.conv_key, ev.entry_key
+LIMIT $5
+"""
+"""The next events after `($1 … $4)`, in event order, with what indexing each needs (keyset paging)."""
 
 
 async def release_members(session: Session, conv_key: int) -> None:
@@ -158,24 +190,39 @@ async def rebuild_index(session: Session, progress: Callable[[int, int], None] |
         dialect.delete_unreferenced('tenants', 'tenant_id', 'conversations'),
     ):
         await session.run(statement)
-    events: list[tuple[tuple[int, int, int, int], int, int, Member]] = []
-    for row in await session.rows('SELECT conv_key, tenant_id, created_seq FROM conversations ORDER BY conv_key'):
-        conv_key, tenant_id, created_seq = int(row[0]), int(row[1]), int(row[2])
-        for member in await chain_members(session, await conversation_tips(session, conv_key)):
-            events.append((membership_order(member.entry_key, conv_key, created_seq), conv_key, tenant_id, member))
-    events.sort(key=lambda event: event[0])
-    total = len(events)
+    # Every membership event, ordered in the database rather than in memory: a rebuild's memory stays
+    # one page of events however large the log is.
+    await session.run(_EVENTS)
+    await session.run('CREATE INDEX temp_rebuild_events_order ON temp_rebuild_events (at, late, conv_key, entry_key)')
+    total = int(await session.value('SELECT count(*) FROM temp_rebuild_events'))
     if progress is not None:
         progress(0, total)
-    done = 0
+    done, after = 0, (-1, -1, -1, -1)
     while done < total:
-        _, conv_key, tenant_id, _ = events[done]
-        members: list[Member] = []
-        while done < total and events[done][1] == conv_key and len(members) < CHUNK:
-            members.append(events[done][3])
-            done += 1
-        await add_members(session, conv_key, tenant_id, members)
-        if progress is not None:
-            progress(done, total)
+        page = await session.rows(_EVENTS_PAGE, *after, CHUNK)
+        if not page:  # pragma: no cover - the count was read in this transaction
+            break
+        start = 0
+        while start < len(page):  # consecutive events of one conversation join it together
+            end = start
+            while end < len(page) and page[end][2] == page[start][2]:
+                end += 1
+            members = [
+                Member(
+                    entry_key=row[3],
+                    position=row[5],
+                    run_key=row[6],
+                    content_hash=bytes(row[7]),
+                    unindexed=bool(row[8]),
+                )
+                for row in page[start:end]
+            ]
+            await add_members(session, int(page[start][2]), int(page[start][4]), members)
+            done += end - start
+            start = end
+            if progress is not None:
+                progress(done, total)
+        after = tuple(int(value) for value in page[-1][:4])
+    await session.run('DROP TABLE temp_rebuild_events')
     await session.run("INSERT INTO index_settings (name, value) VALUES ('analyzer', $1)", ANALYZER.key)
     return int(await session.value('SELECT count(*) FROM documents'))

@@ -1,8 +1,7 @@
 """The rows the engine and the drivers pass between them, whatever the backend.
 
 `ConversationRow` is a conversation as a write transaction reads it; `Member` an entry joining a
-conversation's index membership, and `membership_order` the rule that numbers documents (see
-`_index` for why the order matters to `reindex`).
+conversation's index membership.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from dataclasses import dataclass
 
 from ._serialization import PreparedMessage
 
-__all__ = ('ConversationRow', 'Member', 'membership_order')
+__all__ = ('ConversationRow', 'Member')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,10 +46,3 @@ class Member:
     def kept_out(self) -> bool:
         """Whether the application's summary rule keeps this entry out of the index (read or prepared)."""
         return self.unindexed or (self.prepared is not None and self.prepared.unindexed)
-
-
-def membership_order(entry_key: int, conv_key: int, created_seq: int) -> tuple[int, int, int, int]:
-    """When "entry joined conversation" happened, relative to every other such event (see module doc)."""
-    if entry_key > created_seq:
-        return (entry_key, 0, conv_key, entry_key)
-    return (created_seq, 1, conv_key, entry_key)
