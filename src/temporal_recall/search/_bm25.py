@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from temporal_recall.errors import InvalidSearchParameters
@@ -76,11 +76,31 @@ def idf(document_count: int, document_frequency: int) -> float:
 
 
 def term_weight(term_idf: float, tf: int, dl: int, average_length: float, parameters: BM25Parameters) -> float:
-    """One term's contribution to one document's score: the single place the BM25 formula is written."""
+    """One term's contribution to one document's score (`term_weights` for a whole posting list)."""
+    return term_weights(term_idf, (Posting(0, tf, dl),), average_length, parameters)[0]
+
+
+def term_weights(
+    term_idf: float, postings: Iterable[Posting], average_length: float, parameters: BM25Parameters
+) -> dict[int, float]:
+    """One term's contribution to the score of each document of `postings` (a term frequency of 0 or less
+    adds nothing): the single place the BM25 formula is written.
+
+    One comprehension over the list rather than a call per posting: a common term has tens of
+    thousands of postings, and the call would cost more than the arithmetic. The operations are the
+    formula's, in its order, so every caller gets the same floating-point weight for a posting.
+    """
     k1 = parameters.k1
+    k1_plus_1 = k1 + 1
+    one_minus_b = 1 - parameters.b
     b = parameters.b
-    ratio_part = b * dl / average_length if average_length > 0 else 0.0
-    return term_idf * tf * (k1 + 1) / (tf + k1 * (1 - b + ratio_part))
+    if average_length > 0:
+        return {
+            doc_id: term_idf * tf * k1_plus_1 / (tf + k1 * (one_minus_b + b * dl / average_length))
+            for doc_id, tf, dl in postings
+            if tf > 0
+        }
+    return {doc_id: term_idf * tf * k1_plus_1 / (tf + k1 * (one_minus_b + 0.0)) for doc_id, tf, _ in postings if tf > 0}
 
 
 def term_idf(document_count: int, document_frequency: int) -> float:
@@ -133,13 +153,12 @@ def rank(
         document_frequency = len(term_postings)
         if document_frequencies is not None:
             document_frequency = document_frequencies.get(term, document_frequency)
-        weight_of_term = term_idf(document_count, document_frequency)
-        for posting in term_postings:
-            tf = posting.term_frequency
-            if tf <= 0:
-                continue
-            weight = term_weight(weight_of_term, tf, posting.length, average_length, parameters)
-            scores[posting.doc_id] = scores.get(posting.doc_id, 0.0) + weight
+        weights = term_weights(term_idf(document_count, document_frequency), term_postings, average_length, parameters)
+        if not scores:
+            scores = weights
+            continue
+        for doc_id, weight in weights.items():
+            scores[doc_id] = scores.get(doc_id, 0.0) + weight
 
     best = heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
     return [ScoredDocument(doc_id, score) for doc_id, score in best]

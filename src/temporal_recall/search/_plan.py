@@ -22,7 +22,7 @@ from temporal_recall._metrics import record_search
 from temporal_recall.errors import InvalidSearchParameters, UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search._assemble import build_hits
-from temporal_recall.search._bm25 import BM25Parameters, ScoredDocument, rank, term_idf, term_weight
+from temporal_recall.search._bm25 import BM25Parameters, ScoredDocument, rank, term_idf, term_weight, term_weights
 from temporal_recall.search._query import parse_query
 from temporal_recall.search._results import SearchOptions, SearchResult
 from temporal_recall.store._protocol import ImpactReader, IndexReader, IndexStats, Posting, SearchTarget
@@ -172,12 +172,7 @@ async def _ranked_by_impact(
     idf_of = {term: term_idf(stats.document_count, frequencies[term]) for term in order}
 
     def weights(term: str, postings: Iterable[Posting]) -> dict[int, float]:
-        idf = idf_of[term]
-        return {
-            p.doc_id: term_weight(idf, p.term_frequency, p.length, average_length, parameters)
-            for p in postings
-            if p.term_frequency > 0
-        }
+        return term_weights(idf_of[term], postings, average_length, parameters)
 
     depth = dict.fromkeys(long, max(2 * limit, FIRST_READ_PER_GROUP))
     heads: dict[str, list[Posting]] = {}
@@ -199,11 +194,14 @@ async def _ranked_by_impact(
             known[term] = weights(term, [*heads[term], *found])
         stale.clear()
         resolved = {term: known[term].keys() | probed[term].keys() for term in long}
-        for term, missing in _worth_probing(order, known, resolved, unread_best, limit).items():
+        lower = _scores(order, known)
+        wanted = _worth_probing(lower, resolved, unread_best, limit)
+        for term, missing in wanted.items():
             found = {posting.doc_id: posting for posting in await reader.postings_for(target, term, missing)}
             probed[term].update((doc_id, found.get(doc_id)) for doc_id in missing)
             known[term].update(weights(term, found.values()))
-        page = heapq.nsmallest(limit, _scores(order, known).items(), key=lambda item: (-item[1], item[0]))
+        scores = _scores(order, known) if wanted else lower
+        page = heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
         widen = [term for term in long if unread_best[term] > 0.0]
         if not widen or (len(page) == limit and page[-1][1] > sum(unread_best.values())):
             break
@@ -222,27 +220,31 @@ def _scores(order: Sequence[str], known: dict[str, dict[int, float]]) -> dict[in
     """Each document's known weights, added in query-term order exactly as `rank` adds them."""
     scores: dict[int, float] = {}
     for term in order:
-        for doc_id, weight in known.get(term, {}).items():
+        weights = known.get(term)
+        if not weights:
+            continue
+        if not scores:
+            scores = dict(weights)  # what adding each weight to 0.0 gives, without the loop
+            continue
+        for doc_id, weight in weights.items():
             scores[doc_id] = scores.get(doc_id, 0.0) + weight
     return scores
 
 
 def _worth_probing(
-    order: Sequence[str],
-    known: dict[str, dict[int, float]],
+    lower: dict[int, float],
     resolved: Mapping[str, Set[int]],
     unread_best: dict[str, float],
     limit: int,
 ) -> dict[str, list[int]]:
     """Per long term, the candidates whose frequency for it must be looked up to rank them exactly.
 
-    A candidate's known weights add up to a lower bound of its score; each long term it has not
+    A candidate's known weights add up to a lower bound of its score (`lower`); each long term it has not
     been resolved for (it is in none of the term's heads and was not looked up) can add at most
     that term's best unread weight. The `limit`-th best lower bound is a score the page reaches for
     sure, so a candidate whose upper bound stays below it cannot make the page and is not looked
     up: its partial score stays below every exactly scored document of the page.
     """
-    lower = _scores(order, known)
     if len(lower) >= limit:
         threshold = heapq.nlargest(limit, lower.values())[-1]
         # Sums in another order than `rank` uses may differ in the last bits: err towards looking up.
