@@ -358,17 +358,25 @@ def _fingerprint(runs: Sequence[tuple[str, str | None, str | None, str | None, s
 
 
 def _read_all(path: Path) -> tuple[str, list[HarnessRun]]:
-    with _connect(path) as connection:
-        try:
-            db = _HarnessDatabase(connection, path)
-            rows = db.runs()
-            return _fingerprint(rows), [_read_run(db, row) for row in rows]
-        except sqlite3.DatabaseError as error:
-            raise HarnessImportError(f'{path} could not be read as a harness step database ({error}).') from error
+    with _connect(path) as connection, _readable(path):
+        db = _HarnessDatabase(connection, path)
+        rows = db.runs()
+        return _fingerprint(rows), [_read_run(db, row) for row in rows]
+
+
+@contextmanager
+def _readable(path: Path) -> Generator[None]:
+    """Reports a harness file SQLite cannot read as `HarnessImportError`."""
+    try:
+        yield
+    except sqlite3.DatabaseError as error:
+        raise HarnessImportError(f'{path} could not be read as a harness step database ({error}).') from error
 
 
 async def read_harness_runs(path: str | os.PathLike[str]) -> tuple[str, list[HarnessRun]]:
     """`(fingerprint, runs)`: every run of a harness database with its recovered history, oldest first.
+
+    Holds every run's history at once; `import_harness` reads one run at a time instead.
 
     Raises:
         HarnessImportError: The file is missing, is not SQLite, or has no harness tables.
@@ -404,36 +412,50 @@ async def import_harness(
     Raises:
         HarnessImportError: The file is missing, is not SQLite, or has no harness tables.
     """
-    fingerprint, runs = await read_harness_runs(path)
-    summary = HarnessImportSummary(fingerprint=fingerprint, runs=len(runs))
-    if progress is not None:
-        progress(0, len(runs))
-    for done, run in enumerate(runs, 1):
-        summary.snapshots += run.snapshots
-        summary.skipped_snapshots += run.skipped_snapshots
-        summary.snapshot_messages += run.snapshot_messages
-        summary.recovered_messages += len(run.messages)
-        if not run.messages:
-            summary.empty_runs += 1
-        elif run.conversation_id not in summary.conflicts:
-            try:
-                result = await store.append(
-                    AppendRequest(
-                        conversation_id=run.conversation_id,
-                        scope=scope,
-                        idempotency_key=idempotency_key(fingerprint, run),
-                        base_length=0,
-                        base_hash=None,
-                        messages=run.messages,
-                    )
-                )
-            except UnknownConversation:
-                summary.conflicts.append(run.conversation_id)
-            else:
-                summary.stored += result.stored
-                summary.duplicates += run.snapshot_messages - result.stored
-                if run.conversation_id not in summary.conversations:
-                    summary.conversations.append(run.conversation_id)
+    file = Path(path)
+    with _connect(file) as connection:
+        with _readable(file):
+            db = await asyncio.to_thread(_HarnessDatabase, connection, file)
+            rows = await asyncio.to_thread(db.runs)
+        summary = HarnessImportSummary(fingerprint=_fingerprint(rows), runs=len(rows))
         if progress is not None:
-            progress(done, len(runs))
+            progress(0, len(rows))
+        for done, row in enumerate(rows, 1):
+            # One run's history in memory at a time, however large the harness file is.
+            with _readable(file):
+                run = await asyncio.to_thread(_read_run, db, row)
+            await _import_run(store, run, summary, scope)
+            if progress is not None:
+                progress(done, len(rows))
     return summary
+
+
+async def _import_run(store: DeltaWriter, run: HarnessRun, summary: HarnessImportSummary, scope: str | None) -> None:
+    """Append one run's recovered history to its conversation, counting what happened in `summary`."""
+    summary.snapshots += run.snapshots
+    summary.skipped_snapshots += run.skipped_snapshots
+    summary.snapshot_messages += run.snapshot_messages
+    summary.recovered_messages += len(run.messages)
+    if not run.messages:
+        summary.empty_runs += 1
+        return
+    if run.conversation_id in summary.conflicts:
+        return
+    try:
+        result = await store.append(
+            AppendRequest(
+                conversation_id=run.conversation_id,
+                scope=scope,
+                idempotency_key=idempotency_key(summary.fingerprint, run),
+                base_length=0,
+                base_hash=None,
+                messages=run.messages,
+            )
+        )
+    except UnknownConversation:
+        summary.conflicts.append(run.conversation_id)
+        return
+    summary.stored += result.stored
+    summary.duplicates += run.snapshot_messages - result.stored
+    if run.conversation_id not in summary.conversations:
+        summary.conversations.append(run.conversation_id)
