@@ -103,6 +103,23 @@ def term_weights(
     return {doc_id: term_idf * tf * k1_plus_1 / (tf + k1 * (one_minus_b + 0.0)) for doc_id, tf, _ in postings if tf > 0}
 
 
+def summed(per_term: Iterable[Mapping[int, float]]) -> dict[int, float]:
+    """Each document's score: its term weights added in the order `per_term` gives the terms.
+
+    The one place scores are summed, so a pruned search's bounds and the final ranking add the same
+    floating-point numbers in the same order. The first term's weights are copied rather than added
+    to 0.0 one by one, which gives the same values.
+    """
+    scores: dict[int, float] = {}
+    for weights in per_term:
+        if not scores:
+            scores = dict(weights)
+            continue
+        for doc_id, weight in weights.items():
+            scores[doc_id] = scores.get(doc_id, 0.0) + weight
+    return scores
+
+
 def term_idf(document_count: int, document_frequency: int) -> float:
     """The idf `rank` uses, including its guard for a frequency above the document count."""
     return idf(max(document_count, document_frequency), document_frequency)
@@ -145,7 +162,7 @@ def rank(
         return []
     average_length = stats.total_length / document_count
 
-    scores: dict[int, float] = {}
+    per_term: list[dict[int, float]] = []
     for term in dict.fromkeys(terms):
         term_postings = postings.get(term)
         if not term_postings:
@@ -153,12 +170,10 @@ def rank(
         document_frequency = len(term_postings)
         if document_frequencies is not None:
             document_frequency = document_frequencies.get(term, document_frequency)
-        weights = term_weights(term_idf(document_count, document_frequency), term_postings, average_length, parameters)
-        if not scores:
-            scores = weights
-            continue
-        for doc_id, weight in weights.items():
-            scores[doc_id] = scores.get(doc_id, 0.0) + weight
+        per_term.append(
+            term_weights(term_idf(document_count, document_frequency), term_postings, average_length, parameters)
+        )
+    scores = summed(per_term)
 
     best = heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
     return [ScoredDocument(doc_id, score) for doc_id, score in best]

@@ -22,7 +22,15 @@ from temporal_recall._metrics import record_search
 from temporal_recall.errors import InvalidSearchParameters, UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search._assemble import build_hits
-from temporal_recall.search._bm25 import BM25Parameters, ScoredDocument, rank, term_idf, term_weight, term_weights
+from temporal_recall.search._bm25 import (
+    BM25Parameters,
+    ScoredDocument,
+    rank,
+    summed,
+    term_idf,
+    term_weight,
+    term_weights,
+)
 from temporal_recall.search._query import parse_query
 from temporal_recall.search._results import SearchOptions, SearchResult
 from temporal_recall.store._protocol import ImpactReader, IndexReader, IndexStats, Posting, SearchTarget
@@ -218,17 +226,7 @@ async def _ranked_by_impact(
 
 def _scores(order: Sequence[str], known: dict[str, dict[int, float]]) -> dict[int, float]:
     """Each document's known weights, added in query-term order exactly as `rank` adds them."""
-    scores: dict[int, float] = {}
-    for term in order:
-        weights = known.get(term)
-        if not weights:
-            continue
-        if not scores:
-            scores = dict(weights)  # what adding each weight to 0.0 gives, without the loop
-            continue
-        for doc_id, weight in weights.items():
-            scores[doc_id] = scores.get(doc_id, 0.0) + weight
-    return scores
+    return summed(known[term] for term in order if term in known)
 
 
 def _worth_probing(
