@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from itertools import groupby
 
 from temporal_recall.text._analyzer import ANALYZER
 
@@ -202,24 +203,14 @@ async def rebuild_index(session: Session, progress: Callable[[int, int], None] |
         page = await session.rows(_EVENTS_PAGE, *after, CHUNK)
         if not page:  # pragma: no cover - the count was read in this transaction
             break
-        start = 0
-        while start < len(page):  # consecutive events of one conversation join it together
-            end = start
-            while end < len(page) and page[end][2] == page[start][2]:
-                end += 1
+        # Consecutive events of one conversation join it together.
+        for (conv_key, tenant_id), events in groupby(page, key=lambda row: (int(row[2]), int(row[4]))):
             members = [
-                Member(
-                    entry_key=row[3],
-                    position=row[5],
-                    run_key=row[6],
-                    content_hash=bytes(row[7]),
-                    unindexed=bool(row[8]),
-                )
-                for row in page[start:end]
+                Member(entry_key=key, position=position, run_key=run, content_hash=bytes(content), unindexed=bool(out))
+                for _, _, _, key, _, position, run, content, out in events
             ]
-            await add_members(session, int(page[start][2]), int(page[start][4]), members)
-            done += end - start
-            start = end
+            await add_members(session, conv_key, tenant_id, members)
+            done += len(members)
             if progress is not None:
                 progress(done, total)
         after = tuple(int(value) for value in page[-1][:4])
