@@ -3,18 +3,32 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import _plan
 from temporal_recall.search._plan import search_history
-from temporal_recall.store import AppendRequest, SearchTarget, SqliteConversationStore, open_store
+from temporal_recall.store import AppendRequest, DeltaWriter, SearchTarget, SqliteConversationStore, open_store
 
 VOCABULARY = ['the', 'a', 'order', 'refund', 'paris', 'invoice', 'late', 'box', 'blue', 'x']
+
+
+async def _new_conversation(store: DeltaWriter, number: int, messages: Sequence[ModelMessage]) -> None:
+    """Conversation `c{number}` of scope `tenant`, holding `messages`."""
+    request = AppendRequest(
+        conversation_id=f'c{number}',
+        scope='tenant',
+        idempotency_key=f'k{number}',
+        base_length=0,
+        base_hash=None,
+        messages=messages,
+    )
+    await store.append(request)
 
 
 @pytest.mark.parametrize('first_read', [1, 32], ids=['deepening', 'first-read'])
@@ -33,16 +47,7 @@ async def test_impact_ordered_search_equals_a_full_ranking(
                 )
                 for _ in range(rng.randint(1, 6))
             ]
-            await store.append(
-                AppendRequest(
-                    conversation_id=f'c{number}',
-                    scope='tenant',
-                    idempotency_key=f'k{number}',
-                    base_length=0,
-                    base_hash=None,
-                    messages=messages,
-                )
-            )
+            await _new_conversation(store, number, messages)
         queries = [' '.join(rng.sample(VOCABULARY, rng.randint(1, 3))) for _ in range(25)]
         for limit in (1, 3, 10):
             requests = [SearchRequest(query=q, scope='tenant', all_conversations=True, limit=limit) for q in queries]
@@ -77,16 +82,7 @@ async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
                     words.append('a1042')
                 rng.shuffle(words)
                 texts.append(' '.join(words) or 'box')
-            await store.append(
-                AppendRequest(
-                    conversation_id=f'c{number}',
-                    scope='tenant',
-                    idempotency_key=f'k{number}',
-                    base_length=0,
-                    base_hash=None,
-                    messages=[ModelRequest(parts=[UserPromptPart(text)]) for text in texts],
-                )
-            )
+            await _new_conversation(store, number, [ModelRequest(parts=[UserPromptPart(text)]) for text in texts])
         frequencies = await store.document_frequencies(SearchTarget(scope='tenant', conversation_id=None), common)
         assert frequencies is not None
         assert min(frequencies.values()) > 2 * _plan.LONG_POSTING_LIST  # the impact-ordered path is taken
