@@ -1,4 +1,4 @@
-"""A scope-wide search that reads common terms in impact order answers exactly like a full read."""
+"""A scope-wide search that scores common terms as arrays answers exactly like the row-by-row ranking."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import _plan
 from temporal_recall.search._plan import search_history
-from temporal_recall.store import AppendRequest, DeltaWriter, SearchTarget, SqliteConversationStore, open_store
+from temporal_recall.store import AppendRequest, DeltaWriter, SearchTarget, SqliteConversationStore, _blocks, open_store
 
 VOCABULARY = ['the', 'a', 'order', 'refund', 'paris', 'invoice', 'late', 'box', 'blue', 'x']
 
@@ -31,12 +31,14 @@ async def _new_conversation(store: DeltaWriter, number: int, messages: Sequence[
     await store.append(request)
 
 
-@pytest.mark.parametrize('first_read', [1, 32], ids=['deepening', 'first-read'])
-@pytest.mark.parametrize('seed', range(6))
-async def test_impact_ordered_search_equals_a_full_ranking(
-    seed: int, first_read: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize('block', [1, 3, 128], ids=['blocks-of-1', 'blocks-of-3', 'blocks-of-128'])
+@pytest.mark.parametrize('seed', range(4))
+async def test_array_ranking_equals_the_row_ranking(
+    seed: int, block: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
+    """Many block boundaries (blocks of 1 and 3 postings, appended to across writes) and one block per term."""
     rng = random.Random(seed)
+    monkeypatch.setattr(_blocks, 'BLOCK', block)
     store = await SqliteConversationStore.open(tmp_path / 'pruning.db')
     try:
         for number in range(60):
@@ -54,7 +56,6 @@ async def test_impact_ordered_search_equals_a_full_ranking(
             monkeypatch.setattr(_plan, 'LONG_POSTING_LIST', 10**9)
             full = [await search_history(store, request) for request in requests]
             monkeypatch.setattr(_plan, 'LONG_POSTING_LIST', 3)
-            monkeypatch.setattr(_plan, 'FIRST_READ_PER_GROUP', first_read)
             pruned = [await search_history(store, request) for request in requests]
             for a, b in zip(full, pruned, strict=True):
                 assert [(h.entry_id, h.score) for h in a.hits] == [(h.entry_id, h.score) for h in b.hits]
@@ -65,9 +66,8 @@ async def test_impact_ordered_search_equals_a_full_ranking(
 async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
     any_store_url: str, monkeypatch: pytest.MonkeyPatch
 ):
-    """At the real thresholds: common terms in thousands of documents (read in impact order, across many
-    frequency groups and far past the first read), lengths from a handful of values so scores tie in
-    long runs, and a rare term among common ones, the query shape whose tail the impact order serves."""
+    """At the real thresholds: common terms in thousands of documents (dozens of blocks each), lengths
+    from a handful of values so scores tie in long runs, and a rare term among common ones."""
     rng = random.Random(18)
     common = ['order', 'refund', 'invoice']
     filler = ['box', 'blue', 'late', 'paris']
@@ -85,26 +85,26 @@ async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
             await _new_conversation(store, number, [ModelRequest(parts=[UserPromptPart(text)]) for text in texts])
         frequencies = await store.document_frequencies(SearchTarget(scope='tenant', conversation_id=None), common)
         assert frequencies is not None
-        assert min(frequencies.values()) > 2 * _plan.LONG_POSTING_LIST  # the impact-ordered path is taken
+        assert min(frequencies.values()) > 2 * _plan.LONG_POSTING_LIST  # the block path is taken
         queries = ['order', 'order refund', 'refund invoice order', 'a1042 order refund', 'a1042 invoice', 'blue order']
-        impact_reads = 0
-        top_postings = store.top_postings
+        array_reads = 0
+        posting_columns = store.posting_columns
 
-        async def counted(*args: Any, **kwargs: Any) -> Any:
-            nonlocal impact_reads
-            impact_reads += 1
-            return await top_postings(*args, **kwargs)
+        async def counted(target: SearchTarget, terms: list[str]) -> Any:
+            nonlocal array_reads
+            array_reads += 1
+            return await posting_columns(target, terms)
 
         for limit in (1, 10, 50):
             requests = [SearchRequest(query=q, scope='tenant', all_conversations=True, limit=limit) for q in queries]
             with monkeypatch.context() as patched:
-                patched.setattr(store, 'top_postings', counted)
+                patched.setattr(store, 'posting_columns', counted)
                 pruned = [await search_history(store, request) for request in requests]
                 patched.setattr(_plan, 'LONG_POSTING_LIST', 10**9)
                 full = [await search_history(store, request) for request in requests]
             for query, a, b in zip(queries, full, pruned, strict=True):
                 assert len(a.hits) == limit, query
                 assert [(h.entry_id, h.score) for h in a.hits] == [(h.entry_id, h.score) for h in b.hits], query
-        assert impact_reads >= 3 * len(queries)  # every pruned search read common terms in impact order
+        assert array_reads == 3 * len(queries)  # every search at the real threshold scored arrays
     finally:
         await store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
+from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, closing
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from pydantic_ai.conversation_store import ConversationStore, InMemoryConversati
 
 from temporal_recall.content import content_hash
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
+from temporal_recall.store._blocks import decode
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[ConversationStore]]
 AnyStore = SqliteConversationStore | PostgresConversationStore
@@ -171,23 +173,19 @@ _PROBLEM_QUERIES = (
     'FROM tenants t LEFT JOIN documents d ON d.tenant_id = t.tenant_id GROUP BY t.tenant_id',
     'SELECT d.doc_id, d.refs, (SELECT count(*) FROM conversation_documents cd WHERE cd.doc_id = d.doc_id) '
     'FROM documents d',
-    'SELECT count(*) FROM postings p WHERE NOT EXISTS '
-    '(SELECT 1 FROM documents d WHERE d.doc_id = p.doc_id AND d.tenant_id = p.tenant_id)',
     'SELECT count(*) FROM conversation_documents cd WHERE NOT EXISTS '
     '(SELECT 1 FROM documents d WHERE d.doc_id = cd.doc_id) '
     'OR NOT EXISTS (SELECT 1 FROM entries e WHERE e.entry_key = cd.entry_key)',
-    'SELECT count(*) FROM postings p JOIN documents d ON d.doc_id = p.doc_id WHERE p.length != d.length',
-    'SELECT (SELECT count(*) FROM term_documents s WHERE s.document_count != '
-    '(SELECT count(*) FROM postings p WHERE p.tenant_id = s.tenant_id AND p.term_id = s.term_id)) + '
-    '(SELECT count(*) FROM (SELECT DISTINCT tenant_id, term_id FROM postings) p WHERE NOT EXISTS '
-    '(SELECT 1 FROM term_documents s WHERE s.tenant_id = p.tenant_id AND s.term_id = p.term_id))',
+    'SELECT doc_id, tenant_id, length FROM documents',
+    'SELECT tenant_id, term_id, first_doc, postings FROM posting_blocks',
+    'SELECT tenant_id, term_id, document_count FROM term_documents',
 )
 """Plain SQL that SQLite and PostgreSQL both run, so one set of checks covers both backends."""
 
 
 def _problems(results: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
     """Every way the index disagrees with itself or the log, from the rows of `_PROBLEM_QUERIES`."""
-    conversations, tenants, documents, orphans, dangling, wrong_length, wrong_frequency = results
+    conversations, tenants, documents, dangling, lengths, blocks, frequencies = results
     problems: list[str] = []
     for conversation_id, count, length, real_count, real_length in conversations:
         if (count, length) != (real_count, real_length):
@@ -198,14 +196,20 @@ def _problems(results: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
     for doc_id, refs, real in documents:
         if refs != real or refs == 0:
             problems.append(f'document {doc_id}: refs {refs}, memberships {real}')
-    if orphans[0][0]:
-        problems.append(f'{orphans[0][0]} postings without their document')
     if dangling[0][0]:
         problems.append(f'{dangling[0][0]} memberships without their document or entry')
-    if wrong_length[0][0]:
-        problems.append(f'{wrong_length[0][0]} postings with a stale length')
-    if wrong_frequency[0][0]:
-        problems.append(f'{wrong_frequency[0][0]} term document frequencies that disagree with the postings')
+    tenant_and_length = {doc_id: (tenant_id, length) for doc_id, tenant_id, length in lengths}
+    per_term: Counter[tuple[int, int]] = Counter()
+    for tenant_id, term_id, first_doc, stored in blocks:
+        for doc_id, _, length in decode(first_doc, bytes(stored)):
+            per_term[tenant_id, term_id] += 1
+            if doc_id not in tenant_and_length or tenant_and_length[doc_id][0] != tenant_id:
+                problems.append(f'posting of document {doc_id} without its document in tenant {tenant_id}')
+            elif tenant_and_length[doc_id][1] != length:
+                problems.append(f'posting of document {doc_id} with a stale length')
+    counted = {(tenant_id, term_id): count for tenant_id, term_id, count in frequencies}
+    if counted != dict(per_term):
+        problems.append('term document frequencies that disagree with the postings')
     return problems
 
 
@@ -215,7 +219,15 @@ def index_problems(path: Path) -> list[str]:
         return _problems([db.execute(query).fetchall() for query in _PROBLEM_QUERIES])
 
 
-_TABLES = ('conversations', 'entries', 'documents', 'postings', 'conversation_documents', 'terms', 'applied_writes')
+_TABLES = (
+    'conversations',
+    'entries',
+    'documents',
+    'posting_blocks',
+    'conversation_documents',
+    'terms',
+    'applied_writes',
+)
 
 
 def table_counts(path: Path) -> dict[str, int]:
@@ -265,3 +277,43 @@ async def append_after(
         )
     )
     return [*history, *new]
+
+
+def _released_postings_ddl(store: AnyStore) -> list[str]:
+    """The `postings` table and its impact index as migrations 1 and 2 created them, in the store's spelling."""
+    from temporal_recall.store import _postgres_dialect, _sqlite_dialect
+
+    released = (_sqlite_dialect if isinstance(store, SqliteConversationStore) else _postgres_dialect).MIGRATIONS
+    return [s for s in released[0].statements if 'CREATE TABLE postings' in s] + list(released[1].statements)
+
+
+async def back_to_version_6(store: AnyStore) -> None:
+    """Turn a store into what version 6 wrote: every posting a row of `postings` (with `postings_by_impact`),
+    no `posting_blocks`, version 6 recorded. The store must be closed and reopened afterwards."""
+    blocks = await _rows_of(store, 'SELECT tenant_id, term_id, first_doc, postings FROM posting_blocks')
+    postings = [
+        (tenant_id, term_id, *posting)
+        for tenant_id, term_id, first_doc, stored in blocks
+        for posting in decode(first_doc, bytes(stored))
+    ]
+    statements = ['DROP TABLE posting_blocks', *_released_postings_ddl(store)]
+    statements.append('DELETE FROM schema_migrations WHERE version > 6')
+    insert = 'INSERT INTO postings (tenant_id, term_id, doc_id, term_frequency, length) VALUES ($1, $2, $3, $4, $5)'
+    if isinstance(store, SqliteConversationStore):
+        with closing(sqlite3.connect(store.path)) as db:
+            for statement in statements:
+                db.execute(statement)
+            db.executemany(insert.replace('$', '?'), postings)
+            db.commit()
+        return
+    async with store._db.connection() as connection, connection.transaction():  # pyright: ignore[reportPrivateUsage]
+        for statement in statements:
+            await connection.execute(statement)
+        await connection.executemany(insert, postings)
+
+
+async def _rows_of(store: AnyStore, sql: str) -> list[tuple[Any, ...]]:
+    if isinstance(store, SqliteConversationStore):
+        with closing(sqlite3.connect(store.path)) as db:
+            return db.execute(sql).fetchall()
+    return await _pg_rows(store, sql)

@@ -78,15 +78,25 @@ async def test_an_empty_store_is_clean(recall_store: AnyStore):
 
 
 DAMAGE: dict[str, tuple[Sequence[str], str, str]] = {
-    'deleted posting': (
-        ['DELETE FROM postings WHERE doc_id = (SELECT min(doc_id) FROM postings)'],
+    'deleted block': (
+        ['DELETE FROM posting_blocks WHERE first_doc = (SELECT min(first_doc) FROM posting_blocks)'],
         'index',
         'lists terms without postings',
     ),
-    'posting frequency': (
-        ['UPDATE postings SET term_frequency = term_frequency + 1 WHERE doc_id = (SELECT min(doc_id) FROM postings)'],
+    'block count': (
+        ['UPDATE posting_blocks SET count = count + 1 WHERE first_doc = (SELECT min(first_doc) FROM posting_blocks)'],
         'index',
-        'says frequency',
+        'postings with front',
+    ),
+    'block front': (
+        ['UPDATE posting_blocks SET front = postings WHERE count = 2'],
+        'index',
+        'postings with front',
+    ),
+    'truncated block': (
+        ['UPDATE posting_blocks SET postings = front WHERE count = 1'],
+        'index',
+        'holds postings that do not decode',
     ),
     'term count': (
         ['UPDATE term_documents SET document_count = document_count + 1'],
@@ -136,7 +146,7 @@ DAMAGE: dict[str, tuple[Sequence[str], str, str]] = {
     ),
     'posting in another tenant': (
         [
-            "UPDATE postings SET tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = 's:globex') "
+            "UPDATE posting_blocks SET tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = 's:globex') "
             "WHERE tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = 'n:')"
         ],
         'scope',

@@ -21,6 +21,8 @@ LATEST = latest_version()
 NEXT = LATEST + 1
 EXTRA = Migration(NEXT, 'conversation notes', ['CREATE TABLE conversation_notes (conv_key INTEGER, note TEXT)'])
 CURRENT = [(migration.version, migration.name) for migration in MIGRATIONS]
+POSTINGS_V1 = next(statement for statement in MIGRATIONS[0].statements if 'CREATE TABLE postings' in statement)
+"""The row-per-posting table of versions 1 to 6, for making a store of those versions."""
 
 
 def file_bytes(path: Path) -> bytes:
@@ -72,12 +74,12 @@ async def test_reopening_applies_nothing_twice(db_path: Path) -> None:
 
 async def test_a_version_1_store_gets_the_real_later_migrations(db_path: Path) -> None:
     """A store written at version 1 (made here by undoing what later migrations added) is upgraded in
-    place: the impact index appears and the per-term document frequencies are backfilled."""
+    place: the per-term document frequencies are backfilled and the postings end up in blocks."""
     async with await SqliteConversationStore.open(db_path) as store:
         await store.save(Conversation(messages=[*turn(1), *turn(2, 'invoice')], conversation_id='c'))
     with closing(sqlite3.connect(db_path)) as db:
         db.executescript(
-            'DROP INDEX postings_by_impact; DROP TABLE message_bodies; DROP TABLE term_documents; '
+            f'DROP TABLE posting_blocks; {POSTINGS_V1}; DROP TABLE message_bodies; DROP TABLE term_documents; '
             'DROP TABLE index_settings; ALTER TABLE documents DROP COLUMN role; '
             'ALTER TABLE conversation_documents DROP COLUMN occurrences; ALTER TABLE entries DROP COLUMN unindexed; '
             'DELETE FROM schema_migrations WHERE version > 1;'
@@ -89,7 +91,7 @@ async def test_a_version_1_store_gets_the_real_later_migrations(db_path: Path) -
         target = SearchTarget(scope=None, conversation_id=None, run_id=None)
         assert await store.document_frequencies(target, ['answer', 'invoice', 'absent']) == {'answer': 2, 'invoice': 2}
     assert recorded(db_path) == CURRENT
-    assert 'postings_by_impact' in indexes(db_path)
+    assert 'posting_blocks' in tables(db_path) and 'postings' not in tables(db_path)
     assert index_problems(db_path) == []
 
 
@@ -131,7 +133,7 @@ async def test_a_newer_store_is_left_untouched(db_path: Path, monkeypatch: pytes
 async def test_a_rollback_journal_store_too_new_is_not_switched_to_wal(db_path: Path) -> None:
     with closing(sqlite3.connect(db_path)) as db:
         db.execute('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)')
-        db.execute("INSERT INTO schema_migrations VALUES (7, 'future', '2099-01-01')")
+        db.execute("INSERT INTO schema_migrations VALUES (?, 'future', '2099-01-01')", (NEXT,))
         db.commit()
     before = file_bytes(db_path)
     with pytest.raises(SchemaTooNew):
@@ -156,6 +158,7 @@ async def test_a_version_5_store_keeps_its_bodies_and_stamps_them_with_the_upgra
     with closing(sqlite3.connect(db_path)) as db:
         db.executescript(
             'DROP INDEX message_bodies_by_touched; ALTER TABLE message_bodies DROP COLUMN touched_at; '
+            f'DROP TABLE posting_blocks; {POSTINGS_V1}; {MIGRATIONS[1].statements[0]}; '
             'DELETE FROM schema_migrations WHERE version > 5;'
         )
     assert recorded(db_path) == CURRENT[:5]

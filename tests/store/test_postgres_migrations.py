@@ -224,12 +224,23 @@ def test_workers_opening_an_empty_database_at_once_migrate_it_once(pg_site: Post
     assert asyncio.run(recorded(pg_site)) == [*RECORDED, (NEXT, 'slow')]
 
 
+async def _undo_blocks(connection: asyncpg.Connection, schema: str) -> None:
+    """Put back the (empty) row-per-posting table of versions 1 to 6 in place of `posting_blocks`."""
+    await connection.execute(f'SET search_path TO "{schema}"')
+    await connection.execute('DROP TABLE posting_blocks')
+    for statement in [s for s in MIGRATIONS[0].statements if 'CREATE TABLE postings' in s] + [
+        *MIGRATIONS[1].statements
+    ]:
+        await connection.execute(statement)
+
+
 async def test_a_version_3_store_gets_its_term_frequencies_backfilled(pg_site: PostgresSite) -> None:
-    """A store written before migration 4 (made here by undoing 6, 5 and 4) is upgraded in place, consistent."""
+    """A store written before migration 4 (made here by undoing 7, 6, 5 and 4) is upgraded in place, consistent."""
     async with await pg_site.open() as store:
         await store.save(Conversation(messages=[*turn(1), *turn(2, 'invoice')], conversation_id='c'))
     connection = await asyncpg.connect(pg_site.base_url)
     try:
+        await _undo_blocks(connection, pg_site.schema)
         await connection.execute(f'DROP TABLE "{pg_site.schema}".term_documents')
         await connection.execute(f'DROP TABLE "{pg_site.schema}".index_settings')
         for table, column in (
@@ -258,6 +269,7 @@ async def test_a_version_5_store_keeps_its_bodies_and_stamps_them_with_the_upgra
     schema = f'"{pg_site.schema}"'
     connection = await asyncpg.connect(pg_site.base_url)
     try:
+        await _undo_blocks(connection, pg_site.schema)
         await connection.execute(f'ALTER TABLE {schema}.message_bodies DROP COLUMN touched_at')  # and its index
         await connection.execute(f'DELETE FROM {schema}.schema_migrations WHERE version > 5')
     finally:

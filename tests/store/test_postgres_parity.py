@@ -29,7 +29,7 @@ from temporal_recall.content import content_hash
 from temporal_recall.errors import RecallError
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import SearchResult, _plan
-from temporal_recall.search._plan import ImpactReader, search_history
+from temporal_recall.search._plan import BlockReader, search_history
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
 
 from ._support import AT, AnyStore, PostgresSite, postgres_url, problems_of
@@ -239,13 +239,13 @@ async def test_search_history_is_identical_on_sqlite_and_postgres(
         assert await answer(postgres, request, labels[postgres]) == await answer(sqlite, request, labels[sqlite])
 
 
-async def test_impact_ordered_scope_wide_search_is_identical(
+async def test_array_scored_scope_wide_search_is_identical(
     pair: tuple[SqliteConversationStore, PostgresConversationStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Scope-wide searches through the impact-order reads (forced with a tiny `LONG_POSTING_LIST`) agree
+    """Scope-wide searches scored as arrays (forced with a tiny `LONG_POSTING_LIST`) agree
     between the backends, and with a full read of every posting list."""
     sqlite, postgres = pair
-    assert isinstance(postgres, ImpactReader) and isinstance(sqlite, ImpactReader)
+    assert isinstance(postgres, BlockReader) and isinstance(sqlite, BlockReader)
     conversations = await write_corpus([sqlite, postgres], 4)
     labels = {store: await entry_labels(store, conversations) for store in (sqlite, postgres)}
     corpus = Corpus(404)
@@ -279,10 +279,13 @@ async def test_posting_lists_are_identical(pair: tuple[SqliteConversationStore, 
             assert await postgres.document_frequencies(target, words) == await sqlite.document_frequencies(
                 target, words
             )
-            for word in words[:8]:
-                for per_group in (1, 2, 50):
-                    top = await postgres.top_postings(target, word, per_group)
-                    assert top == await sqlite.top_postings(target, word, per_group), (word, per_group)
-                assert await postgres.postings_for(target, word, range(1, 400)) == sorted(
-                    await sqlite.postings_for(target, word, range(1, 400))
-                )
+            columns = await postgres.posting_columns(target, words)
+            expected = await sqlite.posting_columns(target, words)
+            assert (columns is None) == (expected is None)
+            if columns is not None and expected is not None:
+                assert columns.keys() == expected.keys()
+                for word, found in columns.items():
+                    assert [list(map(int, column)) for column in found] == [list(map(int, c)) for c in expected[word]]
+                    assert [tuple(p) for p in zip(*found, strict=True)] == [
+                        tuple(p) for p in (await sqlite.postings(target, [word]))[word]
+                    ]

@@ -10,7 +10,7 @@ Engine (backend-neutral, runs on a `_session.Session`):
   the tables' column types, two plan capabilities, and key allocation) and `Backend` (a driver's
   `run_read` / `run_write` / `close`).
 - `_store.EngineStore`: the store class, every public method written once over a `Backend`.
-- `_protocol`: the seams the layers above use (`DeltaWriter`, `IndexReader`, `ImpactReader`,
+- `_protocol`: the seams the layers above use (`DeltaWriter`, `IndexReader`, `BlockReader`,
   `BodyStore`, `RecallStore`) and their dataclasses.
 - Writing: `_append` (a delta: attach point, hash check, idempotency, fences, revision), `_write`
   (`write_record`), `_entries` (the log's rows), `_index` (documents, postings, per-term counts,

@@ -15,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ._session import Session
+from ._session import Row, Session
 
-__all__ = ('allocate_keys', 'delete_rows', 'insert_rows', 'run_batch')
+__all__ = ('CHUNK', 'allocate_keys', 'delete_rows', 'insert_rows', 'run_batch', 'select_batch')
+
+CHUNK = 5000
+"""The most values one statement takes in an array parameter."""
 
 Columns = Sequence[tuple[str, str]]
 """`(name, PostgreSQL type)` of each column of a batch, in the order its rows hold the values."""
@@ -31,6 +34,18 @@ async def run_batch(session: Session, sql: str, rows: Sequence[Sequence[Any]]) -
         await session.run(sql, *(list(column) for column in zip(*rows, strict=True)))
     else:
         await session.many(sql, rows)
+
+
+async def select_batch(session: Session, sql: str, rows: Sequence[Sequence[Any]]) -> list[Row]:
+    """The rows `sql` (a query written around `Dialect.batch`) returns over `rows`, gathered in batch order."""
+    if not rows:
+        return []
+    if session.dialect.binds_arrays:
+        return await session.rows(sql, *(list(column) for column in zip(*rows, strict=True)))
+    found: list[Row] = []
+    for row in rows:
+        found += await session.rows(sql, *row)
+    return found
 
 
 async def insert_rows(

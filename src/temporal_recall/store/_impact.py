@@ -1,26 +1,23 @@
-"""`ImpactReader`: scope-wide reads in impact order, so a search skips most of a common term's postings.
+"""`BlockReader`: scope-wide reads of whole posting lists as arrays, so a search scores a common term at C speed.
 
-Used by `temporal_recall.search._plan._ranked_by_impact` for a target spanning a whole tenant, where a
-common term's posting list can hold most of the store: only the head of each term-frequency group is
-read, plus exact lookups for the candidates other terms found. A conversation, run or role target
-gets `None` and the search reads whole posting lists (`_reader.postings`). Every read resolves the
-tenant inside its own statement and walks the `postings_by_impact` index (migration 2).
-
-Document frequencies and candidate lookups are one statement on both backends. The heads of the
-frequency groups are found by a loose index scan (one descent per distinct term frequency); PostgreSQL
-reads every group's head in the same statement (`LATERAL`), SQLite, which has no `LATERAL` and pays
-nothing per statement on its connection thread, one statement per group.
+Used by `temporal_recall.search._plan._ranked_by_columns` for a target spanning a whole tenant, where
+a common term's posting list can hold most of the store: its blocks are read in one range scan and
+decoded by numpy in one pass (`_blocks.decode_columns`), no row or tuple per posting. A conversation,
+run or role target gets `None` and the search reads posting lists (`_reader.postings`). Every read is
+confined to the target's tenant: its id is resolved from the trusted scope in the statement that
+reads the term ids, and every block read is keyed by it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._protocol import Posting, SearchTarget
+from ._blocks import decode_columns, read_blocks
+from ._protocol import PostingColumns, SearchTarget
 from ._serialization import scope_key
 from ._session import Session
 
-__all__ = ('document_frequencies', 'postings_for', 'top_postings')
+__all__ = ('document_frequencies', 'posting_columns')
 
 
 def _serves(target: SearchTarget) -> bool:
@@ -46,94 +43,29 @@ async def document_frequencies(session: Session, target: SearchTarget, terms: Se
     return {row[0]: int(row[1]) for row in rows if row[0] is not None and row[1]}
 
 
-_GROUPS = """
-groups(tf) AS (
-    SELECT max(term_frequency) FROM postings WHERE tenant_id = $1 AND term_id = $2
-    UNION ALL
-    SELECT (SELECT max(term_frequency) FROM postings
-            WHERE tenant_id = $1 AND term_id = $2 AND term_frequency < groups.tf)
-    FROM groups WHERE groups.tf IS NOT NULL
-)
-"""
-"""The distinct term frequencies of term `$2`'s postings in tenant `$1`, highest first, by a loose index scan."""
-
-_HEAD = (
-    'SELECT doc_id, term_frequency, length FROM postings WHERE tenant_id = $1 AND term_id = $2 AND term_frequency = '
-)
-"""A group's postings, shortest first (`ORDER BY length, doc_id LIMIT $3` follows)."""
-
-_TOP = (
-    'WITH RECURSIVE '  # noqa: S608 (constant SQL fragments only; values are parameters)
-    + _GROUPS
-    + 'SELECT head.doc_id, head.term_frequency, head.length FROM groups CROSS JOIN LATERAL ('
-    + _HEAD
-    + 'groups.tf ORDER BY length, doc_id LIMIT $3) AS head WHERE groups.tf IS NOT NULL '
-    'ORDER BY head.term_frequency DESC, head.length, head.doc_id'
-)
-"""PostgreSQL: `$3` rows of each group in one statement instead of one per group."""
-
-
-async def top_postings(
-    session: Session, target: SearchTarget, term: str, per_group: int
-) -> tuple[list[Posting], list[tuple[int, int]]] | None:
-    """The `per_group` shortest documents of each term-frequency group, and where each unfinished group stopped.
-
-    Returns `(postings, frontier)`: `frontier` holds `(term_frequency, length)` for every group that
-    has more documents, all of them at least that long, so none can outscore that pair for this term.
-    """
+async def _keys(session: Session, target: SearchTarget, terms: Sequence[str]) -> tuple[int, dict[str, int]] | None:
+    """The target's tenant id and the term ids of `terms`; `None` for a target this path does not serve."""
     if not _serves(target):
         return None
-    found = await session.one(
-        'SELECT (SELECT tenant_id FROM tenants WHERE scope_key = $1), (SELECT term_id FROM terms WHERE term = $2)',
-        scope_key(target.scope),
-        term,
-    )
-    if found is None or found[0] is None:
-        return None
-    if found[1] is None:
-        return [], []
-    tenant_id, term_id = found
-    if session.dialect.plans_joins:
-        rows = list(await session.rows(_TOP, tenant_id, term_id, per_group + 1))
-    else:
-        rows = []
-        for (frequency,) in await session.rows(
-            'WITH RECURSIVE ' + _GROUPS + 'SELECT tf FROM groups WHERE tf IS NOT NULL',  # noqa: S608 (constant SQL)
-            tenant_id,
-            term_id,
-        ):
-            rows += await session.rows(
-                _HEAD + '$3 ORDER BY length, doc_id LIMIT $4', tenant_id, term_id, frequency, per_group + 1
-            )
-    postings: list[Posting] = []
-    frontier: list[tuple[int, int]] = []
-    group: list[Posting] = []
-    for row in [*rows, None]:
-        if group and (row is None or row[1] != group[0].term_frequency):
-            if len(group) > per_group:
-                frontier.append((group[0].term_frequency, group[per_group].length))
-            postings.extend(group[:per_group])
-            group = []
-        if row is not None:
-            group.append(Posting(row[0], row[1], row[2]))
-    return postings, frontier
-
-
-async def postings_for(session: Session, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]:
-    """The term's postings among `doc_ids`, in `doc_id` order (exact lookups by key)."""
-    if not _serves(target) or not doc_ids:
-        return []
     dialect = session.dialect
-    # A join with the ids, not `doc_id = ANY($3)`: a prepared (generic) plan tests a parameter array
-    # linearly per row, and a candidate list can hold thousands of ids; here each is one key probe.
     rows = await session.rows(
-        'SELECT p.doc_id, p.term_frequency, p.length '  # noqa: S608 (constant SQL fragments only)
-        f'FROM {dialect.each(3, "bigint")} {dialect.join_in_order} postings p '
-        'ON p.tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = $1) '
-        'AND p.term_id = (SELECT term_id FROM terms WHERE term = $2) AND p.doc_id = value '
-        'ORDER BY p.doc_id',
+        'SELECT (SELECT tenant_id FROM tenants WHERE scope_key = $1), t.term, t.term_id '  # noqa: S608 (constant SQL)
+        f'FROM (SELECT 1) AS one LEFT JOIN terms t ON t.term {dialect.in_array(2, "text")}',
         scope_key(target.scope),
-        term,
-        dialect.array(sorted({int(doc_id) for doc_id in doc_ids})),
+        dialect.array(dict.fromkeys(terms)),
     )
-    return [Posting(row[0], row[1], row[2]) for row in rows]
+    if not rows or rows[0][0] is None:
+        return None
+    return int(rows[0][0]), {str(row[1]): int(row[2]) for row in rows if row[1] is not None}
+
+
+async def posting_columns(
+    session: Session, target: SearchTarget, terms: Sequence[str]
+) -> dict[str, PostingColumns] | None:
+    """Each term's posting list in the tenant as arrays; `None` for a target this path does not serve."""
+    keys = await _keys(session, target, terms)
+    if keys is None:
+        return None
+    tenant_id, term_ids = keys
+    stored = await read_blocks(session, tenant_id, list(term_ids.values()))
+    return {term: decode_columns(stored[term_id]) for term, term_id in term_ids.items() if term_id in stored}

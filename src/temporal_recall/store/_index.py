@@ -38,7 +38,8 @@ from typing import Any, Literal
 
 from temporal_recall.content import load_message
 
-from ._bulk import insert_rows, run_batch
+from ._blocks import Columns, add_postings
+from ._bulk import CHUNK, insert_rows, run_batch
 from ._rows import Member
 from ._serialization import IndexTerms, encode_term_ids, index_terms, scope_key
 from ._session import Session
@@ -50,9 +51,6 @@ __all__ = (
     'lock_tenants',
     'tenant_of',
 )
-
-CHUNK = 5000
-"""The most values one statement takes in an array parameter."""
 
 _BLOBS = 500
 """The most blobs one statement takes where arrays cannot hold them (one placeholder each; older SQLite
@@ -168,13 +166,6 @@ _DOCUMENT_COLUMNS = (
     ('role', 'text'),
     ('refs', 'int'),
 )
-_POSTING_COLUMNS = (
-    ('tenant_id', 'bigint'),
-    ('term_id', 'bigint'),
-    ('doc_id', 'bigint'),
-    ('term_frequency', 'int'),
-    ('length', 'int'),
-)
 
 
 async def _create_documents(
@@ -184,8 +175,8 @@ async def _create_documents(
 
     A new document is created for the member about to join it, so it starts with one reference. The
     tenant's counters are the caller's (`_join`). Where the dialect `binds_arrays`, one statement
-    inserts both: the documents take their ids from the identity as `unnest` yields them, in `new`'s
-    order, and the postings join them back by content hash.
+    inserts the documents, which take their ids from the identity as `unnest` yields them, in
+    `new`'s order. The postings go to their terms' blocks (`_blocks`).
     """
     if not new:
         return {}
@@ -194,48 +185,34 @@ async def _create_documents(
     lengths = [terms.length for _, terms in new]
     term_lists = [encode_term_ids([term_ids[word] for word in terms.frequencies]) for _, terms in new]
     roles = [terms.role for _, terms in new]
-    postings = [
-        (member.content_hash, term_ids[word], frequency, terms.length)
-        for member, terms in new
-        for word, frequency in terms.frequencies.items()
-    ]
     if not session.dialect.binds_arrays:
         documents = [(tenant_id, *row, 1) for row in zip(hashes, lengths, term_lists, roles, strict=True)]
         await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, documents)
         created = await _documents_by_hash(session, tenant_id, hashes)
-        await insert_rows(
-            session,
-            'postings',
-            _POSTING_COLUMNS,
-            [
-                (tenant_id, term_id, created[content][0], frequency, length)
-                for content, term_id, frequency, length in postings
-            ],
-        )
     else:
         rows = await session.rows(
-            """
-            WITH created AS (
-                INSERT INTO documents (tenant_id, content_hash, length, refs, term_ids, role)
-                SELECT $1, h, l, 1, t, r FROM unnest($2::bytea[], $3::int[], $4::bytea[], $9::text[]) AS x(h, l, t, r)
-                RETURNING doc_id, content_hash
-            ), posted AS (
-                INSERT INTO postings (tenant_id, term_id, doc_id, term_frequency, length)
-                SELECT $1, y.term_id, created.doc_id, y.frequency, y.length
-                FROM unnest($5::bytea[], $6::bigint[], $7::int[], $8::int[]) AS y(h, term_id, frequency, length)
-                JOIN created ON created.content_hash = y.h
-            )
-            SELECT doc_id, content_hash FROM created ORDER BY doc_id
-            """,
+            'INSERT INTO documents (tenant_id, content_hash, length, refs, term_ids, role) '
+            'SELECT $1, h, l, 1, t, r FROM unnest($2::bytea[], $3::int[], $4::bytea[], $5::text[]) AS x(h, l, t, r) '
+            'RETURNING doc_id, content_hash',
             tenant_id,
             hashes,
             lengths,
             term_lists,
-            *(list(column) for column in zip(*postings, strict=True)),
             roles,
         )
         ids = {bytes(row[1]): int(row[0]) for row in rows}
         created = {member.content_hash: (ids[member.content_hash], terms.length) for member, terms in new}
+    postings: dict[int, Columns] = {}
+    for member, terms in new:  # In creation order: each term's documents come in ascending order.
+        doc_id, length = created[member.content_hash]
+        for word, frequency in terms.frequencies.items():
+            columns = postings.get(term_ids[word])
+            if columns is None:
+                columns = postings[term_ids[word]] = ([], [], [])
+            columns[0].append(doc_id)
+            columns[1].append(frequency)
+            columns[2].append(length)
+    await add_postings(session, tenant_id, postings)
     counts = sorted(Counter(term_ids[word] for _, terms in new for word in terms.frequencies).items())
     # Rows in term order, as every writer takes them, so two writers sharing terms cannot deadlock.
     await insert_rows(

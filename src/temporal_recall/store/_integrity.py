@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from temporal_recall.content import content_hash, load_message
 
+from ._blocks import decode, decode_front, front
 from ._serialization import decode_term_ids, hash_bytes, index_terms, scope_key
 from ._session import Session
 
@@ -156,9 +157,7 @@ async def _index(session: Session, report: CheckReport) -> None:
     report.documents = len(documents)
     postings: dict[int, dict[int, tuple[int, int, int]]] = defaultdict(dict)
     per_term: Counter[tuple[int, int]] = Counter()
-    for tenant_id, term_id, doc_id, frequency, length in await session.rows(
-        'SELECT tenant_id, term_id, doc_id, term_frequency, length FROM postings'
-    ):
+    for tenant_id, term_id, doc_id, frequency, length in await _postings(session, report):
         report.postings += 1
         document = documents.get(doc_id)
         where = f'posting (tenant {tenant_id}, term {term_id}, document {doc_id})'
@@ -194,6 +193,36 @@ async def _index(session: Session, report: CheckReport) -> None:
         report.add('index', f'document {doc_id}', 'has memberships but is not stored')
     await _occurrences(session, report)
     await _counters(session, report)
+
+
+async def _postings(session: Session, report: CheckReport) -> list[tuple[int, int, int, int, int]]:
+    """Every posting `(tenant_id, term_id, doc_id, term_frequency, length)`, its block checked first."""
+    found: list[tuple[int, int, int, int, int]] = []
+    previous: tuple[int, int, int] | None = None
+    for tenant_id, term_id, first_doc, last_doc, count, stored_front, stored in await session.rows(
+        'SELECT tenant_id, term_id, first_doc, last_doc, count, front, postings '
+        'FROM posting_blocks ORDER BY tenant_id, term_id, first_doc'
+    ):
+        where = f'block (tenant {tenant_id}, term {term_id}, from document {first_doc})'
+        try:
+            postings = decode(first_doc, _bytes(stored))
+            said = decode_front(_bytes(stored_front))
+        except ValueError:
+            report.add('index', where, 'holds postings that do not decode')
+            continue
+        doc_ids = [posting.doc_id for posting in postings]
+        if not postings or doc_ids != sorted(set(doc_ids)) or doc_ids[-1] > last_doc:
+            report.add('index', where, f'holds documents {doc_ids[:5]}… out of order or past {last_doc}')
+        elif previous is not None and previous[:2] == (tenant_id, term_id) and first_doc <= previous[2]:
+            report.add('index', where, f'overlaps the block before it, which ends at document {previous[2]}')
+        exact = front((posting.term_frequency for posting in postings), (posting.length for posting in postings))
+        if (count, said) != (len(postings), exact):
+            report.add(
+                'index', where, f'says it holds {count} postings with front {said}, not {len(postings)} with {exact}'
+            )
+        previous = (tenant_id, term_id, last_doc)
+        found.extend((tenant_id, term_id, doc_id, frequency, length) for doc_id, frequency, length in postings)
+    return found
 
 
 def _document(

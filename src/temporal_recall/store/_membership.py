@@ -15,6 +15,7 @@ from itertools import groupby
 
 from temporal_recall.text._analyzer import ANALYZER
 
+from ._blocks import remove_postings
 from ._bulk import delete_rows, run_batch
 from ._index import CHUNK, add_members
 from ._rows import Member
@@ -81,9 +82,7 @@ async def release_members(session: Session, conv_key: int) -> None:
         for doc_id, tenant_id, _, term_ids in orphans
         for term_id in decode_term_ids(term_ids)
     ]
-    await delete_rows(
-        session, 'postings', (('tenant_id', 'bigint'), ('term_id', 'bigint'), ('doc_id', 'bigint')), doomed
-    )
+    await remove_postings(session, doomed)
     emptied = sorted(Counter((tenant_id, term_id) for tenant_id, term_id, _ in doomed).items())
     keys = (('tenant_id', 'bigint'), ('term_id', 'bigint'))
     if dialect.locks_rows:  # Lock the rows in term order first (see `_index._create_documents`).
@@ -171,14 +170,14 @@ async def rebuild_index(session: Session, progress: Callable[[int, int], None] |
     """
     dialect = session.dialect
     tables = (
-        'tenants', 'conversations', 'conversation_branches', 'entries', 'runs', 'documents', 'terms', 'postings',
+        'tenants', 'conversations', 'conversation_branches', 'entries', 'runs', 'documents', 'terms', 'posting_blocks',
         'term_documents', 'conversation_documents', 'index_settings',
     )  # fmt: skip
     lock = dialect.lock_tables(tables)
     if lock is not None:
         await session.run(lock)
     for statement in (
-        'DELETE FROM postings',
+        'DELETE FROM posting_blocks',
         'DELETE FROM term_documents',
         'DELETE FROM conversation_documents',
         'DELETE FROM documents',

@@ -30,7 +30,11 @@ async def recorded_version(
 
 
 async def apply(session: Session, migrations: Sequence[Migration], recorded: int, *, store: str) -> None:
-    """Apply the migrations a store at version `recorded` lacks, recording each, in the caller's transaction."""
+    """Apply the migrations a store at version `recorded` lacks, recording each, in the caller's transaction.
+
+    The index is rebuilt once, after the last migration's statements, if any of them asks for it: a
+    rebuild writes the latest index layout, which an earlier migration's tables do not have yet.
+    """
     missing = pending(migrations, recorded)
     if not missing:
         return
@@ -38,8 +42,10 @@ async def apply(session: Session, migrations: Sequence[Migration], recorded: int
     for migration in missing:
         for statement in migration.statements:
             await session.run(statement)
-        if migration.reindex:
-            await rebuild_index(session, reindex_progress(store, migration))
+    reindexing = [migration for migration in missing if migration.reindex]
+    if reindexing:
+        await rebuild_index(session, reindex_progress(store, reindexing[-1]))
+    for migration in missing:
         await session.run(
             'INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)',
             migration.version,

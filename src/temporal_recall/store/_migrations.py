@@ -36,6 +36,7 @@ RELEASED: tuple[tuple[int, str, bool], ...] = (
     (4, 'document frequency per term', False),
     (5, 'analyzer unicode-cjk-bigram/2, document roles, occurrences', True),
     (6, 'message bodies record when they were last used', False),
+    (7, 'postings in blocks', True),
 )
 """`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
 
@@ -46,8 +47,9 @@ class Migration:
     name: str
     statements: Sequence[str]
     reindex: bool = False
-    """Rebuild the search index after the statements, in the same transaction: for a migration that
-    changes what the index holds or how text is analysed (the rebuild records `text.ANALYZER`)."""
+    """Rebuild the search index after the pending migrations' statements, in the same transaction: for
+    a migration that changes what the index holds, how it is laid out or how text is analysed (the
+    rebuild records `text.ANALYZER`)."""
 
 
 def released(*statements: Sequence[str]) -> tuple[Migration, ...]:

@@ -17,7 +17,7 @@ from asyncpg import exceptions as pg
 from ._postgres_db import Database
 from ._postgres_migrate import open_database
 from ._postgres_url import PostgresOptions, parse_postgres_url
-from ._protocol import BodyStore, ImpactReader, RecallStore
+from ._protocol import BlockReader, BodyStore, RecallStore
 from ._store import EngineStore, StoreSizes, refuse_unopened
 
 __all__ = ('PostgresConversationStore', 'PostgresStoreStats')
@@ -37,7 +37,7 @@ class PostgresStoreStats(StoreSizes):
 
 class PostgresConversationStore(EngineStore):
     """A `ConversationStore` in a PostgreSQL schema, also a `DeltaWriter`, an `IndexReader` (with the
-    `ImpactReader` reads) and the `BodyStore` of `RecallDataCodec`, like `SqliteConversationStore`.
+    `BlockReader` reads) and the `BodyStore` of `RecallDataCodec`, like `SqliteConversationStore`.
 
     Open it with [`open`][temporal_recall.store.PostgresConversationStore.open] (or `open_store` with a
     `postgresql://` URL) and close it when done (or use `async with`). One store holds a pool of
@@ -105,5 +105,5 @@ class PostgresConversationStore(EngineStore):
 if TYPE_CHECKING:
     # Makes pyright check that the store satisfies the protocols the activities, the search and the codec use.
     _CONFORMS: type[RecallStore] = PostgresConversationStore
-    _IMPACT: type[ImpactReader] = PostgresConversationStore
+    _BLOCKS: type[BlockReader] = PostgresConversationStore
     _BODIES: type[BodyStore] = PostgresConversationStore

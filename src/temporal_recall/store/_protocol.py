@@ -3,8 +3,8 @@
 A backend (SQLite, PostgreSQL) is a `pydantic_ai.conversation_store.ConversationStore` plus the two
 narrow protocols here: `DeltaWriter`, which the persistence capability's activity calls at every
 step boundary, and `IndexReader`, which the search activity reads postings through. Ranking itself is
-pure code in `temporal_recall.search`; a backend only fetches rows. `ImpactReader` (the optional
-impact-ordered reads a scope-wide search uses) and `BodyStore` (where the payload codec keeps message
+pure code in `temporal_recall.search`; a backend only fetches rows. `BlockReader` (the optional
+array reads a scope-wide search scores) and `BodyStore` (where the payload codec keeps message
 bodies) live here too, so the layers above import the store's seams and the store imports nothing
 above it.
 """
@@ -21,6 +21,9 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     from temporal_recall.text._documents import SummaryRule
 
 __all__ = (
@@ -28,14 +31,15 @@ __all__ = (
     'FENCE_PREFIX',
     'AppendRequest',
     'AppendResult',
+    'BlockReader',
     'BodyStore',
     'DeltaWriter',
     'DocumentRow',
     'Fence',
-    'ImpactReader',
     'IndexReader',
     'IndexStats',
     'Posting',
+    'PostingColumns',
     'RecallStore',
     'SearchTarget',
 )
@@ -169,6 +173,14 @@ class Posting(NamedTuple):
     length: int
 
 
+class PostingColumns(NamedTuple):
+    """A posting list as three aligned arrays, ascending `doc_ids`: what a scope-wide search scores at C speed."""
+
+    doc_ids: NDArray[np.int64]
+    term_frequencies: NDArray[np.uint32]
+    lengths: NDArray[np.uint32]
+
+
 @dataclass(frozen=True, kw_only=True)
 class DocumentRow:
     """One place a matching document was said in the searched conversation(s): an occurrence, a hit."""
@@ -212,20 +224,20 @@ class IndexReader(Protocol):
 
 
 @runtime_checkable
-class ImpactReader(IndexReader, Protocol):
-    """Optional reads that let a scope-wide search skip most of a common term's posting list.
+class BlockReader(IndexReader, Protocol):
+    """Reads that let a scope-wide search score long posting lists as arrays rather than row by row.
 
-    Each returns `None` for a target it does not serve (a conversation or a run); the search then
-    reads whole posting lists.
+    Each returns `None` for a target it does not serve (a conversation, a run or a role); the search
+    then reads whole posting lists (`IndexReader.postings`).
     """
 
-    async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None: ...
+    async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
+        """How many of the target's documents hold each term (terms in none are left out)."""
+        ...
 
-    async def top_postings(
-        self, target: SearchTarget, term: str, per_group: int
-    ) -> tuple[list[Posting], list[tuple[int, int]]] | None: ...
-
-    async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]: ...
+    async def posting_columns(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, PostingColumns] | None:
+        """Each term's whole posting list in the target, as arrays (terms in no document are left out)."""
+        ...
 
 
 BODY_TOUCH_INTERVAL = timedelta(hours=1)

@@ -27,8 +27,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
 
+from ._blocks import BLOCK, decode, read_blocks, read_overlapping
 from ._context import hits_query
 from ._occurrences import page_rows
 from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
@@ -122,92 +122,109 @@ async def index_stats(session: Session, target: SearchTarget) -> IndexStats | No
 
 
 async def postings(session: Session, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
-    """Each term's postings among the target's documents, in `doc_id` order (terms with none are left out)."""
+    """Each term's postings among the target's documents, in `doc_id` order (terms with none are left out).
+
+    A target narrower than its tenant (a conversation, a run, a role) first reads its documents'
+    ids, then only the blocks that can hold them (`_blocks.read_overlapping`): the cost follows the
+    target's size, not the length of a common term's list across the tenant. A term with fewer
+    blocks than the target has separate id ranges is read whole instead.
+    """
     wanted = list(dict.fromkeys(terms))
     if not wanted:
         return {}
-    if session.dialect.plans_joins:
-        return await _postings_in_one_statement(session, target, wanted)
-    return await _postings_per_term(session, target, wanted)
-
-
-# --- SQLite: the target resolved first, then one index range per term --------------------------------
-
-
-def _postings_per_term_sql(resolved: Target) -> tuple[str, tuple[object, ...]]:
-    """The per-term query and its parameters after the term id (`$1`).
-
-    The parameters are `$2` tenant, `$3` conversation, `$4` run, `$5` role, as far as the statement
-    names them (SQLite binds exactly as many parameters as the highest number it names).
-    """
-    select = 'SELECT p.doc_id, p.term_frequency, p.length FROM postings p '
-    order = ' ORDER BY p.doc_id'
-    run = resolved.filtered
-    if resolved.conv_key is not None and resolved.document_count * 2 < resolved.tenant_document_count:
-        # A conversation holding a small share of its tenant: drive from its members (CROSS JOIN
-        # fixes SQLite's join order) and probe each term's postings by key, so the cost follows the
-        # conversation's size rather than a common term's list across the whole tenant. The members
-        # come in the primary key's order: no sort step.
-        sql = (
-            'SELECT p.doc_id, p.term_frequency, p.length FROM conversation_documents cd CROSS JOIN postings p '  # noqa: S608
-            'ON p.tenant_id = $2 AND p.term_id = $1 AND p.doc_id = cd.doc_id WHERE cd.conv_key = $3'
-            + (' AND cd.run_key = $4' if run else '')
-            + ' ORDER BY cd.doc_id'
-        )
-    elif resolved.conv_key is not None:
-        # Most of the tenant is this conversation: walking the term's postings is the shorter way.
-        sql = (
-            select
-            + 'JOIN conversation_documents cd ON cd.conv_key = $3 AND cd.doc_id = p.doc_id '
-            + ('AND cd.run_key = $4 ' if run else '')
-            + 'WHERE p.tenant_id = $2 AND p.term_id = $1'
-            + order
-        )
-    elif run:
-        sql = (
-            select  # noqa: S608 (constant SQL fragments only)
-            + 'WHERE p.tenant_id = $2 AND p.term_id = $1 AND p.doc_id IN '
-            + '(SELECT doc_id FROM conversation_documents WHERE run_key = $4)'
-            + order
-        )
-    else:
-        sql = select + 'WHERE p.tenant_id = $2 AND p.term_id = $1' + order
-    params = (resolved.tenant_id, resolved.conv_key, resolved.run_key, resolved.role)
-    if resolved.role is not None:
-        sql = (
-            'SELECT p.doc_id, p.term_frequency, p.length FROM ('  # noqa: S608 (constant SQL fragments only)
-            + sql
-            + ') AS p JOIN documents d ON d.doc_id = p.doc_id WHERE d.role = $5 ORDER BY p.doc_id'
-        )
-        return sql, params
-    return sql, params[: 3 if run else 2 if resolved.conv_key is not None else 1]
-
-
-async def _postings_per_term(session: Session, target: SearchTarget, wanted: list[str]) -> dict[str, list[Posting]]:
     resolved = await resolve(session, target)
     if resolved is None:
         return {}
     dialect = session.dialect
-    term_ids: dict[str, int] = {
-        row[0]: row[1]
-        for row in await session.rows(
-            f'SELECT term, term_id FROM terms WHERE term {dialect.in_array(1, "text")}',  # noqa: S608 (constant SQL)
-            dialect.array(wanted),
-        )
-    }
-    sql, params = _postings_per_term_sql(resolved)
+    join = dialect.join_in_order
+    term_rows = await session.rows(
+        # From the query's few terms to their ids and counts, never the reverse.
+        f'SELECT t.term, t.term_id, s.document_count FROM {dialect.each(2, "text")} {join} terms t '  # noqa: S608
+        f'ON t.term = value {join} term_documents s ON s.tenant_id = $1 AND s.term_id = t.term_id',
+        resolved.tenant_id,
+        dialect.array(wanted),
+    )
+    if not term_rows:
+        return {}
+    names = {int(term_id): str(term) for term, term_id, _ in term_rows}
+    allowed = await _documents_of(session, resolved)
+    if allowed is None:
+        stored = await read_blocks(session, resolved.tenant_id, list(names))
+    elif not allowed:
+        return {}
+    else:
+        spans = _spans(allowed)
+        whole = [int(term_id) for _, term_id, count in term_rows if len(spans) > count // BLOCK]
+        stored = await read_blocks(session, resolved.tenant_id, whole) if whole else {}
+        narrow = [
+            (int(term_id), low, high) for _, term_id, _ in term_rows if term_id not in whole for low, high in spans
+        ]
+        stored.update(await read_overlapping(session, resolved.tenant_id, narrow))
+    members = None if allowed is None else set(allowed)
     found: dict[str, list[Posting]] = {}
-    for term in wanted:
-        term_id = term_ids.get(term)
-        if term_id is None:
-            continue
-        rows = await session.rows(sql, term_id, *params)
-        if rows:
-            found[term] = list(map(Posting._make, rows))
-    return found
+    for term_id, blocks in stored.items():
+        hits = [posting for first_doc in sorted(blocks) for posting in decode(first_doc, blocks[first_doc])]
+        if members is not None:
+            hits = [posting for posting in hits if posting.doc_id in members]
+        if hits:
+            found[names[term_id]] = hits
+    return {term: found[term] for term in wanted if term in found}
 
 
-# --- PostgreSQL: every term in one statement that resolves its target --------------------------------
+_SPAN_GAP = BLOCK
+"""Ids of the target's documents this close together are read as one range."""
+
+
+def _spans(doc_ids: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted `doc_ids` as `(low, high)` ranges, split where two neighbours lie more than `_SPAN_GAP` apart."""
+    spans: list[tuple[int, int]] = []
+    low = high = doc_ids[0]
+    for doc_id in doc_ids[1:]:
+        if doc_id - high > _SPAN_GAP:
+            spans.append((low, high))
+            low = doc_id
+        high = doc_id
+    spans.append((low, high))
+    return spans
+
+
+_MEMBERS = 'SELECT m.doc_id AS value FROM conversation_documents m JOIN documents d ON d.doc_id = m.doc_id WHERE '
+"""A narrowed target's documents: memberships, joined to their documents for the tenant and the role."""
+
+
+async def _documents_of(session: Session, resolved: Target) -> list[int] | None:
+    """The sorted ids of the target's documents; `None` when they are all of its tenant's."""
+    role = resolved.role is not None
+    conditions: list[str] = []
+    params: list[object] = []
+
+    def where(condition: str, value: object) -> None:
+        params.append(value)
+        conditions.append(condition.format(f'${len(params)}'))
+
+    if resolved.conv_key is not None:
+        if not resolved.filtered and not role and resolved.document_count == resolved.tenant_document_count:
+            return None
+        where('m.conv_key = {}', resolved.conv_key)
+        select = _MEMBERS
+    elif resolved.filtered:
+        where('d.tenant_id = {}', resolved.tenant_id)
+        select = 'SELECT DISTINCT' + _MEMBERS.removeprefix('SELECT')
+    elif role:
+        where('d.tenant_id = {}', resolved.tenant_id)
+        select = 'SELECT d.doc_id AS value FROM documents d WHERE '
+    else:
+        return None
+    if resolved.filtered:
+        where('m.run_key = {}', resolved.run_key)
+    if role:
+        where('d.role = {}', resolved.role)
+    dialect = session.dialect
+    value = await session.value(f'SELECT {dialect.array_of(select + " AND ".join(conditions))}', *params)
+    return sorted(int(doc_id) for doc_id in dialect.read_array(value))
+
+
+# --- Document rows: one statement on both backends ---------------------------------------------------
 
 _TARGET = (
     'WITH tenant AS (SELECT tenant_id, document_count FROM tenants WHERE scope_key = $1), '
@@ -218,94 +235,6 @@ _TARGET = (
 """Resolves a target inside the statement that uses it (`_target_params`): one round trip instead of
 two. A part that does not exist resolves to NULL, which matches no row, so an unknown tenant,
 conversation or run answers nothing, exactly as a failed `resolve` does. Read alike by both backends."""
-
-_MEMBERS = 'FROM conversation_documents cd WHERE cd.conv_key = (SELECT conv_key FROM conv) '
-_OF_RUN = 'AND cd.run_key = (SELECT run_key FROM run) '
-_HIT = 'SELECT p.doc_id, p.term_frequency, p.length '
-_TERM = 'p.tenant_id = (SELECT tenant_id FROM tenant) AND p.term_id = t.term_id '
-_PROBE = 'CROSS JOIN LATERAL (' + _HIT + 'FROM postings p WHERE ' + _TERM + 'AND p.doc_id = cd.doc_id OFFSET 0) AS p '
-_SCAN = 'JOIN postings p ON ' + _TERM + 'AND p.doc_id = cd.doc_id '
-_RUN_DOCS = 'AND p.doc_id IN (SELECT doc_id FROM conversation_documents WHERE run_key = (SELECT run_key FROM run)) '
-
-
-@functools.lru_cache(maxsize=16)
-def _postings_sql(in_conversation: bool, of_run: bool, with_role: bool) -> str:
-    """One row per term ($4) with its posting list as three `doc_id`-ordered arrays, the target enforced in SQL.
-
-    Arrays rather than a row per posting: a common term has tens of thousands of postings, and
-    decoding three integer arrays costs far less than building as many row objects. Each term's list
-    is aggregated in its own subquery ordered by `doc_id`, which the postings key already delivers,
-    so no sort runs (an `ORDER BY` inside `array_agg` would sort every aggregate's input again).
-    A role filter ($5) keeps the postings of the documents of that role.
-
-    In one conversation there are two ways to find a term's postings, and which is cheap depends on
-    sizes the planner cannot see (the term id comes from a join, so it estimates every posting list
-    at the average length). When the conversation holds at most a quarter of its tenant's documents,
-    the query probes the postings key once per (member, term) — cost bounded by the conversation's
-    size, however common the term; otherwise it scans the term's posting list and joins the
-    membership. The choice is made in the query (`small`, from the stored counters) and the other
-    branch is never executed (the `OFFSET 0` fence keeps the probe a per-member index lookup).
-    """
-    if not in_conversation:
-        hits = _HIT + 'FROM postings p WHERE ' + _TERM + (_RUN_DOCS if of_run else '')
-    else:
-        members = _MEMBERS + (_OF_RUN if of_run else '')
-        hits = (
-            'SELECT * FROM ('  # noqa: S608 (constant SQL fragments only; values are parameters)
-            + _HIT
-            + 'FROM (SELECT cd.doc_id '
-            + members
-            + 'AND (SELECT small FROM conv)) AS cd '
-            + _PROBE
-            + 'UNION ALL '
-            + _HIT
-            + 'FROM (SELECT cd.doc_id '
-            + members
-            + 'AND NOT (SELECT small FROM conv)) AS cd '
-            + _SCAN
-            + ') AS p'
-        )
-    if with_role:
-        hits = _HIT + 'FROM (' + hits + ') AS p JOIN documents d ON d.doc_id = p.doc_id WHERE d.role = $5'
-    return (
-        _TARGET  # noqa: S608 (constant SQL fragments only; values are parameters)
-        + 'SELECT q.n, x.doc_ids, x.frequencies, x.lengths '
-        'FROM unnest($4::text[]) WITH ORDINALITY AS q(term, n) JOIN terms t ON t.term = q.term '
-        'CROSS JOIN LATERAL (SELECT array_agg(h.doc_id) AS doc_ids, array_agg(h.term_frequency) AS frequencies, '
-        'array_agg(h.length) AS lengths FROM (' + hits + ' ORDER BY p.doc_id) AS h) AS x '
-        'WHERE x.doc_ids IS NOT NULL'
-    )
-
-
-def _in_doc_order(doc_ids: list[int], *columns: list[int]) -> tuple[list[int], ...]:
-    """The arrays as fetched, or re-sorted by `doc_id` if a plan ever delivered them in another order.
-
-    Aggregating an ordered subquery keeps its order in practice, but PostgreSQL does not promise it;
-    checking costs one C-speed pass (`sorted` of a sorted list), reordering only happens if needed.
-    """
-    if doc_ids == sorted(doc_ids):
-        return (doc_ids, *columns)
-    order = sorted(range(len(doc_ids)), key=doc_ids.__getitem__)
-    return tuple([values[index] for index in order] for values in (doc_ids, *columns))
-
-
-_new_posting = tuple.__new__
-"""Builds a `Posting` from a `(doc_id, term_frequency, length)` tuple without a Python-level call."""
-
-
-async def _postings_in_one_statement(
-    session: Session, target: SearchTarget, wanted: list[str]
-) -> dict[str, list[Posting]]:
-    sql = _postings_sql(target.conversation_id is not None, target.run_id is not None, target.role is not None)
-    role = () if target.role is None else (target.role,)
-    found: dict[str, list[Posting]] = {}
-    for n, doc_ids, frequencies, lengths in await session.rows(sql, *_target_params(target), wanted, *role):
-        columns = _in_doc_order(doc_ids, frequencies, lengths)
-        found[wanted[n - 1]] = list(map(_new_posting, repeat(Posting), zip(*columns, strict=True)))
-    return {term: found[term] for term in wanted if term in found}
-
-
-# --- Document rows: one statement on both backends ---------------------------------------------------
 
 _ROW_COLUMNS = (
     'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, r.run_id, e.entry_id, e.message, '

@@ -38,6 +38,9 @@ The tables (version 1 unless noted):
   rebuilds the index (`Migration.reindex`).
 - `message_bodies.touched_at` (6): when a body was last written or read (unix seconds, touched at
   most once per `_protocol.BODY_TOUCH_INTERVAL`), indexed for `prune_bodies`.
+- `posting_blocks` (7) replaces `postings` and `postings_by_impact`: each term's posting list in a
+  tenant as blocks of up to 128 postings keyed by their first document, with the front a search
+  bounds blocks by (see `_blocks`).
 """
 
 from __future__ import annotations
@@ -225,7 +228,24 @@ _V6: tuple[_Statement, ...] = (
     'CREATE INDEX message_bodies_by_touched ON message_bodies (touched_at)',
 )
 
-_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+_V7: tuple[_Statement, ...] = (
+    # Posting lists in blocks of up to 128 postings (see `_blocks`); the rebuild fills them from the log.
+    'DROP TABLE postings',
+    """
+    CREATE TABLE posting_blocks (
+        tenant_id {big} NOT NULL,
+        term_id {big} NOT NULL,
+        first_doc {big} NOT NULL,
+        last_doc {big} NOT NULL,
+        count INTEGER NOT NULL,
+        front {blob} NOT NULL,
+        postings {blob} NOT NULL,
+        PRIMARY KEY (tenant_id, term_id, first_doc)
+    ){clustered}
+    """,
+)
+
+_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 """Each released migration's statements, in `_migrations.RELEASED` order. Append; never edit a released one."""
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from ._protocol import BodyStore, ImpactReader, RecallStore
+from ._protocol import BlockReader, BodyStore, RecallStore
 from ._sqlite_db import Database, Synchronous
 from ._sqlite_migrate import connect
 from ._store import EngineStore, StoreSizes, refuse_unopened
@@ -89,5 +89,5 @@ class SqliteConversationStore(EngineStore):
 if TYPE_CHECKING:
     # Makes pyright check that the store satisfies the protocols the activities, the search and the codec use.
     _CONFORMS: type[RecallStore] = SqliteConversationStore
-    _IMPACT: type[ImpactReader] = SqliteConversationStore
+    _BLOCKS: type[BlockReader] = SqliteConversationStore
     _BODIES: type[BodyStore] = SqliteConversationStore

@@ -27,7 +27,7 @@ from ._checks import CheckedStore, check_append, check_id, check_optional_id, ch
 from ._index import lock_tenants
 from ._integrity import CheckReport, run_check
 from ._membership import rebuild_index
-from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, SearchTarget
+from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
 from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
 from ._session import Backend, Session
 
@@ -64,7 +64,7 @@ def refuse_unopened(store: str, value: object, *, shown: str, noun: str, argumen
 
 
 class EngineStore(CheckedStore, StoredBodies):
-    """A `ConversationStore` that is also a `DeltaWriter`, an `IndexReader` and an `ImpactReader`.
+    """A `ConversationStore` that is also a `DeltaWriter`, an `IndexReader` and a `BlockReader`.
 
     A subclass is a backend: it opens its driver's `Backend` and passes it to `__init__`.
     """
@@ -208,7 +208,7 @@ class EngineStore(CheckedStore, StoredBodies):
         check_append(request)
         return await _append.append(self._backend, request)
 
-    # --- IndexReader and ImpactReader -------------------------------------------------------------
+    # --- IndexReader and BlockReader --------------------------------------------------------------
 
     # Each call resolves its target and reads in one backend call (on SQLite one thread hop). A write
     # landing between two calls only makes the later answer that of a moment later; the target is
@@ -242,13 +242,8 @@ class EngineStore(CheckedStore, StoredBodies):
     async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
         return await self._search(lambda s: _impact.document_frequencies(s, target, terms))
 
-    async def top_postings(
-        self, target: SearchTarget, term: str, per_group: int
-    ) -> tuple[list[Posting], list[tuple[int, int]]] | None:
-        return await self._search(lambda s: _impact.top_postings(s, target, term, per_group))
-
-    async def postings_for(self, target: SearchTarget, term: str, doc_ids: Sequence[int]) -> list[Posting]:
-        return await self._search(lambda s: _impact.postings_for(s, target, term, doc_ids))
+    async def posting_columns(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, PostingColumns] | None:
+        return await self._search(lambda s: _impact.posting_columns(s, target, terms))
 
     # --- Maintenance ------------------------------------------------------------------------------
 
@@ -271,7 +266,7 @@ class EngineStore(CheckedStore, StoredBodies):
         """The counts every store's stats report, and `database_bytes` as `size_sql` (a scalar subquery) measures it."""
         sql = (
             'SELECT (SELECT count(*) FROM conversations), (SELECT count(*) FROM entries), '  # noqa: S608
-            f'(SELECT count(*) FROM documents), (SELECT count(*) FROM postings), ({size_sql})'
+            f'(SELECT count(*) FROM documents), (SELECT coalesce(sum(count), 0) FROM posting_blocks), ({size_sql})'
         )
 
         async def body(session: Session) -> Any:

@@ -1,0 +1,65 @@
+"""A conversation's search reads only the blocks that can hold its documents: its cost follows the
+conversation, not the length of a common term's list across the tenant."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from pydantic_ai.conversation import Conversation
+
+from temporal_recall.store import SearchTarget, _blocks, _reader
+
+from ._support import AnyStore, user
+
+
+async def test_a_small_conversation_reads_the_blocks_around_its_documents(
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_blocks, 'BLOCK', 4)
+    monkeypatch.setattr(_reader, 'BLOCK', 4)
+    for number in range(6):
+        shipped = [user(f'order A-{number}-{n} shipped') for n in range(8)]
+        await recall_store.save(Conversation(conversation_id=f'busy-{number}', messages=shipped))
+    await recall_store.save(Conversation(conversation_id='small', messages=[user('order A-1 is late')]))
+    reads: list[tuple[str, Any]] = []
+    for name in ('read_blocks', 'read_overlapping'):
+        real = getattr(_reader, name)
+
+        async def spy(
+            session: Any, tenant_id: int, keys: Sequence[Any], *rest: Any, _real: Any = real, _name: str = name
+        ):
+            reads.append((_name, list(keys)))
+            return await _real(session, tenant_id, keys, *rest)
+
+        monkeypatch.setattr(_reader, name, spy)
+    found = await recall_store.postings(SearchTarget(scope=None, conversation_id='small'), ['order', 'late'])
+    assert [posting.doc_id for posting in found['order']] == [posting.doc_id for posting in found['late']]
+    assert len(found['order']) == 1
+    # 'order' is in 49 documents (13 blocks of 4): only the range around the conversation's one document
+    # is read; 'late', in one block, is read whole.
+    whole_terms = [key for name, keys in reads if name == 'read_blocks' for key in keys]
+    ranges = [key for name, keys in reads if name == 'read_overlapping' for key in keys]
+    assert len(whole_terms) == 1 and len(ranges) == 1 and ranges[0][1] == ranges[0][2] == found['order'][0].doc_id
+    reads.clear()
+    whole = await recall_store.postings(SearchTarget(scope=None, conversation_id=None), ['order'])
+    assert len(whole['order']) == 49 and [name for name, _ in reads] == ['read_blocks']
+
+
+async def test_a_conversation_holding_the_whole_tenant_reads_no_membership(
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await recall_store.save(Conversation(conversation_id='only', messages=[user(f'order {n}') for n in range(5)]))
+    members_read = False
+    real = _reader._documents_of  # pyright: ignore[reportPrivateUsage]
+
+    async def spy(session: Any, resolved: _reader.Target) -> Any:
+        nonlocal members_read
+        found = await real(session, resolved)
+        members_read = found is not None
+        return found
+
+    monkeypatch.setattr(_reader, '_documents_of', spy)
+    found = await recall_store.postings(SearchTarget(scope=None, conversation_id='only'), ['order'])
+    assert len(found['order']) == 5 and not members_read
