@@ -183,7 +183,8 @@ async def _create_documents(
     term_ids = await _intern(session, 'terms', (word for _, terms in new for word in terms.frequencies))
     hashes = [member.content_hash for member, _ in new]
     lengths = [terms.length for _, terms in new]
-    term_lists = [encode_term_ids([term_ids[word] for word in terms.frequencies]) for _, terms in new]
+    doc_terms = [[term_ids[word] for word in terms.frequencies] for _, terms in new]
+    term_lists = [encode_term_ids(ids) for ids in doc_terms]
     roles = [terms.role for _, terms in new]
     if not session.dialect.binds_arrays:
         documents = [(tenant_id, *row, 1) for row in zip(hashes, lengths, term_lists, roles, strict=True)]
@@ -203,17 +204,19 @@ async def _create_documents(
         ids = {bytes(row[1]): int(row[0]) for row in rows}
         created = {member.content_hash: (ids[member.content_hash], terms.length) for member, terms in new}
     postings: dict[int, Columns] = {}
-    for member, terms in new:  # In creation order: each term's documents come in ascending order.
+    for (member, terms), ids in zip(new, doc_terms, strict=True):  # Creation order: ascending ids per term.
         doc_id, length = created[member.content_hash]
-        for word, frequency in terms.frequencies.items():
-            columns = postings.get(term_ids[word])
+        for term_id, frequency in zip(ids, terms.frequencies.values(), strict=True):
+            columns = postings.get(term_id)
             if columns is None:
-                columns = postings[term_ids[word]] = ([], [], [])
-            columns[0].append(doc_id)
-            columns[1].append(frequency)
-            columns[2].append(length)
+                postings[term_id] = ([doc_id], [frequency], [length])
+            else:
+                columns[0].append(doc_id)
+                columns[1].append(frequency)
+                columns[2].append(length)
     await add_postings(session, tenant_id, postings)
-    counts = sorted(Counter(term_ids[word] for _, terms in new for word in terms.frequencies).items())
+    # A document holds a term once, so a term's new document count is its number of new postings.
+    counts = sorted((term_id, len(columns[0])) for term_id, columns in postings.items())
     # Rows in term order, as every writer takes them, so two writers sharing terms cannot deadlock.
     await insert_rows(
         session,
