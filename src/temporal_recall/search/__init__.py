@@ -8,7 +8,7 @@ makes the SQLite and PostgreSQL backends rank identically: a backend only fetche
 order and how it is shown is made here, once.
 
 The plan (`temporal_recall.search._plan.search_history`) decides which postings to read, through
-that reader protocol, for a conversation-driven or an impact-ordered scope-wide search. It awaits
+that reader protocol, for a conversation-driven search or a scope-wide one scored as arrays. It awaits
 the store, so this module does not import it: activity code, the CLI and the API import it from
 `_plan` (and the library exports it as `temporal_recall.search_history`).
 """
