@@ -108,3 +108,22 @@ async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
         assert array_reads == 3 * len(queries)  # every search at the real threshold scored arrays
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize('spread', [1, 50], ids=['dense-ids', 'sparse-ids'])
+def test_array_sums_equal_the_row_sums_bit_for_bit(spread: int):
+    """Both ways `_summed` adds weights (by id, or over the sorted union of ids) give `summed`'s floats."""
+    import numpy as np
+
+    from temporal_recall.search._bm25 import summed
+
+    rng = random.Random(spread)
+    weighted = []
+    for _ in range(4):
+        docs = sorted(rng.sample(range(1000, 1000 + 400 * spread), 300))
+        weights = [rng.uniform(0.01, 9.0) for _ in docs]
+        weighted.append((np.array(docs, dtype=np.int64), np.array(weights)))
+    doc_ids, scores = _plan._summed(weighted)  # pyright: ignore[reportPrivateUsage]
+    expected = summed(dict(zip(docs.tolist(), weights.tolist(), strict=True)) for docs, weights in weighted)
+    assert doc_ids.tolist() == sorted(expected)
+    assert scores.tolist() == [expected[doc_id] for doc_id in sorted(expected)]

@@ -149,6 +149,35 @@ async def _unfiltered_frequencies(reader: IndexReader, target: SearchTarget, ter
     return {term: len(found) for term, found in (await reader.postings(target, terms)).items()}
 
 
+def _summed(
+    weighted: Sequence[tuple[NDArray[np.int64], NDArray[np.float64]]],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Each document's score, its weights added term by term in order: `(doc_ids, scores)`, ascending ids.
+
+    A term holds a document once, so one fancy-indexed addition per term adds each weight once, in
+    term order, starting from 0.0 (which `summed`'s first copy equals). Where the ids are dense (one
+    tenant's documents, the usual case) the sums go into an array indexed by id, with no sort;
+    otherwise into the sorted union of the ids.
+    """
+    low = min(int(docs[0]) for docs, _ in weighted)
+    span = max(int(docs[-1]) for docs, _ in weighted) - low + 1
+    if span <= 4 * sum(len(docs) for docs, _ in weighted):
+        dense = np.zeros(span)
+        held = np.zeros(span, dtype=bool)
+        for docs, weights in weighted:
+            at = docs - low
+            dense[at] = dense[at] + weights
+            held[at] = True
+        present = np.flatnonzero(held)
+        return present + low, dense[present]
+    doc_ids = np.unique(np.concatenate([docs for docs, _ in weighted]))
+    scores = np.zeros(len(doc_ids))
+    for docs, weights in weighted:
+        at = np.searchsorted(doc_ids, docs)
+        scores[at] = scores[at] + weights
+    return doc_ids, scores
+
+
 async def _ranked_by_columns(
     reader: BlockReader,
     target: SearchTarget,
@@ -187,11 +216,7 @@ async def _ranked_by_columns(
         weighted.append((found.doc_ids[keep], idf * tf * (k1 + 1) / (tf + k1 * norm)))
     if not weighted:
         return []
-    doc_ids = np.unique(np.concatenate([docs for docs, _ in weighted]))
-    scores = np.zeros(len(doc_ids))
-    for docs, weights in weighted:
-        at = np.searchsorted(doc_ids, docs)
-        scores[at] = scores[at] + weights
+    doc_ids, scores = _summed(weighted)
     if len(scores) > limit:
         kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
         chosen = np.flatnonzero(scores >= kth)
