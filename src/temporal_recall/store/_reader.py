@@ -154,12 +154,13 @@ async def postings(session: Session, target: SearchTarget, terms: Sequence[str])
         return {}
     else:
         spans = _spans(allowed)
-        whole = [int(term_id) for _, term_id, count in term_rows if len(spans) > count // BLOCK]
-        stored = await read_blocks(session, resolved.tenant_id, whole) if whole else {}
-        narrow = [
-            (int(term_id), low, high) for _, term_id, _ in term_rows if term_id not in whole for low, high in spans
+        # A term in fewer blocks than the target has ranges is read whole: one range over every id.
+        ranges = [
+            (int(term_id), low, high)
+            for _, term_id, count in term_rows
+            for low, high in (spans if len(spans) <= count // BLOCK else [(0, _EVERY_ID)])
         ]
-        stored.update(await read_overlapping(session, resolved.tenant_id, narrow))
+        stored = await read_overlapping(session, resolved.tenant_id, ranges)
     members = None if allowed is None else set(allowed)
     found: dict[str, list[Posting]] = {}
     for term_id, blocks in stored.items():
@@ -173,6 +174,9 @@ async def postings(session: Session, target: SearchTarget, terms: Sequence[str])
 
 _SPAN_GAP = BLOCK
 """Ids of the target's documents this close together are read as one range."""
+
+_EVERY_ID = 2**62
+"""Above every document id (they are 64-bit and allocated from 1)."""
 
 
 def _spans(doc_ids: Sequence[int]) -> list[tuple[int, int]]:
