@@ -163,12 +163,9 @@ def _summed(
     span = max(int(docs[-1]) for docs, _ in weighted) - low + 1
     if span <= 4 * sum(len(docs) for docs, _ in weighted):
         dense = np.zeros(span)
-        held = np.zeros(span, dtype=bool)
         for docs, weights in weighted:
-            at = docs - low
-            dense[at] = dense[at] + weights
-            held[at] = True
-        present = np.flatnonzero(held)
+            dense[docs - low] += weights
+        present = np.flatnonzero(dense)  # Every weight is positive: a held document's sum is too.
         return present + low, dense[present]
     doc_ids = np.unique(np.concatenate([docs for docs, _ in weighted]))
     scores = np.zeros(len(doc_ids))
@@ -208,12 +205,14 @@ async def _ranked_by_columns(
         found = columns.get(term)
         if found is None or not len(found.doc_ids):
             continue
-        keep = found.term_frequencies > 0
-        tf = found.term_frequencies[keep].astype(np.float64)
-        dl = found.lengths[keep].astype(np.float64)
+        doc_ids, tf, dl = found
+        if not tf.all():  # A stored frequency is at least 1; `term_weights` skips 0 all the same.
+            keep = tf > 0
+            doc_ids, tf, dl = doc_ids[keep], tf[keep], dl[keep]
+        tf, dl = tf.astype(np.float64), dl.astype(np.float64)
         idf = term_idf(stats.document_count, frequencies[term])
         norm = (1 - b) + b * dl / average_length if average_length > 0 else (1 - b) + 0.0
-        weighted.append((found.doc_ids[keep], idf * tf * (k1 + 1) / (tf + k1 * norm)))
+        weighted.append((doc_ids, idf * tf * (k1 + 1) / (tf + k1 * norm)))
     if not weighted:
         return []
     doc_ids, scores = _summed(weighted)

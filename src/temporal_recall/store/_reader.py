@@ -192,8 +192,9 @@ def _spans(doc_ids: Sequence[int]) -> list[tuple[int, int]]:
     return spans
 
 
-_MEMBERS = 'SELECT m.doc_id AS value FROM conversation_documents m JOIN documents d ON d.doc_id = m.doc_id WHERE '
-"""A narrowed target's documents: memberships, joined to their documents for the tenant and the role."""
+_MEMBERS = 'SELECT m.doc_id AS value FROM conversation_documents m '
+_OF_DOCUMENTS = 'JOIN documents d ON d.doc_id = m.doc_id '
+"""A narrowed target's documents: memberships, joined to their documents where the tenant or the role is checked."""
 
 
 async def _documents_of(session: Session, resolved: Target) -> list[int] | None:
@@ -210,10 +211,10 @@ async def _documents_of(session: Session, resolved: Target) -> list[int] | None:
         if not resolved.filtered and not role and resolved.document_count == resolved.tenant_document_count:
             return None
         where('m.conv_key = {}', resolved.conv_key)
-        select = _MEMBERS
+        select = _MEMBERS + (_OF_DOCUMENTS if role else '') + 'WHERE '
     elif resolved.filtered:
         where('d.tenant_id = {}', resolved.tenant_id)
-        select = 'SELECT DISTINCT' + _MEMBERS.removeprefix('SELECT')
+        select = 'SELECT DISTINCT' + _MEMBERS.removeprefix('SELECT') + _OF_DOCUMENTS + 'WHERE '
     elif role:
         where('d.tenant_id = {}', resolved.tenant_id)
         select = 'SELECT d.doc_id AS value FROM documents d WHERE '
