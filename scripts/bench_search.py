@@ -39,7 +39,7 @@ PostgreSQL database on the same generated workload (same seed) and prints them s
 queries are the same on both, so the latencies compare like for like. `--vacuum` runs
 `VACUUM ANALYZE` on the PostgreSQL schema between the fill and the queries: what autovacuum does
 soon after a bulk of writes on a server where it is on (without statistics and a visibility map,
-PostgreSQL's index-only scans of the postings also read the table).
+PostgreSQL's index-only scans also read the table).
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ async def bench(
         await store.close()
 
 
-INDEX_TABLES = ('documents', 'terms', 'postings', 'term_documents', 'conversation_documents', 'occurrences')
+INDEX_TABLES = ('documents', 'terms', 'posting_blocks', 'term_documents', 'conversation_documents', 'occurrences')
 """The tables (with their indexes) that make up the search index, as opposed to the log."""
 
 KANJI = [chr(0x4E00 + index) for index in range(0, 3000, 1)]

@@ -95,7 +95,7 @@ WORDS = [
     'plan',
 ]
 
-INDEX_TABLES = {'documents', 'terms', 'postings', 'conversation_documents', 'tenants', 'runs'}
+INDEX_TABLES = {'documents', 'terms', 'posting_blocks', 'term_documents', 'conversation_documents', 'tenants', 'runs'}
 LOG_TABLES = {'entries', 'conversations', 'conversation_branches', 'applied_writes'}
 
 
@@ -180,7 +180,7 @@ def measure(path: Path) -> dict[str, int]:
             table = owner.get(name, name)
             sizes[table] = sizes.get(table, 0) + size
         sizes['<entries>'] = db.execute('SELECT count(*) FROM entries').fetchone()[0]
-        sizes['<postings>'] = db.execute('SELECT count(*) FROM postings').fetchone()[0]
+        sizes['<postings>'] = db.execute('SELECT coalesce(sum(count), 0) FROM posting_blocks').fetchone()[0]
         sizes['<documents>'] = db.execute('SELECT count(*) FROM documents').fetchone()[0]
     return sizes
 
