@@ -75,16 +75,12 @@ def idf(document_count: int, document_frequency: int) -> float:
     return math.log((document_count - document_frequency + 0.5) / (document_frequency + 0.5) + 1)
 
 
-def term_weight(term_idf: float, tf: int, dl: int, average_length: float, parameters: BM25Parameters) -> float:
-    """One term's contribution to one document's score (`term_weights` for a whole posting list)."""
-    return term_weights(term_idf, (Posting(0, tf, dl),), average_length, parameters)[0]
-
-
 def term_weights(
     term_idf: float, postings: Iterable[Posting], average_length: float, parameters: BM25Parameters
 ) -> dict[int, float]:
     """One term's contribution to the score of each document of `postings` (a term frequency of 0 or less
-    adds nothing): the single place the BM25 formula is written.
+    adds nothing): the single place the BM25 formula is written (`_plan._ranked_by_columns` evaluates
+    the same operations in the same order on arrays).
 
     One comprehension over the list rather than a call per posting: a common term has tens of
     thousands of postings, and the call would cost more than the arithmetic. The operations are the

@@ -297,27 +297,15 @@ async def read_overlapping(
     return found
 
 
-async def read_blocks(
-    session: Session, tenant_id: int, term_ids: Sequence[int], keys: Sequence[tuple[int, int]] | None = None
-) -> dict[int, dict[int, bytes]]:
-    """`term_id -> first_doc -> stored postings` of every block of `term_ids`, or of the blocks `keys` names
-    (`(term_id, first_doc)`)."""
+async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]) -> dict[int, dict[int, bytes]]:
+    """`term_id -> first_doc -> stored postings` of every block of `term_ids` (one range scan per term)."""
     dialect = session.dialect
-    if keys is None:
-        rows = await session.rows(
-            'SELECT term_id, first_doc, postings FROM posting_blocks '  # noqa: S608 (constant SQL)
-            f'WHERE tenant_id = $1 AND term_id {dialect.in_array(2, "bigint")} ORDER BY term_id, first_doc',
-            tenant_id,
-            dialect.array(sorted(set(term_ids))),
-        )
-    else:
-        columns = (('tenant_id', 'bigint'), ('term_id', 'bigint'), ('first_doc', 'bigint'))
-        rows = await select_batch(
-            session,
-            f'SELECT b.term_id, b.first_doc, b.postings FROM {dialect.batch(columns)} {dialect.join_in_order} '  # noqa: S608
-            'posting_blocks b ON b.tenant_id = d.tenant_id AND b.term_id = d.term_id AND b.first_doc = d.first_doc',
-            [(tenant_id, *key) for key in keys],
-        )
+    rows = await session.rows(
+        f'SELECT b.term_id, b.first_doc, b.postings FROM {dialect.each(2, "bigint")} {dialect.join_in_order} '  # noqa: S608
+        'posting_blocks b ON b.tenant_id = $1 AND b.term_id = value',
+        tenant_id,
+        dialect.array(sorted(set(term_ids))),
+    )
     found: dict[int, dict[int, bytes]] = {}
     for row in rows:
         found.setdefault(int(row[0]), {})[int(row[1])] = bytes(row[2])

@@ -83,8 +83,6 @@ class Dialect:
 
     greatest: ClassVar[str] = 'GREATEST'
     """The scalar maximum of several values."""
-    least: ClassVar[str] = 'LEAST'
-    """The scalar minimum of several values."""
     for_update: ClassVar[str] = ' FOR UPDATE'
     """The row-lock clause of a read that a write follows (empty where writers take turns)."""
     join_in_order: ClassVar[str] = 'JOIN'

@@ -43,7 +43,6 @@ class SqliteDialect(Dialect):
     indexes_entry_hashes = True
 
     greatest = 'max'
-    least = 'min'
     for_update = ''
     join_in_order = 'CROSS JOIN'
     byte_order = ''  # SQLite's default `BINARY` collation already orders by bytes.
