@@ -256,10 +256,7 @@ async def row_counts(store: AnyStore) -> dict[str, int]:
 
 async def column_of(store: AnyStore, sql: str) -> list[Any]:
     """The first column of a query's rows, on either backend (for terms, doc ids and the like)."""
-    if isinstance(store, SqliteConversationStore):
-        with closing(sqlite3.connect(store.path)) as db:
-            return [row[0] for row in db.execute(sql)]
-    return [row[0] for row in await _pg_rows(store, sql)]
+    return [row[0] for row in await _rows_of(store, sql)]
 
 
 async def append_after(

@@ -287,14 +287,12 @@ async def read_overlapping(
     `(term_id, low, high)` range, by key lookups (the cost follows the ranges, not the lists)."""
     columns = (('tenant_id', 'bigint'), ('term_id', 'bigint'), ('low', 'bigint'), ('high', 'bigint'))
     dialect = session.dialect
-    found: dict[int, dict[int, bytes]] = {}
-    for row in await select_batch(
+    rows = await select_batch(
         session,
         _OVERLAPPING.format(batch=dialect.batch(columns), join=dialect.join_in_order),
         [(tenant_id, *key) for key in ranges],
-    ):
-        found.setdefault(int(row[0]), {})[int(row[1])] = bytes(row[2])
-    return found
+    )
+    return _by_term(rows)
 
 
 async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]) -> dict[int, dict[int, bytes]]:
@@ -306,9 +304,14 @@ async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int])
         tenant_id,
         dialect.array(sorted(set(term_ids))),
     )
+    return _by_term(rows)
+
+
+def _by_term(rows: Iterable[Sequence[Any]]) -> dict[int, dict[int, bytes]]:
+    """`(term_id, first_doc, postings)` rows as `term_id -> first_doc -> stored postings`."""
     found: dict[int, dict[int, bytes]] = {}
-    for row in rows:
-        found.setdefault(int(row[0]), {})[int(row[1])] = bytes(row[2])
+    for term_id, first_doc, stored in rows:
+        found.setdefault(int(term_id), {})[int(first_doc)] = bytes(stored)
     return found
 
 
