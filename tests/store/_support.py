@@ -256,7 +256,7 @@ async def row_counts(store: AnyStore) -> dict[str, int]:
 
 async def column_of(store: AnyStore, sql: str) -> list[Any]:
     """The first column of a query's rows, on either backend (for terms, doc ids and the like)."""
-    return [row[0] for row in await _rows_of(store, sql)]
+    return [row[0] for row in await rows_of(store, sql)]
 
 
 async def append_after(
@@ -287,7 +287,7 @@ def _released_postings_ddl(store: AnyStore) -> list[str]:
 async def back_to_version_6(store: AnyStore) -> None:
     """Turn a store into what version 6 wrote: every posting a row of `postings` (with `postings_by_impact`),
     no `posting_blocks`, version 6 recorded. The store must be closed and reopened afterwards."""
-    blocks = await _rows_of(store, 'SELECT tenant_id, term_id, first_doc, postings FROM posting_blocks')
+    blocks = await rows_of(store, 'SELECT tenant_id, term_id, first_doc, postings FROM posting_blocks')
     postings = [
         (tenant_id, term_id, *posting)
         for tenant_id, term_id, first_doc, stored in blocks
@@ -309,7 +309,18 @@ async def back_to_version_6(store: AnyStore) -> None:
         await connection.executemany(insert, postings)
 
 
-async def _rows_of(store: AnyStore, sql: str) -> list[tuple[Any, ...]]:
+async def run_sql(store: AnyStore, sql: str, *params: Any) -> None:
+    """Run one statement (`$n` placeholders) on either backend, committed: to damage or age a store."""
+    if isinstance(store, SqliteConversationStore):
+        with closing(sqlite3.connect(store.path)) as db:
+            db.execute(sql.replace('$', '?'), params)
+            db.commit()
+        return
+    async with store._db.connection() as connection:  # pyright: ignore[reportPrivateUsage]
+        await connection.execute(sql, *params)
+
+
+async def rows_of(store: AnyStore, sql: str) -> list[tuple[Any, ...]]:
     if isinstance(store, SqliteConversationStore):
         with closing(sqlite3.connect(store.path)) as db:
             return db.execute(sql).fetchall()

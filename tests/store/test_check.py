@@ -86,12 +86,12 @@ DAMAGE: dict[str, tuple[Sequence[str], str, str]] = {
     'block count': (
         ['UPDATE posting_blocks SET count = count + 1 WHERE first_doc = (SELECT min(first_doc) FROM posting_blocks)'],
         'index',
-        'postings with front',
+        'postings bounded by',
     ),
     'block front': (
         ['UPDATE posting_blocks SET front = postings WHERE count = 2'],
         'index',
-        'postings with front',
+        'postings bounded by',
     ),
     'truncated block': (
         ['UPDATE posting_blocks SET postings = front WHERE count = 1'],

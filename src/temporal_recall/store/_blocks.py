@@ -9,21 +9,21 @@ each time in the transaction that adds its postings, so a failed write leaves ne
 nor their postings, and there is nothing to merge later. Deleting a document rewrites the blocks of
 its terms that hold it.
 
-Each block records its document range, its count and its front: the `(term_frequency, length)`
-pairs of its postings that no other posting of the block beats on both (a higher frequency at a
-length no longer). BM25 weight grows with frequency and falls with length for every `k1`, `b` and
-average length, so the best weight in a block is the best of its front's, exactly: the block's
-upper bound for an exact top-k that skips blocks. A front holds a few pairs (at most one per
-distinct frequency); a write merges the tail's front with its new postings, which gives the front
-of the whole block without reading its postings. (Today's scope-wide search scores whole lists as
-arrays instead, see `search._plan._ranked_by_columns`: on real text almost every block of a common
-term can reach the page.) A conversation's search reads only the blocks overlapping its documents'
-id ranges.
+Each block records its document range, its count and its front: its postings' highest term
+frequency and shortest length, one `(frequency, length)` pair that no posting of the block beats on
+either (tantivy keeps the same bound per block). BM25 weight grows with frequency and falls with
+length for every `k1`, `b` and average length, so the pair's weight is an upper bound of the
+block's, for an exact top-k that skips blocks. A write merges it with the new postings by a maximum
+and a minimum, as arrays, without reading the block's postings. Stores written by version 7 hold
+the exact Pareto front instead (several pairs); both bound every posting, and a write replaces
+either with one pair. (Today's scope-wide search scores whole lists as arrays instead, see
+`search._plan._ranked_by_columns`: on real text almost every block of a common term can reach the
+page.) A conversation's search reads only the blocks overlapping its documents' id ranges.
 
 The encoding: a block's postings are one array of unsigned 32-bit little-endian integers,
 `(doc_id - first_doc, term_frequency, length)` per posting, 12 bytes. Appending is then
-concatenation, which both databases do inside the upsert (a write reads only the tail's front, so
-it costs one key lookup and one row write per term), and decoding is `array.frombytes` or
+concatenation, which both databases do inside the upsert (a write reads only the tail's count and
+front, so it costs one key lookup and one row write per term), and decoding is `array.frombytes` or
 `numpy.frombuffer` at C speed. A variable-length or compressed encoding would be smaller but needs a
 read-modify-write of the tail block on every write and Python-speed decoding on every search, which
 is where the time goes.
@@ -42,22 +42,24 @@ import sys
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, groupby, repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._bulk import CHUNK, delete_rows, insert_rows, run_batch, select_batch
 from ._protocol import Posting, PostingColumns
-from ._session import Session
+from ._session import Row, Session
 
 __all__ = (
     'BLOCK',
+    'NewPostings',
     'add_postings',
+    'bound',
     'decode',
     'decode_columns',
     'decode_front',
     'encode',
-    'front',
     'read_blocks',
     'read_overlapping',
     'remove_postings',
@@ -72,7 +74,6 @@ _OFFSETS = 1 << 32
 _SWAP = sys.byteorder == 'big'
 _WORDS = np.dtype('<u4')
 _PAIR = struct.Struct('<2I')
-_POSTING = struct.Struct('<3I')
 
 
 Columns = tuple[list[int], list[int], list[int]]
@@ -99,25 +100,9 @@ def _integers(stored: bytes) -> array[int]:
     return values
 
 
-def front(
-    frequencies: Iterable[int], lengths: Iterable[int], held: Iterable[tuple[int, int]] = ()
-) -> list[tuple[int, int]]:
-    """The `(term_frequency, length)` pairs no other pair beats on both (with the pairs `held`), by ascending frequency.
-
-    Sorting by frequency then length, both descending, and keeping the last length per frequency (a
-    `dict` does) gives each frequency's shortest length at C speed; the staircase is then a pass over
-    the distinct frequencies, a handful.
-    """
-    shortest: dict[int, int] = dict(sorted(chain(held, zip(frequencies, lengths, strict=True)), reverse=True))
-    kept: list[tuple[int, int]] = []
-    for frequency, length in shortest.items():
-        if not kept or length < kept[-1][1]:
-            kept.append((frequency, length))
-    return kept[::-1]
-
-
-def encode_front(pairs: Iterable[tuple[int, int]]) -> bytes:
-    return _stored(array('I', chain.from_iterable(pairs)))
+def bound(frequencies: Sequence[int], lengths: Sequence[int]) -> bytes:
+    """The stored front of a block holding postings with these frequencies and lengths: `(highest, shortest)`."""
+    return _PAIR.pack(max(frequencies), min(lengths))
 
 
 def decode_front(stored: bytes) -> list[tuple[int, int]]:
@@ -152,10 +137,8 @@ _COLUMNS = (
 )
 
 
-def _row(
-    tenant_id: int, term_id: int, first_doc: int, postings: Columns, held: Iterable[tuple[int, int]] = ()
-) -> tuple[Any, ...]:
-    """A block's row for `postings` (its front merged with `held`, the front of postings it already holds)."""
+def _row(tenant_id: int, term_id: int, first_doc: int, postings: Columns) -> tuple[Any, ...]:
+    """A block's row holding `postings`."""
     doc_ids, frequencies, lengths = postings
     return (
         tenant_id,
@@ -163,102 +146,106 @@ def _row(
         first_doc,
         doc_ids[-1],
         len(doc_ids),
-        encode_front(front(frequencies, lengths, held)),
+        bound(frequencies, lengths),
         encode(first_doc, doc_ids, frequencies, lengths),
     )
 
 
-async def _open_tails(session: Session, tenant_id: int, term_ids: Sequence[int]) -> dict[int, tuple[int, int, bytes]]:
-    """`term_id -> (first_doc, count, front)` of each term's last block, where it still has room."""
+class NewPostings(NamedTuple):
+    """The postings a write adds: one per index of four aligned arrays, `doc_ids` ascending."""
+
+    term_ids: NDArray[np.int64]
+    doc_ids: NDArray[np.int64]
+    frequencies: NDArray[np.int64]
+    lengths: NDArray[np.int64]
+
+
+async def _open_tails(session: Session, tenant_id: int, term_ids: Sequence[int]) -> list[Row]:
+    """`(term_id, first_doc, count, front)` of each term's last block where it still has room, by term."""
     dialect = session.dialect
-    tails: dict[int, tuple[int, int, bytes]] = {}
+    tails: list[Row] = []
     for start in range(0, len(term_ids), CHUNK):
-        for term_id, first_doc, count, stored_front in await session.rows(
+        tails += await session.rows(
             f'SELECT value, b.first_doc, b.count, b.front FROM {dialect.each(2, "bigint")} '  # noqa: S608
             f'{dialect.join_in_order} posting_blocks b ON b.tenant_id = $1 AND b.term_id = value '
             'AND b.first_doc = (SELECT max(x.first_doc) FROM posting_blocks x '
-            'WHERE x.tenant_id = $1 AND x.term_id = value) WHERE b.count < $3',
+            'WHERE x.tenant_id = $1 AND x.term_id = value) WHERE b.count < $3 ORDER BY value',
             tenant_id,
             dialect.array(term_ids[start : start + CHUNK]),
             BLOCK,
-        ):
-            tails[int(term_id)] = (int(first_doc), int(count), bytes(stored_front))
+        )
     return tails
 
 
-def _one_posting(
-    tenant_id: int, term_id: int, doc_id: int, frequency: int, length: int, tail: tuple[int, int, bytes] | None
-) -> tuple[Any, ...] | None:
-    """The row adding one posting to the term's open tail (its front kept as stored if the posting does not
-    reach it) or starting a block; `None` if the tail is too far below `doc_id` (the general path decides)."""
-    if tail is None:
-        return (
-            tenant_id,
-            term_id,
-            doc_id,
-            doc_id,
-            1,
-            _PAIR.pack(frequency, length),
-            _POSTING.pack(0, frequency, length),
-        )
-    first_doc, _, stored_front = tail
-    if doc_id - first_doc >= _OFFSETS:
-        return None
-    held = decode_front(stored_front)
-    if not any(frequency <= top and length >= shortest for top, shortest in held):
-        stored_front = encode_front(front((frequency,), (length,), held))
-    return (
-        tenant_id,
-        term_id,
-        first_doc,
-        doc_id,
-        1,
-        stored_front,
-        _POSTING.pack(doc_id - first_doc, frequency, length),
-    )
+def _held(tails: Sequence[Row]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Each tail's highest frequency and shortest length, from its stored front (of one pair or more)."""
+    fronts = [bytes(tail[3]) for tail in tails]
+    pairs = np.frombuffer(b''.join(fronts), dtype=_WORDS).reshape(-1, 2).astype(np.int64)
+    starts = np.cumsum([0] + [len(stored) // 8 for stored in fronts[:-1]])
+    return np.maximum.reduceat(pairs[:, 0], starts), np.minimum.reduceat(pairs[:, 1], starts)
 
 
-async def add_postings(session: Session, tenant_id: int, postings: Mapping[int, Columns]) -> None:
-    """Append `postings` (`term_id -> columns`, of documents newer than any of the tenant's indexed ones)
-    to their terms' blocks.
+async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> None:
+    """Append `new` (postings of documents newer than any of the tenant's indexed ones) to their terms' blocks.
 
     One read of the terms' open tail blocks, then one upsert per block touched, in term order (the
     lock order every writer takes, so two writers cannot deadlock): a tail grows by concatenation in
-    the database, new blocks are inserted. The Python work per posting is C-speed slicing and
-    encoding; per block it is a few calls, which matters because most blocks are a rare term's one.
+    the database, new blocks are inserted. Which block each posting goes to, its encoding and every
+    block's front are worked out as arrays: a write of a hundred messages adds some ten thousand
+    postings to a few thousand blocks, and a Python step per posting was most of the write's time.
+    A tail too far below the new documents for a 32-bit offset is left as it is and a block opened.
     """
-    if not postings:
+    count = len(new.term_ids)
+    if not count:
         return
-    dialect = session.dialect
-    term_ids = sorted(postings)
-    tails = await _open_tails(session, tenant_id, term_ids)
-    rows: list[tuple[Any, ...]] = []
-    for term_id in term_ids:
-        doc_ids, frequencies, lengths = postings[term_id]
-        tail = tails.get(term_id)
-        if len(doc_ids) == 1:  # A rare term's one posting, most of what a write adds: no arrays.
-            row = _one_posting(tenant_id, term_id, doc_ids[0], frequencies[0], lengths[0], tail)
-            if row is not None:
-                rows.append(row)
-                continue
-        start = 0
-        if tail is not None:
-            first_doc, count, stored_front = tail
-            room = BLOCK - count
-            while room and start < len(doc_ids) and doc_ids[start] - first_doc < _OFFSETS:
-                start, room = start + 1, room - 1
-            if start:
-                columns = (doc_ids[:start], frequencies[:start], lengths[:start])
-                rows.append(_row(tenant_id, term_id, first_doc, columns, decode_front(stored_front)))
-        while start < len(doc_ids):
-            end = min(start + BLOCK, len(doc_ids))
-            first_doc = doc_ids[start]
-            while doc_ids[end - 1] - first_doc >= _OFFSETS:
-                end -= 1
-            rows.append(
-                _row(tenant_id, term_id, first_doc, (doc_ids[start:end], frequencies[start:end], lengths[start:end]))
+    if int(new.doc_ids[-1]) - int(new.doc_ids[0]) >= _OFFSETS or max(map(np.max, new[2:])) >= _OFFSETS:
+        raise ValueError('Postings need documents less than 2**32 ids apart in one write, and counts under 2**32.')
+    order = np.argsort(new.term_ids, kind='stable')  # By term, each term's documents still ascending.
+    terms, docs, frequencies, lengths = (column[order] for column in new)
+    firsts_of_terms = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
+    per_term = np.diff(np.r_[firsts_of_terms, count])
+    room, tail_first, held_top, held_shortest = (np.zeros(len(per_term), dtype=np.int64) for _ in range(4))
+    tails = await _open_tails(session, tenant_id, terms[firsts_of_terms].tolist())
+    if tails:
+        at = np.searchsorted(terms[firsts_of_terms], [int(tail[0]) for tail in tails])
+        tail_firsts = np.array([int(tail[1]) for tail in tails], dtype=np.int64)
+        fits = docs[firsts_of_terms + per_term - 1][at] - tail_firsts < _OFFSETS
+        room[at[fits]] = BLOCK - np.array([int(tail[2]) for tail in tails], dtype=np.int64)[fits]
+        tail_first[at] = tail_firsts
+        held_top[at], held_shortest[at] = _held(tails)
+    # A term's postings fill its tail's room, then blocks of BLOCK: block -1 is the tail.
+    rank = np.arange(count) - np.repeat(firsts_of_terms, per_term)
+    room_of = np.repeat(room, per_term)
+    block = np.where(rank < room_of, -1, (rank - room_of) // BLOCK)
+    starts = np.flatnonzero(np.r_[True, (terms[1:] != terms[:-1]) | (block[1:] != block[:-1])])
+    sizes = np.diff(np.r_[starts, count])
+    on_tail = block[starts] < 0
+    first_docs = np.where(on_tail, np.repeat(tail_first, per_term)[starts], docs[starts])
+    top = np.maximum.reduceat(frequencies, starts)
+    shortest = np.minimum.reduceat(lengths, starts)
+    owner = np.repeat(np.arange(len(per_term)), per_term)[starts][on_tail]
+    top[on_tail] = np.maximum(top[on_tail], held_top[owner])
+    shortest[on_tail] = np.minimum(shortest[on_tail], held_shortest[owner])
+    encoded = np.empty((count, 3), dtype=_WORDS)
+    encoded[:, 0] = docs - np.repeat(first_docs, sizes)
+    encoded[:, 1], encoded[:, 2] = frequencies, lengths
+    stored = encoded.tobytes()
+    fronts = np.stack([top, shortest], axis=1).astype(_WORDS).tobytes()
+    ends = (starts + sizes) * 12
+    rows = [
+        (tenant_id, term_id, first_doc, last_doc, size, fronts[8 * index : 8 * index + 8], stored[start * 12 : end])
+        for index, (term_id, first_doc, last_doc, size, start, end) in enumerate(
+            zip(
+                terms[starts].tolist(),
+                first_docs.tolist(),
+                docs[starts + sizes - 1].tolist(),
+                sizes.tolist(),
+                starts.tolist(),
+                ends.tolist(),
+                strict=True,
             )
-            start = end
+        )
+    ]
     await insert_rows(
         session,
         'posting_blocks',
@@ -267,7 +254,7 @@ async def add_postings(session: Session, tenant_id: int, postings: Mapping[int, 
         order_by='d.term_id, d.first_doc',
         on_conflict='ON CONFLICT (tenant_id, term_id, first_doc) DO UPDATE SET last_doc = excluded.last_doc, '
         'count = posting_blocks.count + excluded.count, front = excluded.front, '
-        f'postings = CAST(posting_blocks.postings || excluded.postings AS {dialect.blob})',
+        f'postings = CAST(posting_blocks.postings || excluded.postings AS {session.dialect.blob})',
     )
 
 

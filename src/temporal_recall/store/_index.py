@@ -34,14 +34,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 from typing import Any, Literal
+
+import numpy as np
 
 from temporal_recall.content import load_message
 
-from ._blocks import Columns, add_postings
+from ._blocks import NewPostings, add_postings
 from ._bulk import CHUNK, insert_rows, run_batch
 from ._rows import Member
-from ._serialization import IndexTerms, encode_term_ids, index_terms, scope_key
+from ._serialization import IndexTerms, encode_term_lists, index_terms, scope_key
 from ._session import Session
 
 __all__ = (
@@ -183,8 +186,11 @@ async def _create_documents(
     term_ids = await _intern(session, 'terms', (word for _, terms in new for word in terms.frequencies))
     hashes = [member.content_hash for member, _ in new]
     lengths = [terms.length for _, terms in new]
-    doc_terms = [[term_ids[word] for word in terms.frequencies] for _, terms in new]
-    term_lists = [encode_term_ids(ids) for ids in doc_terms]
+    per_document = [len(terms.frequencies) for _, terms in new]
+    total = sum(per_document)
+    doc_terms = np.fromiter((term_ids[word] for _, terms in new for word in terms.frequencies), np.int64, total)
+    frequencies = np.fromiter((count for _, terms in new for count in terms.frequencies.values()), np.int64, total)
+    term_lists = encode_term_lists(doc_terms, per_document)
     roles = [terms.role for _, terms in new]
     if not session.dialect.binds_arrays:
         documents = [(tenant_id, *row, 1) for row in zip(hashes, lengths, term_lists, roles, strict=True)]
@@ -203,26 +209,25 @@ async def _create_documents(
         )
         ids = {bytes(row[1]): int(row[0]) for row in rows}
         created = {member.content_hash: (ids[member.content_hash], terms.length) for member, terms in new}
-    postings: dict[int, Columns] = {}
-    for (member, terms), ids in zip(new, doc_terms, strict=True):  # Creation order: ascending ids per term.
-        doc_id, length = created[member.content_hash]
-        for term_id, frequency in zip(ids, terms.frequencies.values(), strict=True):
-            columns = postings.get(term_id)
-            if columns is None:
-                postings[term_id] = ([doc_id], [frequency], [length])
-            else:
-                columns[0].append(doc_id)
-                columns[1].append(frequency)
-                columns[2].append(length)
-    await add_postings(session, tenant_id, postings)
+    doc_ids = np.array([created[content][0] for content in hashes], dtype=np.int64)  # Ascending: creation order.
+    await add_postings(
+        session,
+        tenant_id,
+        NewPostings(
+            doc_terms,
+            np.repeat(doc_ids, per_document),
+            frequencies,
+            np.repeat(np.array(lengths, dtype=np.int64), per_document),
+        ),
+    )
     # A document holds a term once, so a term's new document count is its number of new postings.
-    counts = sorted((term_id, len(columns[0])) for term_id, columns in postings.items())
+    counted, counts = np.unique(doc_terms, return_counts=True)
     # Rows in term order, as every writer takes them, so two writers sharing terms cannot deadlock.
     await insert_rows(
         session,
         'term_documents',
         (('tenant_id', 'bigint'), ('term_id', 'bigint'), ('document_count', 'bigint')),
-        [(tenant_id, term_id, count) for term_id, count in counts],
+        list(zip(repeat(tenant_id), counted.tolist(), counts.tolist())),
         order_by='d.term_id',
         on_conflict='ON CONFLICT (tenant_id, term_id) DO UPDATE '
         'SET document_count = term_documents.document_count + excluded.document_count',

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from temporal_recall.content import content_hash, load_message
 
-from ._blocks import decode, decode_front, front
+from ._blocks import decode, decode_front
 from ._serialization import decode_term_ids, hash_bytes, index_terms, scope_key
 from ._session import Session
 
@@ -215,11 +215,19 @@ async def _postings(session: Session, report: CheckReport) -> list[tuple[int, in
             report.add('index', where, f'holds documents {doc_ids[:5]}… out of order or past {last_doc}')
         elif previous is not None and previous[:2] == (tenant_id, term_id) and first_doc <= previous[2]:
             report.add('index', where, f'overlaps the block before it, which ends at document {previous[2]}')
-        exact = front((posting.term_frequency for posting in postings), (posting.length for posting in postings))
-        if (count, said) != (len(postings), exact):
-            report.add(
-                'index', where, f'says it holds {count} postings with front {said}, not {len(postings)} with {exact}'
-            )
+        frequencies = [posting.term_frequency for posting in postings]
+        lengths = [posting.length for posting in postings]
+        # A front (one pair, or a version 7 store's several) must bound every posting, and tightly.
+        tight = bool(said and postings) and (max(said)[0], min(pair[1] for pair in said)) == (
+            max(frequencies),
+            min(lengths),
+        )
+        covered = all(
+            any(frequency <= top and length >= shortest for top, shortest in said)
+            for frequency, length in zip(frequencies, lengths, strict=True)
+        )
+        if count != len(postings) or not (tight and covered):
+            report.add('index', where, f'says it holds {count} postings bounded by {said}; it holds {len(postings)}')
         previous = (tenant_id, term_id, last_doc)
         found.extend((tenant_id, term_id, doc_id, frequency, length) for doc_id, frequency, length in postings)
     return found

@@ -39,8 +39,8 @@ The tables (version 1 unless noted):
 - `message_bodies.touched_at` (6): when a body was last written or read (unix seconds, touched at
   most once per `_protocol.BODY_TOUCH_INTERVAL`), indexed for `prune_bodies`.
 - `posting_blocks` (7) replaces `postings` and `postings_by_impact`: each term's posting list in a
-  tenant as blocks of up to 128 postings keyed by their first document, with the front a search
-  bounds blocks by (see `_blocks`).
+  tenant as blocks of up to `_blocks.BLOCK` postings keyed by their first document, with the front a
+  search bounds blocks by (see `_blocks`).
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ _V6: tuple[_Statement, ...] = (
 )
 
 _V7: tuple[_Statement, ...] = (
-    # Posting lists in blocks of up to 128 postings (see `_blocks`); the rebuild fills them from the log.
+    # Posting lists in blocks (see `_blocks`); the rebuild fills them from the log.
     'DROP TABLE postings',
     """
     CREATE TABLE posting_blocks (
