@@ -154,17 +154,20 @@ def _summed(
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Each document's score, its weights added term by term in order: `(doc_ids, scores)`, ascending ids.
 
-    A term holds a document once, so one fancy-indexed addition per term adds each weight once, in
-    term order, starting from 0.0 (which `summed`'s first copy equals). Where the ids are dense (one
-    tenant's documents, the usual case) the sums go into an array indexed by id, with no sort;
-    otherwise into the sorted union of the ids.
+    Each weight is added once, in term order, starting from 0.0 (which `summed`'s first copy equals).
+    Where the ids are dense (one tenant's documents, the usual case) the sums go into an array indexed
+    by id, with no sort; otherwise into the sorted union of the ids, one fancy-indexed addition per
+    term (a term holds a document once).
     """
     low = min(int(docs[0]) for docs, _ in weighted)
     span = max(int(docs[-1]) for docs, _ in weighted) - low + 1
     if span <= 4 * sum(len(docs) for docs, _ in weighted):
-        dense = np.zeros(span)
-        for docs, weights in weighted:
-            dense[docs - low] += weights
+        # `bincount` adds the weights in the order given, each into its document's sum from 0.0.
+        dense = np.bincount(
+            np.concatenate([docs for docs, _ in weighted]) - low,
+            weights=np.concatenate([weights for _, weights in weighted]),
+            minlength=span,
+        )
         present = np.flatnonzero(dense)  # Every weight is positive: a held document's sum is too.
         return present + low, dense[present]
     doc_ids = np.unique(np.concatenate([docs for docs, _ in weighted]))

@@ -37,10 +37,11 @@ page of its own: the table was 57% unused space and the store 7,040 bytes per me
 
 from __future__ import annotations
 
+import itertools
 import struct
 import sys
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from itertools import chain, groupby, repeat
 from typing import Any, NamedTuple
 
@@ -56,8 +57,8 @@ __all__ = (
     'NewPostings',
     'add_postings',
     'bound',
+    'columns_of',
     'decode',
-    'decode_columns',
     'decode_front',
     'encode',
     'read_blocks',
@@ -108,15 +109,6 @@ def bound(frequencies: Sequence[int], lengths: Sequence[int]) -> bytes:
 def decode_front(stored: bytes) -> list[tuple[int, int]]:
     values = _integers(stored)
     return list(zip(values[0::2], values[1::2], strict=True))
-
-
-def decode_columns(blocks: Mapping[int, bytes]) -> PostingColumns:
-    """A term's blocks (`first_doc -> stored`) as one list of columns, decoded by numpy in one pass."""
-    firsts = sorted(blocks)
-    stored = [blocks[first_doc] for first_doc in firsts]
-    values = np.frombuffer(b''.join(stored), dtype=_WORDS).reshape(-1, 3)
-    bases = np.repeat(np.array(firsts, dtype=np.int64), [len(block) // 12 for block in stored])
-    return PostingColumns(values[:, 0].astype(np.int64) + bases, values[:, 1], values[:, 2])
 
 
 def decode(first_doc: int, stored: bytes) -> list[Posting]:
@@ -267,23 +259,26 @@ _OVERLAPPING = (
 """Each batch row's blocks that can hold a document in `[low, high]`: from the block holding `low` on."""
 
 
-async def read_overlapping(
-    session: Session, tenant_id: int, ranges: Sequence[tuple[int, int, int]]
-) -> dict[int, dict[int, bytes]]:
-    """`term_id -> first_doc -> stored postings` of the blocks that can hold documents in each
-    `(term_id, low, high)` range, by key lookups (the cost follows the ranges, not the lists)."""
+async def _select_overlapping(session: Session, tenant_id: int, ranges: Sequence[tuple[int, int, int]]) -> list[Row]:
     columns = (('tenant_id', 'bigint'), ('term_id', 'bigint'), ('low', 'bigint'), ('high', 'bigint'))
     dialect = session.dialect
-    rows = await select_batch(
+    return await select_batch(
         session,
         _OVERLAPPING.format(batch=dialect.batch(columns), join=dialect.join_in_order),
         [(tenant_id, *key) for key in ranges],
     )
-    return _by_term(rows)
 
 
-async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]) -> dict[int, dict[int, bytes]]:
-    """`term_id -> first_doc -> stored postings` of every block of `term_ids` (one range scan per term)."""
+async def read_overlapping(
+    session: Session, tenant_id: int, ranges: Sequence[tuple[int, int, int]]
+) -> dict[int, PostingColumns]:
+    """`term_id -> postings` of the blocks that can hold documents in each `(term_id, low, high)` range,
+    by key lookups (the cost follows the ranges, not the lists)."""
+    return columns_of(await _select_overlapping(session, tenant_id, ranges))
+
+
+async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]) -> dict[int, PostingColumns]:
+    """`term_id -> postings` of every block of `term_ids` (one range scan per term)."""
     dialect = session.dialect
     rows = await session.rows(
         f'SELECT b.term_id, b.first_doc, b.postings FROM {dialect.each(2, "bigint")} {dialect.join_in_order} '  # noqa: S608
@@ -291,14 +286,34 @@ async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int])
         tenant_id,
         dialect.array(sorted(set(term_ids))),
     )
-    return _by_term(rows)
+    return columns_of(rows)
 
 
-def _by_term(rows: Iterable[Sequence[Any]]) -> dict[int, dict[int, bytes]]:
-    """`(term_id, first_doc, postings)` rows as `term_id -> first_doc -> stored postings`."""
-    found: dict[int, dict[int, bytes]] = {}
-    for term_id, first_doc, stored in rows:
-        found.setdefault(int(term_id), {})[int(first_doc)] = bytes(stored)
+def columns_of(rows: Sequence[Row]) -> dict[int, PostingColumns]:
+    """`(term_id, first_doc, postings)` block rows as each term's postings, decoded as arrays in one pass.
+
+    A scope-wide read of a common term is a thousand blocks or more, so nothing here is a Python step
+    per block or per posting beyond the rows themselves. The rows are put in key order first, once
+    each: PostgreSQL returns them in the order its plan finds them, and overlapping ranges can read a
+    block twice.
+    """
+    if not rows:
+        return {}
+    term_column, first_column, stored = zip(*rows, strict=True)
+    terms = np.array(term_column, dtype=np.int64)
+    firsts = np.array(first_column, dtype=np.int64)
+    order = np.lexsort((firsts, terms))
+    terms, firsts = terms[order], firsts[order]
+    once = np.r_[True, (terms[1:] != terms[:-1]) | (firsts[1:] != firsts[:-1])]
+    terms, firsts = terms[once], firsts[once]
+    stored = [stored[index] for index in order[once].tolist()]
+    counts = np.fromiter(map(len, stored), dtype=np.int64, count=len(stored)) // 12
+    bounds = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1], True]).tolist()
+    found: dict[int, PostingColumns] = {}
+    for start, end in itertools.pairwise(bounds):  # Term by term: each pass stays in the CPU cache.
+        values = np.frombuffer(b''.join(stored[start:end]), dtype=_WORDS).reshape(-1, 3)
+        doc_ids = values[:, 0] + np.repeat(firsts[start:end], counts[start:end])
+        found[int(terms[start])] = PostingColumns(doc_ids, values[:, 1], values[:, 2])
     return found
 
 
@@ -316,7 +331,10 @@ async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int
     for tenant_id, group in groupby(sorted(by_term.items()), key=lambda item: item[0][0]):
         gone = dict(group)
         ranges = [(term_id, min(docs), max(docs)) for (_, term_id), docs in gone.items()]
-        for term_id, blocks in (await read_overlapping(session, tenant_id, ranges)).items():
+        found: dict[int, dict[int, bytes]] = {}
+        for term_id, first_doc, stored in await _select_overlapping(session, tenant_id, ranges):
+            found.setdefault(int(term_id), {})[int(first_doc)] = bytes(stored)
+        for term_id, blocks in found.items():
             docs = gone[(tenant_id, term_id)]
             for first_doc, stored in blocks.items():
                 postings = decode(first_doc, stored)

@@ -2,7 +2,7 @@
 
 Used by `temporal_recall.search._plan._ranked_by_columns` for a target spanning a whole tenant, where
 a common term's posting list can hold most of the store: its blocks are read in one range scan and
-decoded by numpy in one pass (`_blocks.decode_columns`), no row or tuple per posting. A conversation,
+decoded by numpy in one pass (`_blocks.columns_of`), no row or tuple per posting. A conversation,
 run or role target gets `None` and the search reads posting lists (`_reader.postings`). Every read is
 confined to the target's tenant: its id is resolved from the trusted scope in the statement that
 reads the term ids, and every block read is keyed by it.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._blocks import decode_columns, read_blocks
+from ._blocks import read_blocks
 from ._protocol import PostingColumns, SearchTarget
 from ._serialization import scope_key
 from ._session import Session
@@ -67,5 +67,5 @@ async def posting_columns(
     if keys is None:
         return None
     tenant_id, term_ids = keys
-    stored = await read_blocks(session, tenant_id, list(term_ids.values()))
-    return {term: decode_columns(stored[term_id]) for term, term_id in term_ids.items() if term_id in stored}
+    found = await read_blocks(session, tenant_id, list(term_ids.values()))
+    return {term: found[term_id] for term, term_id in term_ids.items() if term_id in found}

@@ -28,7 +28,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._blocks import BLOCK, decode, read_blocks, read_overlapping
+from ._blocks import BLOCK, read_blocks, read_overlapping
 from ._context import hits_query
 from ._occurrences import page_rows
 from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
@@ -163,8 +163,8 @@ async def postings(session: Session, target: SearchTarget, terms: Sequence[str])
         stored = await read_overlapping(session, resolved.tenant_id, ranges)
     members = None if allowed is None else set(allowed)
     found: dict[str, list[Posting]] = {}
-    for term_id, blocks in stored.items():
-        hits = [posting for first_doc in sorted(blocks) for posting in decode(first_doc, blocks[first_doc])]
+    for term_id, columns in stored.items():
+        hits = list(map(Posting._make, zip(*(column.tolist() for column in columns), strict=True)))
         if members is not None:
             hits = [posting for posting in hits if posting.doc_id in members]
         if hits:
