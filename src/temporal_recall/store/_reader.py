@@ -7,19 +7,12 @@ otherwise the reader answers exactly as if it did not exist. Both backends give 
 (same rows, same order), which is what makes `search_history` rank the same hits with the same
 scores on both.
 
-Statements that read the same on both backends are written once: the target's resolution, the
-stats, and the document rows (one statement that resolves its target itself, `_TARGET`, with the
-join order as the only dialect switch). Posting lists are read the way each backend does best,
-because their costs differ:
-
-- SQLite runs the whole read on its connection thread, where a statement costs microseconds: it
-  resolves the target first (`resolve`), then reads one index range per term, with the plan the
-  conversation's share of its tenant calls for spelled out in the text (SQLite plans without
-  statistics, so the text fixes the join order).
-- PostgreSQL pays a round trip per statement (the store reads without a snapshot transaction, so
-  a statement is one round trip): every term's postings come back in one statement that resolves
-  the target itself and chooses its plan in SQL, from the stored counters (`LATERAL` probes fenced
-  by `OFFSET 0`, posting lists as arrays).
+Every statement is written once for both backends: the target's resolution, the stats, the
+document rows (one statement that resolves its target itself, `_TARGET`, with the join order as the
+only dialect switch) and the posting lists. A target spanning its whole tenant reads each query
+term's blocks whole (`_blocks.read_blocks`); a narrower one (a conversation, a run, a role) first
+reads its documents' ids as one array, then only the blocks around them, every term in one
+statement (`_blocks.read_overlapping`), and keeps the postings of its own documents.
 """
 
 from __future__ import annotations
@@ -28,10 +21,12 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ._blocks import BLOCK, read_blocks, read_overlapping
 from ._context import hits_query
 from ._occurrences import page_rows
-from ._protocol import DocumentRow, IndexStats, Posting, SearchTarget
+from ._protocol import DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
 from ._serialization import document_rows, scope_key
 from ._session import Dialect, Session
 
@@ -161,12 +156,14 @@ async def postings(session: Session, target: SearchTarget, terms: Sequence[str])
             for low, high in (spans if len(spans) <= count // BLOCK else [(0, _EVERY_ID)])
         ]
         stored = await read_overlapping(session, resolved.tenant_id, ranges)
-    members = None if allowed is None else set(allowed)
+    members = None if allowed is None else np.array(allowed, dtype=np.int64)
     found: dict[str, list[Posting]] = {}
     for term_id, columns in stored.items():
+        if members is not None:  # Only the target's documents become postings.
+            at = np.searchsorted(members, columns.doc_ids).clip(max=len(members) - 1)
+            keep = members[at] == columns.doc_ids
+            columns = PostingColumns(columns.doc_ids[keep], columns.term_frequencies[keep], columns.lengths[keep])
         hits = list(map(Posting._make, zip(*(column.tolist() for column in columns), strict=True)))
-        if members is not None:
-            hits = [posting for posting in hits if posting.doc_id in members]
         if hits:
             found[names[term_id]] = hits
     return {term: found[term] for term in wanted if term in found}
