@@ -167,7 +167,7 @@ def _summed(
             np.concatenate([docs for docs, _ in weighted]) - low,
             weights=np.concatenate([weights for _, weights in weighted]),
             minlength=span,
-        )
+        ).astype(np.float64, copy=False)  # Already doubles (weighted); the stubs say integers.
         present = np.flatnonzero(dense)  # Every weight is positive: a held document's sum is too.
         return present + low, dense[present]
     doc_ids = np.unique(np.concatenate([docs for docs, _ in weighted]))
