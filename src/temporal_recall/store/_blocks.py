@@ -40,7 +40,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import chain, groupby, pairwise, repeat
 from typing import Any, NamedTuple
 
@@ -60,6 +60,7 @@ __all__ = (
     'decode',
     'decode_front',
     'encode',
+    'postings_of',
     'read_blocks',
     'read_overlapping',
     'remove_postings',
@@ -113,8 +114,17 @@ def decode_front(stored: bytes) -> list[tuple[int, int]]:
 def decode(first_doc: int, stored: bytes) -> list[Posting]:
     """A block's postings, in `doc_id` order."""
     values = _integers(stored)
-    doc_ids = map(int.__add__, repeat(first_doc), values[0::3])
-    return list(map(tuple.__new__, repeat(Posting), zip(doc_ids, values[1::3], values[2::3], strict=True)))
+    return _postings(map(int.__add__, repeat(first_doc), values[0::3]), values[1::3], values[2::3])
+
+
+def postings_of(columns: PostingColumns) -> list[Posting]:
+    """Columns as `Posting` tuples, in their order."""
+    return _postings(*(column.tolist() for column in columns))
+
+
+def _postings(doc_ids: Iterable[int], frequencies: Iterable[int], lengths: Iterable[int]) -> list[Posting]:
+    # `tuple.__new__` builds each one in C; `Posting._make` would be a Python call per posting.
+    return list(map(tuple.__new__, repeat(Posting), zip(doc_ids, frequencies, lengths, strict=True)))
 
 
 _COLUMNS = (
@@ -312,13 +322,15 @@ def columns_of(rows: Sequence[Row]) -> dict[int, PostingColumns]:
     term_column, first_column, stored = zip(*rows, strict=True)
     terms = np.array(term_column, dtype=np.int64)
     firsts = np.array(first_column, dtype=np.int64)
-    order = np.lexsort((firsts, terms))
-    terms, firsts = terms[order], firsts[order]
-    once = np.r_[True, (terms[1:] != terms[:-1]) | (firsts[1:] != firsts[:-1])]
-    terms, firsts = terms[once], firsts[once]
-    stored = [stored[index] for index in order[once].tolist()]
+    if len(rows) > 1:
+        order = np.lexsort((firsts, terms))
+        terms, firsts = terms[order], firsts[order]
+        once = np.ones(len(rows), dtype=bool)
+        once[1:] = (terms[1:] != terms[:-1]) | (firsts[1:] != firsts[:-1])
+        terms, firsts = terms[once], firsts[once]
+        stored = [stored[index] for index in order[once].tolist()]
     counts = np.fromiter(map(len, stored), dtype=np.int64, count=len(stored)) // 12
-    bounds = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1], True]).tolist()
+    bounds = [0, *(np.flatnonzero(terms[1:] != terms[:-1]) + 1).tolist(), len(stored)]
     found: dict[int, PostingColumns] = {}
     for start, end in pairwise(bounds):  # Term by term: each pass stays in the CPU cache.
         values = np.frombuffer(b''.join(stored[start:end]), dtype=_WORDS).reshape(-1, 3)

@@ -164,7 +164,7 @@ class Posting(NamedTuple):
     """One document's entry in a term's posting list.
 
     A tuple rather than a dataclass: a search over a large scope builds tens of thousands of these,
-    and a NamedTuple is built from a database row at C speed (`Posting._make(row)`).
+    and a NamedTuple is built at C speed (`tuple.__new__(Posting, row)`; `_make` is a Python call).
     """
 
     doc_id: int

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._blocks import BLOCK, read_blocks, read_overlapping
+from ._blocks import BLOCK, postings_of, read_blocks, read_overlapping
 from ._context import hits_query
 from ._occurrences import page_rows
 from ._protocol import DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
@@ -163,7 +163,7 @@ async def postings(session: Session, target: SearchTarget, terms: Sequence[str])
             at = np.searchsorted(members, columns.doc_ids).clip(max=len(members) - 1)
             keep = members[at] == columns.doc_ids
             columns = PostingColumns(columns.doc_ids[keep], columns.term_frequencies[keep], columns.lengths[keep])
-        hits = list(map(Posting._make, zip(*(column.tolist() for column in columns), strict=True)))
+        hits = postings_of(columns)
         if hits:
             found[names[term_id]] = hits
     return {term: found[term] for term in wanted if term in found}
