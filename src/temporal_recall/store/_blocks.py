@@ -189,6 +189,16 @@ async def _open_tails(session: Session, tenant_id: int, term_ids: Sequence[int])
     return tails
 
 
+def _run_starts(*keys: NDArray[np.int64]) -> NDArray[np.intp]:
+    """Where each run of equal consecutive `keys` begins (all of them equal to the previous row's)."""
+    changed = np.empty(len(keys[0]), dtype=bool)
+    changed[:1] = True
+    changed[1:] = keys[0][1:] != keys[0][:-1]
+    for key in keys[1:]:
+        changed[1:] |= key[1:] != key[:-1]
+    return np.flatnonzero(changed)
+
+
 def _held(tails: Sequence[Row]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Each tail's highest frequency and shortest length, from its stored front (of one pair or more)."""
     fronts = [bytes(tail[3]) for tail in tails]
@@ -214,8 +224,8 @@ async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> No
         raise ValueError('Postings need documents less than 2**32 ids apart in one write, and counts under 2**32.')
     order = np.argsort(new.term_ids, kind='stable')  # By term, each term's documents still ascending.
     terms, docs, frequencies, lengths = (column[order] for column in new)
-    firsts_of_terms = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
-    per_term = np.diff(np.r_[firsts_of_terms, count])
+    firsts_of_terms = _run_starts(terms)
+    per_term = np.diff(firsts_of_terms, append=count)
     room, tail_first, held_top, held_shortest = (np.zeros(len(per_term), dtype=np.int64) for _ in range(4))
     tails = await _open_tails(session, tenant_id, terms[firsts_of_terms].tolist())
     if tails:
@@ -229,15 +239,14 @@ async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> No
     rank = np.arange(count) - np.repeat(firsts_of_terms, per_term)
     room_of = np.repeat(room, per_term)
     block = np.where(rank < room_of, -1, (rank - room_of) // BLOCK)
-    starts = np.flatnonzero(np.r_[True, (terms[1:] != terms[:-1]) | (block[1:] != block[:-1])])
-    sizes = np.diff(np.r_[starts, count])
+    starts = _run_starts(terms, block)
+    sizes = np.diff(starts, append=count)
+    owner = np.searchsorted(firsts_of_terms, starts, side='right') - 1  # Each block's term.
     on_tail = block[starts] < 0
-    first_docs = np.where(on_tail, np.repeat(tail_first, per_term)[starts], docs[starts])
-    top = np.maximum.reduceat(frequencies, starts)
+    first_docs = np.where(on_tail, tail_first[owner], docs[starts])
+    top = np.maximum(np.maximum.reduceat(frequencies, starts), np.where(on_tail, held_top[owner], 0))
     shortest = np.minimum.reduceat(lengths, starts)
-    owner = np.repeat(np.arange(len(per_term)), per_term)[starts][on_tail]
-    top[on_tail] = np.maximum(top[on_tail], held_top[owner])
-    shortest[on_tail] = np.minimum(shortest[on_tail], held_shortest[owner])
+    shortest[on_tail] = np.minimum(shortest[on_tail], held_shortest[owner[on_tail]])
     encoded = np.empty((count, 3), dtype=_WORDS)
     encoded[:, 0] = docs - np.repeat(first_docs, sizes)
     encoded[:, 1], encoded[:, 2] = frequencies, lengths
@@ -324,13 +333,12 @@ def columns_of(rows: Sequence[Row]) -> dict[int, PostingColumns]:
     firsts = np.array(first_column, dtype=np.int64)
     if len(rows) > 1:
         order = np.lexsort((firsts, terms))
+        once = _run_starts(terms[order], firsts[order])  # A block read twice is kept once.
+        order = order[once]
         terms, firsts = terms[order], firsts[order]
-        once = np.ones(len(rows), dtype=bool)
-        once[1:] = (terms[1:] != terms[:-1]) | (firsts[1:] != firsts[:-1])
-        terms, firsts = terms[once], firsts[once]
-        stored = [stored[index] for index in order[once].tolist()]
+        stored = [stored[index] for index in order.tolist()]
     counts = np.fromiter(map(len, stored), dtype=np.int64, count=len(stored)) // 12
-    bounds = [0, *(np.flatnonzero(terms[1:] != terms[:-1]) + 1).tolist(), len(stored)]
+    bounds = [*_run_starts(terms).tolist(), len(stored)]
     found: dict[int, PostingColumns] = {}
     for start, end in pairwise(bounds):  # Term by term: each pass stays in the CPU cache.
         values = np.frombuffer(b''.join(stored[start:end]), dtype=_WORDS).reshape(-1, 3)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any, Literal
 
 import numpy as np
@@ -44,7 +44,7 @@ from temporal_recall.content import load_message
 from ._blocks import NewPostings, add_postings
 from ._bulk import CHUNK, insert_rows, run_batch
 from ._rows import Member
-from ._serialization import IndexTerms, encode_term_lists, index_terms, scope_key
+from ._serialization import IndexTerms, encode_term_ids, index_terms, scope_key
 from ._session import Session
 
 __all__ = (
@@ -188,9 +188,10 @@ async def _create_documents(
     lengths = [terms.length for _, terms in new]
     per_document = [len(terms.frequencies) for _, terms in new]
     total = sum(per_document)
-    doc_terms = np.fromiter((term_ids[word] for _, terms in new for word in terms.frequencies), np.int64, total)
+    ids_of = [[term_ids[word] for word in terms.frequencies] for _, terms in new]
+    term_lists = [encode_term_ids(ids) for ids in ids_of]
+    doc_terms = np.fromiter(chain.from_iterable(ids_of), np.int64, total)
     frequencies = np.fromiter((count for _, terms in new for count in terms.frequencies.values()), np.int64, total)
-    term_lists = encode_term_lists(doc_terms, per_document)
     roles = [terms.role for _, terms in new]
     if not session.dialect.binds_arrays:
         documents = [(tenant_id, *row, 1) for row in zip(hashes, lengths, term_lists, roles, strict=True)]

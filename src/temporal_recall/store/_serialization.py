@@ -9,15 +9,13 @@ message compares `==` to the one saved; the content hash is only ever used for m
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-import numpy as np
 import pydantic
 import pydantic_core
-from numpy.typing import NDArray
 from pydantic_ai.conversation_store import ConversationRecord
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import DeferredToolRequests
@@ -40,7 +38,7 @@ __all__ = (
     'document_rows',
     'dump_deferred',
     'dump_usage',
-    'encode_term_lists',
+    'encode_term_ids',
     'hash_bytes',
     'index_terms',
     'load_deferred',
@@ -265,32 +263,23 @@ def prepare_message(
     )
 
 
-def encode_term_lists(term_ids: NDArray[np.int64], per_document: Sequence[int]) -> list[bytes]:
-    """Each document's term list: its term ids sorted, as delta varints (LEB128), so its postings can be
-    deleted by key. `term_ids` holds the documents' ids one document after another, `per_document` of each.
+def encode_term_ids(term_ids: Iterable[int]) -> bytes:
+    """Sorted term ids as delta varints: a document's term list, so its postings can be deleted by key.
 
     About 1–2 bytes per term, far smaller than a secondary index on postings by document would be.
-    Encoded as arrays, a byte position at a time: a write of a hundred messages encodes ten thousand ids.
+    A loop in Python, measured: the same loop as arrays cost 0.1 ms more on a 2-message append (the
+    common write), for 0.05 ms less on a 100-message one.
     """
-    owner = np.repeat(np.arange(len(per_document)), per_document)
-    ids = term_ids[np.lexsort((term_ids, owner))]
-    deltas = np.diff(ids, prepend=0)
-    firsts = np.cumsum([0, *per_document[:-1]])[np.asarray(per_document) > 0]
-    deltas[firsts] = ids[firsts]
-    widths = np.ones(len(ids), dtype=np.int64)
-    rest = deltas >> 7
-    while rest.any():
-        widths += rest > 0
-        rest >>= 7
-    offsets = np.cumsum(widths) - widths
-    out = np.empty(int(widths.sum()), dtype=np.uint8)
-    for place in range(int(widths.max(initial=0))):
-        here = widths > place
-        more = (widths[here] > place + 1) * 0x80
-        out[offsets[here] + place] = ((deltas[here] >> (7 * place)) & 0x7F) | more
-    data = out.tobytes()
-    ends = np.cumsum(np.bincount(owner, weights=widths, minlength=len(per_document)).astype(np.int64)).tolist()
-    return [data[start:end] for start, end in zip([0, *ends], ends, strict=False)]
+    out = bytearray()
+    previous = 0
+    for term_id in sorted(term_ids):
+        delta = term_id - previous
+        previous = term_id
+        while delta >= 0x80:
+            out.append(delta & 0x7F | 0x80)
+            delta >>= 7
+        out.append(delta)
+    return bytes(out)
 
 
 def decode_term_ids(data: bytes) -> list[int]:
