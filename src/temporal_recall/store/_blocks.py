@@ -53,9 +53,9 @@ from ._session import Row, Session
 
 __all__ = (
     'BLOCK',
+    'SMALL_WRITE',
     'NewPostings',
     'add_postings',
-    'bound',
     'columns_of',
     'decode',
     'decode_front',
@@ -77,10 +77,6 @@ _WORDS = np.dtype('<u4')
 _PAIR = struct.Struct('<2I')
 
 
-Columns = tuple[list[int], list[int], list[int]]
-"""Postings as three columns: `doc_id`s (ascending), their term frequencies, their lengths."""
-
-
 def _stored(values: array[int]) -> bytes:
     if _SWAP:
         values.byteswap()
@@ -99,11 +95,6 @@ def _integers(stored: bytes) -> array[int]:
     if _SWAP:
         values.byteswap()
     return values
-
-
-def bound(frequencies: Sequence[int], lengths: Sequence[int]) -> bytes:
-    """The stored front of a block holding postings with these frequencies and lengths: `(highest, shortest)`."""
-    return _PAIR.pack(max(frequencies), min(lengths))
 
 
 def decode_front(stored: bytes) -> list[tuple[int, int]]:
@@ -138,27 +129,42 @@ _COLUMNS = (
 )
 
 
-def _row(tenant_id: int, term_id: int, first_doc: int, postings: Columns) -> tuple[Any, ...]:
-    """A block's row holding `postings`."""
-    doc_ids, frequencies, lengths = postings
+def _row(
+    tenant_id: int,
+    term_id: int,
+    first_doc: int,
+    postings: Sequence[tuple[int, int, int]],
+    held: Sequence[tuple[int, int]] = (),
+) -> tuple[Any, ...]:
+    """A block's row holding `postings` (`(doc_id, term_frequency, length)`), its front also bounding `held`."""
+    doc_ids, frequencies, lengths = zip(*postings, strict=True)
+    top = max(chain(frequencies, (pair[0] for pair in held)))
+    shortest = min(chain(lengths, (pair[1] for pair in held)))
+    front = _PAIR.pack(top, shortest)
     return (
         tenant_id,
         term_id,
         first_doc,
         doc_ids[-1],
         len(doc_ids),
-        bound(frequencies, lengths),
+        front,
         encode(first_doc, doc_ids, frequencies, lengths),
     )
 
 
 class NewPostings(NamedTuple):
-    """The postings a write adds: one per index of four aligned arrays, `doc_ids` ascending."""
+    """The postings a write adds: one per index of four aligned columns, `doc_ids` ascending."""
 
-    term_ids: NDArray[np.int64]
-    doc_ids: NDArray[np.int64]
-    frequencies: NDArray[np.int64]
-    lengths: NDArray[np.int64]
+    term_ids: Sequence[int]
+    doc_ids: Sequence[int]
+    frequencies: Sequence[int]
+    lengths: Sequence[int]
+
+
+SMALL_WRITE = 256
+"""Up to this many postings, a write places them in Python (`_rows_in_python`); more, as arrays
+(`_rows_as_arrays`). Measured without the database: 20 vs 82 µs for 24 postings, 170 vs 159 µs for
+200, 4.5 vs 0.9 ms for 10,000. Most writes are a step's few messages; imports and rebuilds are large."""
 
 
 async def _open_tails(session: Session, tenant_id: int, term_ids: Sequence[int]) -> list[Row]:
@@ -207,27 +213,35 @@ def _held(tails: Sequence[Row]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     return np.maximum.reduceat(pairs[:, 0], starts), np.minimum.reduceat(pairs[:, 1], starts)
 
 
-async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> None:
-    """Append `new` (postings of documents newer than any of the tenant's indexed ones) to their terms' blocks.
+def _rows_in_python(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> list[tuple[Any, ...]]:
+    """The block rows for a small write (`SMALL_WRITE`), given its terms' open `tails`."""
+    open_tails = {int(tail[0]): (int(tail[1]), int(tail[2]), decode_front(bytes(tail[3]))) for tail in tails}
+    by_term: dict[int, list[tuple[int, int, int]]] = {}
+    for term_id, posting in zip(new.term_ids, zip(new.doc_ids, new.frequencies, new.lengths, strict=True), strict=True):
+        by_term.setdefault(term_id, []).append(posting)
+    rows: list[tuple[Any, ...]] = []
+    for term_id in sorted(by_term):
+        postings, start = by_term[term_id], 0
+        tail = open_tails.get(term_id)
+        if tail is not None and postings[-1][0] - tail[0] < _OFFSETS:
+            start = min(BLOCK - tail[1], len(postings))
+            rows.append(_row(tenant_id, term_id, tail[0], postings[:start], tail[2]))
+        rows += (
+            _row(tenant_id, term_id, postings[at][0], postings[at : at + BLOCK])
+            for at in range(start, len(postings), BLOCK)
+        )
+    return rows
 
-    One read of the terms' open tail blocks, then one upsert per block touched, in term order (the
-    lock order every writer takes, so two writers cannot deadlock): a tail grows by concatenation in
-    the database, new blocks are inserted. Which block each posting goes to, its encoding and every
-    block's front are worked out as arrays: a write of a hundred messages adds some ten thousand
-    postings to a few thousand blocks, and a Python step per posting was most of the write's time.
-    A tail too far below the new documents for a 32-bit offset is left as it is and a block opened.
-    """
+
+def _rows_as_arrays(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> list[tuple[Any, ...]]:
+    """The block rows for a large write, given its terms' open `tails`: `_rows_in_python`'s, worked out
+    with numpy (a hundred messages add some ten thousand postings to a few thousand blocks)."""
     count = len(new.term_ids)
-    if not count:
-        return
-    if int(new.doc_ids[-1]) - int(new.doc_ids[0]) >= _OFFSETS or max(map(np.max, new[2:])) >= _OFFSETS:
-        raise ValueError('Postings need documents less than 2**32 ids apart in one write, and counts under 2**32.')
-    order = np.argsort(new.term_ids, kind='stable')  # By term, each term's documents still ascending.
-    terms, docs, frequencies, lengths = (column[order] for column in new)
+    order = np.argsort(np.asarray(new.term_ids, dtype=np.int64), kind='stable')  # Each term's documents ascending.
+    terms, docs, frequencies, lengths = (np.asarray(column, dtype=np.int64)[order] for column in new)
     firsts_of_terms = _run_starts(terms)
     per_term = np.diff(firsts_of_terms, append=count)
     room, tail_first, held_top, held_shortest = (np.zeros(len(per_term), dtype=np.int64) for _ in range(4))
-    tails = await _open_tails(session, tenant_id, terms[firsts_of_terms].tolist())
     if tails:
         at = np.searchsorted(terms[firsts_of_terms], [int(tail[0]) for tail in tails])
         tail_firsts = np.array([int(tail[1]) for tail in tails], dtype=np.int64)
@@ -253,7 +267,7 @@ async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> No
     stored = encoded.tobytes()
     fronts = np.stack([top, shortest], axis=1).astype(_WORDS).tobytes()
     ends = (starts + sizes) * 12
-    rows = [
+    return [
         (tenant_id, term_id, first_doc, last_doc, size, fronts[8 * index : 8 * index + 8], stored[start * 12 : end])
         for index, (term_id, first_doc, last_doc, size, start, end) in enumerate(
             zip(
@@ -267,6 +281,23 @@ async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> No
             )
         )
     ]
+
+
+async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> None:
+    """Append `new` (postings of documents newer than any of the tenant's indexed ones) to their terms' blocks.
+
+    One read of the terms' open tail blocks, then one upsert per block touched, in term order (the
+    lock order every writer takes, so two writers cannot deadlock): a tail grows by concatenation in
+    the database, new blocks are inserted. A term's new postings fill its tail's room, then blocks of
+    `BLOCK`; a tail too far below them for 32-bit offsets is left as it is.
+    """
+    count = len(new.term_ids)
+    if not count:
+        return
+    if new.doc_ids[-1] - new.doc_ids[0] >= _OFFSETS or max(max(new.frequencies), max(new.lengths)) >= _OFFSETS:
+        raise ValueError('Postings need documents less than 2**32 ids apart in one write, and counts under 2**32.')
+    tails = await _open_tails(session, tenant_id, sorted(set(new.term_ids)))
+    rows = (_rows_in_python if count <= SMALL_WRITE else _rows_as_arrays)(tenant_id, new, tails)
     await insert_rows(
         session,
         'posting_blocks',
@@ -372,8 +403,7 @@ async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int
                 if not kept:
                     deletes.append((tenant_id, term_id, first_doc))
                 elif len(kept) < len(postings):
-                    columns: Columns = tuple(map(list, zip(*kept, strict=True)))  # type: ignore[assignment]
-                    updates.append(_row(tenant_id, term_id, first_doc, columns))
+                    updates.append(_row(tenant_id, term_id, first_doc, kept))
     dialect = session.dialect
     await run_batch(
         session,

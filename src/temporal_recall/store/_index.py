@@ -37,8 +37,6 @@ from collections.abc import Iterable, Sequence
 from itertools import chain, repeat
 from typing import Any, Literal
 
-import numpy as np
-
 from temporal_recall.content import load_message
 
 from ._blocks import NewPostings, add_postings
@@ -186,12 +184,8 @@ async def _create_documents(
     term_ids = await _intern(session, 'terms', (word for _, terms in new for word in terms.frequencies))
     hashes = [member.content_hash for member, _ in new]
     lengths = [terms.length for _, terms in new]
-    per_document = [len(terms.frequencies) for _, terms in new]
-    total = sum(per_document)
     ids_of = [[term_ids[word] for word in terms.frequencies] for _, terms in new]
     term_lists = [encode_term_ids(ids) for ids in ids_of]
-    doc_terms = np.fromiter(chain.from_iterable(ids_of), np.int64, total)
-    frequencies = np.fromiter((count for _, terms in new for count in terms.frequencies.values()), np.int64, total)
     roles = [terms.role for _, terms in new]
     if not session.dialect.binds_arrays:
         documents = [(tenant_id, *row, 1) for row in zip(hashes, lengths, term_lists, roles, strict=True)]
@@ -210,25 +204,22 @@ async def _create_documents(
         )
         ids = {bytes(row[1]): int(row[0]) for row in rows}
         created = {member.content_hash: (ids[member.content_hash], terms.length) for member, terms in new}
-    doc_ids = np.array([created[content][0] for content in hashes], dtype=np.int64)  # Ascending: creation order.
-    await add_postings(
-        session,
-        tenant_id,
-        NewPostings(
-            doc_terms,
-            np.repeat(doc_ids, per_document),
-            frequencies,
-            np.repeat(np.array(lengths, dtype=np.int64), per_document),
-        ),
+    per_document = [len(ids) for ids in ids_of]
+    doc_ids = [created[content][0] for content in hashes]  # Ascending: creation order.
+    postings = NewPostings(
+        list(chain.from_iterable(ids_of)),
+        list(chain.from_iterable(map(repeat, doc_ids, per_document))),
+        [count for _, terms in new for count in terms.frequencies.values()],
+        list(chain.from_iterable(map(repeat, lengths, per_document))),
     )
+    await add_postings(session, tenant_id, postings)
     # A document holds a term once, so a term's new document count is its number of new postings.
-    counted, counts = np.unique(doc_terms, return_counts=True)
     # Rows in term order, as every writer takes them, so two writers sharing terms cannot deadlock.
     await insert_rows(
         session,
         'term_documents',
         (('tenant_id', 'bigint'), ('term_id', 'bigint'), ('document_count', 'bigint')),
-        list(zip(repeat(tenant_id), counted.tolist(), counts.tolist())),
+        [(tenant_id, term_id, count) for term_id, count in sorted(Counter(postings.term_ids).items())],
         order_by='d.term_id',
         on_conflict='ON CONFLICT (tenant_id, term_id) DO UPDATE '
         'SET document_count = term_documents.document_count + excluded.document_count',
