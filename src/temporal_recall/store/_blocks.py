@@ -14,7 +14,7 @@ frequency and shortest length, one `(frequency, length)` pair that no posting of
 either (tantivy keeps the same bound per block). BM25 weight grows with frequency and falls with
 length for every `k1`, `b` and average length, so the pair's weight is an upper bound of the
 block's, for an exact top-k that skips blocks. A write merges it with the new postings by a maximum
-and a minimum, as arrays, without reading the block's postings. Stores written by version 7 hold
+and a minimum, without reading the block's postings. Stores written by version 7 hold
 the exact Pareto front instead (several pairs); both bound every posting, and a write replaces
 either with one pair. (Today's scope-wide search scores whole lists as arrays instead, see
 `search._plan._ranked_by_columns`: on real text almost every block of a common term can reach the
