@@ -242,11 +242,11 @@ def _rows_as_arrays(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> l
     firsts_of_terms = _run_starts(terms)
     per_term = np.diff(firsts_of_terms, append=count)
     room, tail_first, held_top, held_shortest = (np.zeros(len(per_term), dtype=np.int64) for _ in range(4))
-    if tails:
-        at = np.searchsorted(terms[firsts_of_terms], [int(tail[0]) for tail in tails])
-        tail_firsts = np.array([int(tail[1]) for tail in tails], dtype=np.int64)
+    if tails:  # The tails are of the write's own terms (`_open_tails` reads no other).
+        tail_terms, tail_firsts, tail_counts = np.array([tail[:3] for tail in tails], dtype=np.int64).T
+        at = np.searchsorted(terms[firsts_of_terms], tail_terms)
         fits = docs[firsts_of_terms + per_term - 1][at] - tail_firsts < _OFFSETS
-        room[at[fits]] = BLOCK - np.array([int(tail[2]) for tail in tails], dtype=np.int64)[fits]
+        room[at[fits]] = BLOCK - tail_counts[fits]
         tail_first[at] = tail_firsts
         held_top[at], held_shortest[at] = _held(tails)
     # A term's postings fill its tail's room, then blocks of BLOCK: block -1 is the tail.

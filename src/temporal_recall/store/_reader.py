@@ -160,8 +160,7 @@ async def postings(session: Session, target: SearchTarget, terms: Sequence[str])
     found: dict[str, list[Posting]] = {}
     for term_id, columns in stored.items():
         if members is not None:  # Only the target's documents become postings.
-            at = np.searchsorted(members, columns.doc_ids).clip(max=len(members) - 1)
-            keep = members[at] == columns.doc_ids
+            keep = np.isin(columns.doc_ids, members)
             columns = PostingColumns(columns.doc_ids[keep], columns.term_frequencies[keep], columns.lengths[keep])
         hits = postings_of(columns)
         if hits:
