@@ -1,4 +1,5 @@
-"""A scope-wide search that scores common terms as arrays answers exactly like the row-by-row ranking."""
+"""A search that scores posting lists as arrays (scope-wide over common terms, or in a conversation or run)
+answers exactly like the row-by-row ranking."""
 
 from __future__ import annotations
 
@@ -127,3 +128,58 @@ def test_array_sums_equal_the_row_sums_bit_for_bit(spread: int):
     expected = summed(dict(zip(docs.tolist(), weights.tolist(), strict=True)) for docs, weights in weighted)
     assert doc_ids.tolist() == sorted(expected)
     assert scores.tolist() == [expected[doc_id] for doc_id in sorted(expected)]
+
+
+@pytest.mark.parametrize('block', [3, 128], ids=['blocks-of-3', 'blocks-of-128'])
+async def test_a_conversation_or_run_scored_as_arrays_ranks_like_the_rows(
+    block: int, any_store_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    """A conversation's or a run's search scores its postings as arrays: the same documents, the same
+    scores bit for bit and the same tie order as `rank` over the same target's posting tuples."""
+    from temporal_recall.content import content_hash
+    from temporal_recall.search._bm25 import DEFAULT_PARAMETERS, rank
+
+    monkeypatch.setattr(_blocks, 'BLOCK', block)
+    rng = random.Random(block)
+    store = await open_store(any_store_url)
+    try:
+        for number in range(3):
+            last: ModelMessage | None = None
+            for run in range(2):  # Two appends per conversation, each its own run.
+                texts = [
+                    ' '.join(rng.choices(VOCABULARY[: rng.randint(3, 10)], k=rng.randint(1, 5))) for _ in range(60)
+                ]
+                messages = [ModelRequest(parts=[UserPromptPart(text)]) for text in texts]
+                await store.append(
+                    AppendRequest(
+                        conversation_id=f'c{number}',
+                        scope='tenant',
+                        idempotency_key=f'k{number}/{run}',
+                        base_length=60 * run,
+                        base_hash=None if last is None else content_hash(last),
+                        messages=messages,
+                        run_id=f'c{number}-run{run}',
+                    )
+                )
+                last = messages[-1]
+        targets = [SearchTarget(scope='tenant', conversation_id=f'c{n}') for n in range(3)] + [
+            SearchTarget(scope='tenant', conversation_id='c1', run_id='c1-run1'),
+            SearchTarget(scope='tenant', conversation_id=None, run_id='c2-run0'),
+        ]
+        queries = [rng.sample(VOCABULARY, rng.randint(1, 4)) for _ in range(15)]
+        compared = 0
+        for target in targets:
+            stats = await store.index_stats(target)
+            assert stats is not None and stats.document_count > 0
+            for terms in queries:
+                for limit in (1, 10, 50):
+                    ranked, _ = await _plan._ranked(store, target, stats, terms, DEFAULT_PARAMETERS, limit)  # pyright: ignore[reportPrivateUsage]
+                    expected = rank(stats, await store.postings(target, terms), terms, limit=limit)
+                    assert [(s.doc_id, s.score) for s in ranked] == [(s.doc_id, s.score) for s in expected], (
+                        target,
+                        terms,
+                    )
+                    compared += bool(expected)
+        assert compared > 100
+    finally:
+        await store.close()

@@ -79,7 +79,7 @@ def term_weights(
     term_idf: float, postings: Iterable[Posting], average_length: float, parameters: BM25Parameters
 ) -> dict[int, float]:
     """One term's contribution to the score of each document of `postings` (a term frequency of 0 or less
-    adds nothing): the single place the BM25 formula is written (`_plan._ranked_by_columns` evaluates
+    adds nothing): the single place the BM25 formula is written (`_plan._rank_columns` evaluates
     the same operations in the same order on arrays).
 
     One comprehension over the list rather than a call per posting: a common term has tens of

@@ -32,7 +32,7 @@ from temporal_recall.search._bm25 import (
 )
 from temporal_recall.search._query import parse_query
 from temporal_recall.search._results import SearchOptions, SearchResult
-from temporal_recall.store._protocol import BlockReader, IndexReader, IndexStats, SearchTarget
+from temporal_recall.store._protocol import BlockReader, IndexReader, IndexStats, PostingColumns, SearchTarget
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -129,10 +129,19 @@ async def _ranked(
         ranked = rank(stats, postings, terms, parameters=parameters, limit=limit, document_frequencies=frequencies)
         return ranked, sum(len(found) for found in postings.values())
     if isinstance(reader, BlockReader):
-        frequencies = await reader.document_frequencies(target, terms)
-        if frequencies is not None and any(count > LONG_POSTING_LIST for count in frequencies.values()):
-            ranked = await _ranked_by_columns(reader, target, stats, terms, parameters, limit, frequencies)
-            return ranked, sum(frequencies.values())
+        if target.conversation_id is not None or target.run_id is not None:
+            # A conversation's or a run's postings are few: read as arrays, scored at C speed.
+            columns = await reader.posting_columns(target, terms)
+            if columns is not None:
+                frequencies = {term: len(found.doc_ids) for term, found in columns.items()}
+                return _rank_columns(stats, columns, frequencies, terms, parameters, limit), sum(frequencies.values())
+        else:
+            frequencies = await reader.document_frequencies(target, terms)
+            if frequencies is not None and any(count > LONG_POSTING_LIST for count in frequencies.values()):
+                columns = await reader.posting_columns(target, [term for term in terms if term in frequencies])
+                assert columns is not None  # the same target answered document_frequencies
+                ranked = _rank_columns(stats, columns, frequencies, terms, parameters, limit)
+                return ranked, sum(frequencies.values())
     postings = await reader.postings(target, terms)
     ranked = rank(stats, postings, terms, parameters=parameters, limit=limit)
     return ranked, sum(len(found) for found in postings.values())
@@ -178,18 +187,19 @@ def _summed(
     return doc_ids, scores
 
 
-async def _ranked_by_columns(
-    reader: BlockReader,
-    target: SearchTarget,
+def _rank_columns(
     stats: IndexStats,
+    columns: dict[str, PostingColumns],
+    frequencies: dict[str, int],
     terms: Sequence[str],
     parameters: BM25Parameters,
     limit: int,
-    frequencies: dict[str, int],
 ) -> list[ScoredDocument]:
-    """The exact BM25 top-k of a scope-wide search, scored as arrays: `rank`'s answer, at C speed.
+    """The exact BM25 top-k of posting lists read as arrays (`BlockReader.posting_columns`): `rank`'s
+    answer, at C speed. `frequencies` are the terms' document frequencies over the target.
 
-    A common term's list holds most of the tenant, and the block bounds (`_blocks`) cannot skip much
+    Used for every conversation or run, and for a scope-wide search over a common term. There, a
+    common term's list holds most of the tenant, and the block bounds (`_blocks`) cannot skip much
     of it: measured on the benchmark's 100k corpus, the documents whose bound (the sum of the best
     weights of the blocks around them) reaches the page's tenth score are 7% to 97% of those holding
     any query term, 68% at the median, because in every block of 64 some document weighs near the
@@ -199,10 +209,10 @@ async def _ranked_by_columns(
     first, so every score is bitwise the one `rank` computes from the same postings, and the order
     (score, then smaller `doc_id`) is the same.
     """
+    if stats.document_count <= 0:
+        return []  # As `rank`: an empty target (or one emptied since its stats were read) ranks nothing.
     order = [term for term in dict.fromkeys(terms) if term in frequencies]
-    columns = await reader.posting_columns(target, order)
-    assert columns is not None  # the same target answered document_frequencies
-    average_length = stats.total_length / stats.document_count if stats.document_count else 0.0
+    average_length = stats.total_length / stats.document_count
     k1, b = parameters.k1, parameters.b
     weighted: list[tuple[NDArray[np.int64], NDArray[np.float64]]] = []
     for term in order:

@@ -17,8 +17,8 @@ Engine (backend-neutral, runs on a `_session.Session`):
   tenants, runs), `_blocks` (posting lists in blocks: the layout, its reads and writes),
   `_membership` (a conversation's index membership, release, `rebuild_index`),
   `_bulk` (batches of rows: one `unnest` on PostgreSQL, one statement per row on SQLite's thread).
-- Reading: `_reader` (targets, stats, postings, documents), `_columns` (whole posting lists as arrays
-  for a scope-wide search), `_occurrences` and `_context` (where a hit was said, and its neighbours),
+- Reading: `_reader` (targets, stats, posting lists as arrays, documents), `_occurrences` and
+  `_context` (where a hit was said, and its neighbours),
   `_log` (records, entries, histories, deleting a conversation).
 - `_bodies` (the payload codec's message bodies: put, get, touch, stats, prune), `_integrity` (the
   integrity check), `_checks` (input validation), `_statements` (shared statements),

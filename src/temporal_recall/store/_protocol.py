@@ -174,7 +174,7 @@ class Posting(NamedTuple):
 
 
 class PostingColumns(NamedTuple):
-    """A posting list as three aligned arrays, ascending `doc_ids`: what a scope-wide search scores at C speed."""
+    """A posting list as three aligned arrays, ascending `doc_ids`: what a search scores at C speed."""
 
     doc_ids: NDArray[np.int64]
     term_frequencies: NDArray[np.uint32]
@@ -225,18 +225,20 @@ class IndexReader(Protocol):
 
 @runtime_checkable
 class BlockReader(IndexReader, Protocol):
-    """Reads that let a scope-wide search score long posting lists as arrays rather than row by row.
+    """Reads that let a search score posting lists as arrays rather than row by row.
 
-    Each returns `None` for a target it does not serve (a conversation, a run or a role); the search
-    then reads whole posting lists (`IndexReader.postings`).
+    Each returns `None` for a target it does not serve; the search then reads posting lists as
+    tuples (`IndexReader.postings`).
     """
 
     async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
-        """How many of the target's documents hold each term (terms in none are left out)."""
+        """How many of the target's documents hold each term (terms in none are left out), from counters
+        kept at write time; `None` for a target narrower than its tenant (a conversation, a run, a role)."""
         ...
 
     async def posting_columns(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, PostingColumns] | None:
-        """Each term's whole posting list in the target, as arrays (terms in no document are left out)."""
+        """Each term's postings among the target's documents, as arrays (terms in no document are left out):
+        the same postings as `IndexReader.postings`."""
         ...
 
 

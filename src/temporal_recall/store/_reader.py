@@ -1,4 +1,4 @@
-"""The search reads (`IndexReader`): stats, posting lists and document rows for a `SearchTarget`, on any backend.
+"""The search reads (`IndexReader`, `BlockReader`): stats, postings and document rows for a `SearchTarget`.
 
 Scope confinement is this module's first rule: every statement enforces the target in SQL (tenant,
 conversation membership, run, role), so a row outside the target is never read, let alone filtered
@@ -7,9 +7,11 @@ otherwise the reader answers exactly as if it did not exist. Both backends give 
 (same rows, same order), which is what makes `search_history` rank the same hits with the same
 scores on both.
 
-Every statement is written once for both backends: the target's resolution, the stats, the
-document rows (one statement that resolves its target itself, `_TARGET`, with the join order as the
-only dialect switch) and the posting lists. A target spanning its whole tenant reads each query
+Every statement is written once for both backends: the target's resolution together with the
+query terms' ids and counters (`_RESOLVE`), the stats, the document rows (one statement that
+resolves its target itself, `_TARGET`, with the join order as the only dialect switch) and the
+posting lists. Posting lists are read as arrays (`posting_columns`), which the search scores at C
+speed; `postings` turns them into tuples. A target spanning its whole tenant reads each query
 term's blocks whole (`_blocks.read_blocks`); a narrower one (a conversation, a run, a role) first
 reads its documents' ids as one array, then only the blocks around them, every term in one
 statement (`_blocks.read_overlapping`), and keeps the postings of its own documents.
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._blocks import BLOCK, postings_of, read_blocks, read_overlapping
 from ._context import hits_query
@@ -30,7 +33,7 @@ from ._protocol import DocumentRow, IndexStats, Posting, PostingColumns, SearchT
 from ._serialization import document_rows, scope_key
 from ._session import Dialect, Session
 
-__all__ = ('Target', 'documents', 'index_stats', 'postings', 'resolve')
+__all__ = ('Target', 'document_frequencies', 'documents', 'index_stats', 'posting_columns', 'postings', 'resolve')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,24 +53,39 @@ class Target:
     tenant_document_count: int
 
 
-async def resolve(session: Session, target: SearchTarget) -> Target | None:
-    """The target's keys, in one statement; `None` when nothing can match (unknown tenant, conversation or run)."""
-    row = await session.one(
-        'SELECT t.tenant_id, t.document_count, t.total_length, c.conv_key, c.document_count, c.total_length, '
-        '(SELECT r.run_key FROM runs r WHERE r.run_id = $3) '
-        'FROM tenants t LEFT JOIN conversations c ON c.conversation_id = $2 AND c.tenant_id = t.tenant_id '
-        'WHERE t.scope_key = $1',
-        *_target_params(target),
-    )
-    if row is None:
+_RESOLVE = (
+    'SELECT t.tenant_id, t.document_count, t.total_length, c.conv_key, c.document_count, c.total_length, '
+    '(SELECT r.run_key FROM runs r WHERE r.run_id = $3), w.term, w.term_id, (SELECT s.document_count '
+    'FROM term_documents s WHERE s.tenant_id = t.tenant_id AND s.term_id = w.term_id) '
+    'FROM tenants t LEFT JOIN conversations c ON c.conversation_id = $2 AND c.tenant_id = t.tenant_id '
+    'LEFT JOIN ({terms} {join} terms w ON w.term = value) ON true '
+    'WHERE t.scope_key = $1'
+)
+"""The target's keys and counters, one row per query term ($4) known to the store (one row with NULL
+terms when none is): from the query's few terms to their ids and tenant counts, never the reverse."""
+
+TermRow = tuple[str, int, int]
+"""A query term the target's tenant holds: `(term, term_id, tenant document count)`."""
+
+
+async def resolve(
+    session: Session, target: SearchTarget, terms: Sequence[str] = ()
+) -> tuple[Target, list[TermRow]] | None:
+    """The target's keys, and those of the `terms` its tenant holds, in one statement; `None` when
+    nothing can match (unknown tenant, conversation or run)."""
+    dialect = session.dialect
+    sql = _RESOLVE.format(terms=dialect.each(4, 'text'), join=dialect.join_in_order)
+    rows = await session.rows(sql, *_target_params(target), dialect.array(dict.fromkeys(terms)))
+    if not rows:
         return None
+    row = rows[0]
     filtered = target.run_id is not None
     if filtered and row[6] is None:
         return None
     own = target.conversation_id is not None
     if own and row[3] is None:
         return None
-    return Target(
+    resolved = Target(
         tenant_id=row[0],
         conv_key=row[3],
         run_key=row[6],
@@ -77,6 +95,7 @@ async def resolve(session: Session, target: SearchTarget) -> Target | None:
         total_length=row[5] if own else row[2],
         tenant_document_count=row[1],
     )
+    return resolved, [(str(row[7]), int(row[8]), int(row[9])) for row in rows if row[9]]
 
 
 def _target_params(target: SearchTarget) -> tuple[object, ...]:
@@ -85,8 +104,8 @@ def _target_params(target: SearchTarget) -> tuple[object, ...]:
 
 
 async def index_stats(session: Session, target: SearchTarget) -> IndexStats | None:
-    resolved = await resolve(session, target)
-    if resolved is None:
+    found = await resolve(session, target)
+    if found is None:
         # Fail closed: a conversation outside the scope is reported exactly like a missing one.
         exists = target.conversation_id is None or await session.one(
             'SELECT 1 FROM conversations c JOIN tenants t ON t.tenant_id = c.tenant_id '
@@ -95,6 +114,7 @@ async def index_stats(session: Session, target: SearchTarget) -> IndexStats | No
             scope_key(target.scope),
         )
         return IndexStats(document_count=0, total_length=0) if exists else None
+    resolved = found[0]
     if not resolved.filtered:
         return IndexStats(document_count=resolved.document_count, total_length=resolved.total_length)
     if resolved.conv_key is not None:
@@ -116,8 +136,24 @@ async def index_stats(session: Session, target: SearchTarget) -> IndexStats | No
     return IndexStats(document_count=int(row[0]), total_length=int(row[1]))
 
 
+async def document_frequencies(session: Session, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
+    """How many of the tenant's documents hold each term, for a target spanning its tenant (`None` for
+    a narrower one, or an unknown tenant): the counters kept at write time, no posting read."""
+    if target.conversation_id is not None or target.run_id is not None or target.role is not None:
+        return None
+    found = await resolve(session, target, terms)
+    return None if found is None else {term: count for term, _, count in found[1]}
+
+
 async def postings(session: Session, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
-    """Each term's postings among the target's documents, in `doc_id` order (terms with none are left out).
+    """Each term's postings among the target's documents, in `doc_id` order (terms with none are left out)."""
+    found = await posting_columns(session, target, terms)
+    return {term: postings_of(columns) for term, columns in found.items()}
+
+
+async def posting_columns(session: Session, target: SearchTarget, terms: Sequence[str]) -> dict[str, PostingColumns]:
+    """Each term's postings among the target's documents as arrays, in `doc_id` order (terms with none
+    are left out, the others in the order of `terms`).
 
     A target narrower than its tenant (a conversation, a run, a role) first reads its documents'
     ids, then only the blocks that can hold them (`_blocks.read_overlapping`): the cost follows the
@@ -127,45 +163,31 @@ async def postings(session: Session, target: SearchTarget, terms: Sequence[str])
     wanted = list(dict.fromkeys(terms))
     if not wanted:
         return {}
-    resolved = await resolve(session, target)
-    if resolved is None:
+    found = await resolve(session, target, wanted)
+    if found is None or not found[1]:
         return {}
-    dialect = session.dialect
-    join = dialect.join_in_order
-    term_rows = await session.rows(
-        # From the query's few terms to their ids and counts, never the reverse.
-        f'SELECT t.term, t.term_id, s.document_count FROM {dialect.each(2, "text")} {join} terms t '  # noqa: S608
-        f'ON t.term = value {join} term_documents s ON s.tenant_id = $1 AND s.term_id = t.term_id',
-        resolved.tenant_id,
-        dialect.array(wanted),
-    )
-    if not term_rows:
-        return {}
-    names = {int(term_id): str(term) for term, term_id, _ in term_rows}
+    resolved, term_rows = found
+    names = {term_id: term for term, term_id, _ in term_rows}
     allowed = await _documents_of(session, resolved)
     if allowed is None:
         stored = await read_blocks(session, resolved.tenant_id, list(names))
-    elif not allowed:
+    elif not len(allowed):
         return {}
     else:
         spans = _spans(allowed)
         # A term in fewer blocks than the target has ranges is read whole: one range over every id.
         ranges = [
-            (int(term_id), low, high)
+            (term_id, low, high)
             for _, term_id, count in term_rows
             for low, high in (spans if len(spans) <= count // BLOCK else [(0, _EVERY_ID)])
         ]
         stored = await read_overlapping(session, resolved.tenant_id, ranges)
-    members = None if allowed is None else np.array(allowed, dtype=np.int64)
-    found: dict[str, list[Posting]] = {}
-    for term_id, columns in stored.items():
-        if members is not None:  # Only the target's documents become postings.
-            keep = np.isin(columns.doc_ids, members)
-            columns = PostingColumns(columns.doc_ids[keep], columns.term_frequencies[keep], columns.lengths[keep])
-        hits = postings_of(columns)
-        if hits:
-            found[names[term_id]] = hits
-    return {term: found[term] for term in wanted if term in found}
+        for term_id, columns in stored.items():  # Only the target's documents are kept.
+            doc_ids, frequencies, lengths = columns
+            keep = np.isin(doc_ids, allowed)
+            stored[term_id] = PostingColumns(doc_ids[keep], frequencies[keep], lengths[keep])
+    by_name = {names[term_id]: columns for term_id, columns in stored.items() if len(columns.doc_ids)}
+    return {term: by_name[term] for term in wanted if term in by_name}
 
 
 _SPAN_GAP = BLOCK
@@ -175,17 +197,12 @@ _EVERY_ID = 2**62
 """Above every document id (they are 64-bit and allocated from 1)."""
 
 
-def _spans(doc_ids: Sequence[int]) -> list[tuple[int, int]]:
+def _spans(doc_ids: NDArray[np.int64]) -> list[tuple[int, int]]:
     """Sorted `doc_ids` as `(low, high)` ranges, split where two neighbours lie more than `_SPAN_GAP` apart."""
-    spans: list[tuple[int, int]] = []
-    low = high = doc_ids[0]
-    for doc_id in doc_ids[1:]:
-        if doc_id - high > _SPAN_GAP:
-            spans.append((low, high))
-            low = doc_id
-        high = doc_id
-    spans.append((low, high))
-    return spans
+    breaks = np.flatnonzero(np.diff(doc_ids) > _SPAN_GAP)
+    lows = doc_ids[np.concatenate(([0], breaks + 1))].tolist()
+    highs = doc_ids[np.concatenate((breaks, [len(doc_ids) - 1]))].tolist()
+    return list(zip(lows, highs, strict=True))
 
 
 _MEMBERS = 'SELECT m.doc_id AS value FROM conversation_documents m '
@@ -193,7 +210,7 @@ _OF_DOCUMENTS = 'JOIN documents d ON d.doc_id = m.doc_id '
 """A narrowed target's documents: memberships, joined to their documents where the tenant or the role is checked."""
 
 
-async def _documents_of(session: Session, resolved: Target) -> list[int] | None:
+async def _documents_of(session: Session, resolved: Target) -> NDArray[np.int64] | None:
     """The sorted ids of the target's documents; `None` when they are all of its tenant's."""
     role = resolved.role is not None
     conditions: list[str] = []
@@ -222,7 +239,7 @@ async def _documents_of(session: Session, resolved: Target) -> list[int] | None:
         where('d.role = {}', resolved.role)
     dialect = session.dialect
     value = await session.value(f'SELECT {dialect.array_of(select + " AND ".join(conditions))}', *params)
-    return sorted(int(doc_id) for doc_id in dialect.read_array(value))
+    return np.sort(np.array(dialect.read_array(value), dtype=np.int64))
 
 
 # --- Document rows: one statement on both backends ---------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, NoReturn, Self
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 from pydantic_ai.exceptions import UserError
 
-from . import _append, _columns, _entries, _log, _reader, _write
+from . import _append, _entries, _log, _reader, _write
 from ._bodies import BodyEngine, StoredBodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._index import lock_tenants
@@ -240,10 +240,10 @@ class EngineStore(CheckedStore, StoredBodies):
         )
 
     async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
-        return await self._search(lambda s: _columns.document_frequencies(s, target, terms))
+        return await self._search(lambda s: _reader.document_frequencies(s, target, terms))
 
     async def posting_columns(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, PostingColumns] | None:
-        return await self._search(lambda s: _columns.posting_columns(s, target, terms))
+        return await self._search(lambda s: _reader.posting_columns(s, target, terms))
 
     # --- Maintenance ------------------------------------------------------------------------------
 
