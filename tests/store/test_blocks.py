@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from temporal_recall.store import Posting, _blocks
+from temporal_recall.store import Posting, _block_writes, _blocks
 
 
 def _row(term_id: int, postings: list[Posting]) -> tuple[int, int, bytes]:
@@ -59,7 +59,7 @@ def test_a_write_is_placed_alike_in_python_and_as_arrays(block: int, monkeypatch
             for doc_id, length in ((doc_id, rng.randint(1, 400)) for doc_id in docs)
             for term_id in rng.sample(range(1, 30), rng.randint(1, 12))
         ]
-        new = _blocks.NewPostings(*(list(column) for column in zip(*flat, strict=True)))
+        new = _block_writes.NewPostings(*(list(column) for column in zip(*flat, strict=True)))
         tails = []
         written = sorted(set(new.term_ids))  # The read of open tails asks for the write's terms only.
         for term_id in sorted(rng.sample(written, rng.randint(0, len(written)))):
@@ -67,6 +67,6 @@ def test_a_write_is_placed_alike_in_python_and_as_arrays(block: int, monkeypatch
             pairs = [(rng.randint(1, 9), rng.randint(1, 400)) for _ in range(rng.randint(1, 3))]
             front = struct.pack(f'<{2 * len(pairs)}I', *(value for pair in pairs for value in pair))
             tails.append((term_id, first_doc, rng.randint(1, block - 1), front))
-        in_python = _blocks._rows_in_python(1, new, tails)  # pyright: ignore[reportPrivateUsage]
-        assert in_python == _blocks._rows_as_arrays(1, new, tails)  # pyright: ignore[reportPrivateUsage]
+        in_python = _block_writes._rows_in_python(1, new, tails)  # pyright: ignore[reportPrivateUsage]
+        assert in_python == _block_writes._rows_as_arrays(1, new, tails)  # pyright: ignore[reportPrivateUsage]
         assert sum(row[4] for row in in_python) == len(flat)

@@ -14,7 +14,8 @@ Engine (backend-neutral, runs on a `_session.Session`):
   `BodyStore`, `RecallStore`) and their dataclasses.
 - Writing: `_append` (a delta: attach point, hash check, idempotency, fences, revision), `_write`
   (`write_record`), `_entries` (the log's rows), `_index` (documents, postings, per-term counts,
-  tenants, runs), `_blocks` (posting lists in blocks: the layout, its reads and writes),
+  tenants, runs), `_blocks` (posting lists in blocks: the layout, its encoding, its reads),
+  `_block_writes` (adding postings to their blocks, taking documents out),
   `_membership` (a conversation's index membership, release, `rebuild_index`),
   `_bulk` (batches of rows: one `unnest` on PostgreSQL, one statement per row on SQLite's thread).
 - Reading: `_reader` (targets, stats, posting lists as arrays, documents), `_occurrences` and

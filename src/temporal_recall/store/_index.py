@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from temporal_recall.content import load_message
 
-from ._blocks import NewPostings, add_postings
+from ._block_writes import NewPostings, add_postings
 from ._bulk import CHUNK, insert_rows, run_batch
 from ._rows import Member
 from ._serialization import IndexTerms, encode_term_ids, index_terms, scope_key
@@ -177,7 +177,7 @@ async def _create_documents(
     A new document is created for the member about to join it, so it starts with one reference. The
     tenant's counters are the caller's (`_join`). Where the dialect `binds_arrays`, one statement
     inserts the documents, which take their ids from the identity as `unnest` yields them, in
-    `new`'s order. The postings go to their terms' blocks (`_blocks`).
+    `new`'s order. The postings go to their terms' blocks (`_block_writes`).
     """
     if not new:
         return {}

@@ -15,7 +15,7 @@ from itertools import groupby
 
 from temporal_recall.text._analyzer import ANALYZER
 
-from ._blocks import remove_postings
+from ._block_writes import remove_postings
 from ._bulk import delete_rows, run_batch
 from ._index import CHUNK, add_members
 from ._rows import Member
