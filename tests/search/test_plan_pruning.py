@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import _plan
@@ -131,11 +131,13 @@ def test_array_sums_equal_the_row_sums_bit_for_bit(spread: int):
 
 
 @pytest.mark.parametrize('block', [3, 128], ids=['blocks-of-3', 'blocks-of-128'])
-async def test_a_conversation_or_run_scored_as_arrays_ranks_like_the_rows(
+async def test_a_narrowed_search_scored_as_arrays_ranks_like_the_rows(
     block: int, any_store_url: str, monkeypatch: pytest.MonkeyPatch
 ):
-    """A conversation's or a run's search scores its postings as arrays: the same documents, the same
-    scores bit for bit and the same tie order as `rank` over the same target's posting tuples."""
+    """A conversation's, a run's or a role's search scores its postings as arrays: the same documents,
+    the same scores bit for bit and the same tie order as `rank` over the same target's posting tuples."""
+    from dataclasses import replace
+
     from temporal_recall.content import content_hash
     from temporal_recall.search._bm25 import DEFAULT_PARAMETERS, rank
 
@@ -149,7 +151,10 @@ async def test_a_conversation_or_run_scored_as_arrays_ranks_like_the_rows(
                 texts = [
                     ' '.join(rng.choices(VOCABULARY[: rng.randint(3, 10)], k=rng.randint(1, 5))) for _ in range(60)
                 ]
-                messages = [ModelRequest(parts=[UserPromptPart(text)]) for text in texts]
+                messages: list[ModelMessage] = [
+                    ModelRequest(parts=[UserPromptPart(text)]) if n % 3 else ModelResponse(parts=[TextPart(text)])
+                    for n, text in enumerate(texts)
+                ]
                 await store.append(
                     AppendRequest(
                         conversation_id=f'c{number}',
@@ -165,6 +170,8 @@ async def test_a_conversation_or_run_scored_as_arrays_ranks_like_the_rows(
         targets = [SearchTarget(scope='tenant', conversation_id=f'c{n}') for n in range(3)] + [
             SearchTarget(scope='tenant', conversation_id='c1', run_id='c1-run1'),
             SearchTarget(scope='tenant', conversation_id=None, run_id='c2-run0'),
+            SearchTarget(scope='tenant', conversation_id='c0', role='user'),
+            SearchTarget(scope='tenant', conversation_id=None, role='assistant'),
         ]
         queries = [rng.sample(VOCABULARY, rng.randint(1, 4)) for _ in range(15)]
         compared = 0
@@ -174,7 +181,12 @@ async def test_a_conversation_or_run_scored_as_arrays_ranks_like_the_rows(
             for terms in queries:
                 for limit in (1, 10, 50):
                     ranked, _ = await _plan._ranked(store, target, stats, terms, DEFAULT_PARAMETERS, limit)  # pyright: ignore[reportPrivateUsage]
-                    expected = rank(stats, await store.postings(target, terms), terms, limit=limit)
+                    unfiltered = None
+                    if target.role is not None:  # A role's hits rank with the idf of the whole target.
+                        whole = await store.postings(replace(target, role=None), terms)
+                        unfiltered = {term: len(found) for term, found in whole.items()}
+                    postings = await store.postings(target, terms)
+                    expected = rank(stats, postings, terms, limit=limit, document_frequencies=unfiltered)
                     assert [(s.doc_id, s.score) for s in ranked] == [(s.doc_id, s.score) for s in expected], (
                         target,
                         terms,

@@ -1,9 +1,10 @@
 """The search plan: one search over the persisted history, shared by the activity, the model tool, the CLI and the API.
 
 It decides which postings to read, through the store's reader protocol (`IndexReader`, and
-`BlockReader` where a backend reads whole posting lists as arrays), and hands them to the pure
-ranking of this package: a conversation-driven search reads the postings of its documents, a
-scope-wide search over a common term scores whole lists as arrays (the same arithmetic as `rank`).
+`BlockReader` where a backend reads posting lists as arrays), and ranks them: a search narrowed to a
+conversation, a run or a role reads the postings of its documents, a scope-wide search over a common
+term reads whole lists, and both are scored as arrays (`_rank_columns`, the same arithmetic as the
+pure `rank`); a scope-wide search of rare terms ranks their few postings with `rank`.
 The backend only fetches rows, so SQLite and PostgreSQL give the same answers by construction.
 
 This module awaits the store and records metrics, so `temporal_recall.search` does not import it:
@@ -123,28 +124,46 @@ async def _ranked(
     limit: int,
 ) -> tuple[list[ScoredDocument], int]:
     """The exact top `limit` documents, and how many documents matched at all (an upper bound)."""
-    if target.role is not None:
-        postings = await reader.postings(target, terms)
-        frequencies = await _unfiltered_frequencies(reader, replace(target, role=None), terms)
-        ranked = rank(stats, postings, terms, parameters=parameters, limit=limit, document_frequencies=frequencies)
-        return ranked, sum(len(found) for found in postings.values())
     if isinstance(reader, BlockReader):
-        if target.conversation_id is not None or target.run_id is not None:
-            # A conversation's or a run's postings are few: read as arrays, scored at C speed.
-            columns = await reader.posting_columns(target, terms)
-            if columns is not None:
-                frequencies = {term: len(found.doc_ids) for term, found in columns.items()}
-                return _rank_columns(stats, columns, frequencies, terms, parameters, limit), sum(frequencies.values())
-        else:
-            frequencies = await reader.document_frequencies(target, terms)
-            if frequencies is not None and any(count > LONG_POSTING_LIST for count in frequencies.values()):
-                columns = await reader.posting_columns(target, [term for term in terms if term in frequencies])
-                assert columns is not None  # the same target answered document_frequencies
-                ranked = _rank_columns(stats, columns, frequencies, terms, parameters, limit)
-                return ranked, sum(frequencies.values())
+        found = await _ranked_as_arrays(reader, target, stats, terms, parameters, limit)
+        if found is not None:
+            return found
     postings = await reader.postings(target, terms)
-    ranked = rank(stats, postings, terms, parameters=parameters, limit=limit)
+    frequencies = None
+    if target.role is not None:
+        frequencies = await _unfiltered_frequencies(reader, replace(target, role=None), terms)
+    ranked = rank(stats, postings, terms, parameters=parameters, limit=limit, document_frequencies=frequencies)
     return ranked, sum(len(found) for found in postings.values())
+
+
+async def _ranked_as_arrays(
+    reader: BlockReader,
+    target: SearchTarget,
+    stats: IndexStats,
+    terms: Sequence[str],
+    parameters: BM25Parameters,
+    limit: int,
+) -> tuple[list[ScoredDocument], int] | None:
+    """`_ranked`'s answer from posting lists read as arrays; `None` where rows serve better (a scope-wide
+    search whose terms all have short lists: a rare id is a posting or two) or the reader declines."""
+    if target.conversation_id is None and target.run_id is None and target.role is None:
+        frequencies = await reader.document_frequencies(target, terms)
+        if frequencies is None or all(count <= LONG_POSTING_LIST for count in frequencies.values()):
+            return None
+        columns = await reader.posting_columns(target, [term for term in terms if term in frequencies])
+        if columns is None:
+            return None
+        return _rank_columns(stats, columns, frequencies, terms, parameters, limit), sum(frequencies.values())
+    # A conversation's, a run's or a role's postings: read around the target's documents only.
+    columns = await reader.posting_columns(target, terms)
+    if columns is None:
+        return None
+    frequencies = {term: len(found.doc_ids) for term, found in columns.items()}
+    matched = sum(frequencies.values())
+    if target.role is not None:  # Ranked with the idf of the whole target, as `rank` is given it.
+        unfiltered = await _unfiltered_frequencies(reader, replace(target, role=None), terms)
+        frequencies = {term: unfiltered.get(term, count) for term, count in frequencies.items()}
+    return _rank_columns(stats, columns, frequencies, terms, parameters, limit), matched
 
 
 async def _unfiltered_frequencies(reader: IndexReader, target: SearchTarget, terms: Sequence[str]) -> dict[str, int]:
@@ -155,6 +174,9 @@ async def _unfiltered_frequencies(reader: IndexReader, target: SearchTarget, ter
         frequencies = await reader.document_frequencies(target, terms)
         if frequencies is not None:
             return frequencies
+        columns = await reader.posting_columns(target, terms)
+        if columns is not None:
+            return {term: len(found.doc_ids) for term, found in columns.items()}
     return {term: len(found) for term, found in (await reader.postings(target, terms)).items()}
 
 
