@@ -16,6 +16,8 @@ from temporal_recall.search import _plan
 from temporal_recall.search._plan import search_history
 from temporal_recall.store import AppendRequest, DeltaWriter, SearchTarget, SqliteConversationStore, _blocks, open_store
 
+from ..store._support import RowsReader
+
 VOCABULARY = ['the', 'a', 'order', 'refund', 'paris', 'invoice', 'late', 'box', 'blue', 'x']
 
 
@@ -54,9 +56,7 @@ async def test_array_ranking_equals_the_row_ranking(
         queries = [' '.join(rng.sample(VOCABULARY, rng.randint(1, 3))) for _ in range(25)]
         for limit in (1, 3, 10):
             requests = [SearchRequest(query=q, scope='tenant', all_conversations=True, limit=limit) for q in queries]
-            monkeypatch.setattr(_plan, 'LONG_POSTING_LIST', 10**9)
-            full = [await search_history(store, request) for request in requests]
-            monkeypatch.setattr(_plan, 'LONG_POSTING_LIST', 3)
+            full = [await search_history(RowsReader(store), request) for request in requests]
             pruned = [await search_history(store, request) for request in requests]
             for a, b in zip(full, pruned, strict=True):
                 assert [(h.entry_id, h.score) for h in a.hits] == [(h.entry_id, h.score) for h in b.hits]
@@ -67,7 +67,7 @@ async def test_array_ranking_equals_the_row_ranking(
 async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
     any_store_url: str, monkeypatch: pytest.MonkeyPatch
 ):
-    """At the real thresholds: common terms in thousands of documents (dozens of blocks each), lengths
+    """At the real block size: common terms in thousands of documents (dozens of blocks each), lengths
     from a handful of values so scores tie in long runs, and a rare term among common ones."""
     rng = random.Random(18)
     common = ['order', 'refund', 'invoice']
@@ -86,7 +86,7 @@ async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
             await _new_conversation(store, number, [ModelRequest(parts=[UserPromptPart(text)]) for text in texts])
         frequencies = await store.document_frequencies(SearchTarget(scope='tenant', conversation_id=None), common)
         assert frequencies is not None
-        assert min(frequencies.values()) > 2 * _plan.LONG_POSTING_LIST  # the block path is taken
+        assert min(frequencies.values()) > 30 * _blocks.BLOCK  # dozens of blocks per common term
         queries = ['order', 'order refund', 'refund invoice order', 'a1042 order refund', 'a1042 invoice', 'blue order']
         array_reads = 0
         posting_columns = store.posting_columns
@@ -101,12 +101,11 @@ async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
             with monkeypatch.context() as patched:
                 patched.setattr(store, 'posting_columns', counted)
                 pruned = [await search_history(store, request) for request in requests]
-                patched.setattr(_plan, 'LONG_POSTING_LIST', 10**9)
-                full = [await search_history(store, request) for request in requests]
+            full = [await search_history(RowsReader(store), request) for request in requests]
             for query, a, b in zip(queries, full, pruned, strict=True):
                 assert len(a.hits) == limit, query
                 assert [(h.entry_id, h.score) for h in a.hits] == [(h.entry_id, h.score) for h in b.hits], query
-        assert array_reads == 3 * len(queries)  # every search at the real threshold scored arrays
+        assert array_reads == 3 * len(queries)  # every search of the store scored arrays
     finally:
         await store.close()
 

@@ -20,6 +20,7 @@ from pydantic_ai.conversation_store import ConversationStore, InMemoryConversati
 from temporal_recall.content import content_hash
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
 from temporal_recall.store._blocks import decode
+from temporal_recall.store._protocol import DocumentRow, IndexReader, IndexStats, Posting, SearchTarget
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[ConversationStore]]
 AnyStore = SqliteConversationStore | PostgresConversationStore
@@ -325,3 +326,20 @@ async def rows_of(store: AnyStore, sql: str) -> list[tuple[Any, ...]]:
         with closing(sqlite3.connect(store.path)) as db:
             return db.execute(sql).fetchall()
     return await _pg_rows(store, sql)
+
+
+class RowsReader:
+    """A store seen only as an `IndexReader` (no `BlockReader`): the search then ranks posting tuples
+    with the pure `rank`, the reference the array scoring must match bit for bit."""
+
+    def __init__(self, store: IndexReader) -> None:
+        self._store = store
+
+    async def index_stats(self, target: SearchTarget) -> IndexStats | None:
+        return await self._store.index_stats(target)
+
+    async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
+        return await self._store.postings(target, terms)
+
+    async def documents(self, target: SearchTarget, doc_ids: Sequence[int], **options: Any) -> list[DocumentRow]:
+        return await self._store.documents(target, doc_ids, **options)

@@ -28,11 +28,11 @@ from pydantic_ai.usage import RunUsage
 from temporal_recall.content import content_hash
 from temporal_recall.errors import RecallError
 from temporal_recall.models import SearchRequest
-from temporal_recall.search import SearchResult, _plan
+from temporal_recall.search import SearchResult
 from temporal_recall.search._plan import BlockReader, search_history
-from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
+from temporal_recall.store import AppendRequest, IndexReader, PostgresConversationStore, SqliteConversationStore
 
-from ._support import AT, AnyStore, PostgresSite, postgres_url, problems_of
+from ._support import AT, AnyStore, PostgresSite, RowsReader, postgres_url, problems_of
 
 pytestmark = pytest.mark.postgres
 
@@ -192,7 +192,7 @@ async def entry_labels(store: AnyStore, conversations: list[tuple[str, str | Non
     return labels
 
 
-async def answer(store: AnyStore, request: SearchRequest, labels: dict[str, str]) -> SearchResult | str:
+async def answer(store: IndexReader, request: SearchRequest, labels: dict[str, str]) -> SearchResult | str:
     try:
         result = await search_history(store, request)
     except RecallError as error:
@@ -240,10 +240,10 @@ async def test_search_history_is_identical_on_sqlite_and_postgres(
 
 
 async def test_array_scored_scope_wide_search_is_identical(
-    pair: tuple[SqliteConversationStore, PostgresConversationStore], monkeypatch: pytest.MonkeyPatch
+    pair: tuple[SqliteConversationStore, PostgresConversationStore],
 ) -> None:
-    """Scope-wide searches scored as arrays (forced with a tiny `LONG_POSTING_LIST`) agree
-    between the backends, and with a full read of every posting list."""
+    """Scope-wide searches scored as arrays agree between the backends, and with `rank` over every
+    posting list read as tuples (`RowsReader`)."""
     sqlite, postgres = pair
     assert isinstance(postgres, BlockReader) and isinstance(sqlite, BlockReader)
     conversations = await write_corpus([sqlite, postgres], 4)
@@ -254,9 +254,7 @@ async def test_array_scored_scope_wide_search_is_identical(
         for limit in (1, 3, 10)
         for _ in range(20)
     ]
-    monkeypatch.setattr(_plan, 'LONG_POSTING_LIST', 10**9)
-    full = [await answer(sqlite, request, labels[sqlite]) for request in scoped]
-    monkeypatch.setattr(_plan, 'LONG_POSTING_LIST', 3)
+    full = [await answer(RowsReader(sqlite), request, labels[sqlite]) for request in scoped]
     for request, expected in zip(scoped, full, strict=True):
         assert await answer(postgres, request, labels[postgres]) == expected, request
         assert await answer(sqlite, request, labels[sqlite]) == expected, request

@@ -1,10 +1,10 @@
 """The search plan: one search over the persisted history, shared by the activity, the model tool, the CLI and the API.
 
-It decides which postings to read, through the store's reader protocol (`IndexReader`, and
-`BlockReader` where a backend reads posting lists as arrays), and ranks them: a search narrowed to a
-conversation, a run or a role reads the postings of its documents, a scope-wide search over a common
-term reads whole lists, and both are scored as arrays (`_rank_columns`, the same arithmetic as the
-pure `rank`); a scope-wide search of rare terms ranks their few postings with `rank`.
+It decides which postings to read, through the store's reader protocol, and ranks them. A
+`BlockReader` reads posting lists as arrays: a search narrowed to a conversation, a run or a role
+reads the postings of its documents, a scope-wide search reads whole lists, and both are scored as
+arrays (`_rank_columns`, the same arithmetic as the pure `rank`, bit for bit). A reader that is only
+an `IndexReader` hands over posting tuples, which `rank` ranks.
 The backend only fetches rows, so SQLite and PostgreSQL give the same answers by construction.
 
 This module awaits the store and records metrics, so `temporal_recall.search` does not import it:
@@ -38,10 +38,7 @@ from temporal_recall.store._protocol import BlockReader, IndexReader, IndexStats
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ('LONG_POSTING_LIST', 'BlockReader', 'search_history', 'target_of')
-
-LONG_POSTING_LIST = 1_000
-"""A scope-wide search with a term in more documents than this scores its posting lists as arrays."""
+__all__ = ('BlockReader', 'search_history', 'target_of')
 
 
 def target_of(request: SearchRequest) -> SearchTarget:
@@ -144,23 +141,17 @@ async def _ranked_as_arrays(
     parameters: BM25Parameters,
     limit: int,
 ) -> tuple[list[ScoredDocument], int] | None:
-    """`_ranked`'s answer from posting lists read as arrays; `None` where rows serve better (a scope-wide
-    search whose terms all have short lists: a rare id is a posting or two) or the reader declines."""
-    if target.conversation_id is None and target.run_id is None and target.role is None:
-        frequencies = await reader.document_frequencies(target, terms)
-        if frequencies is None or all(count <= LONG_POSTING_LIST for count in frequencies.values()):
-            return None
-        columns = await reader.posting_columns(target, [term for term in terms if term in frequencies])
-        if columns is None:
-            return None
-        return _rank_columns(stats, columns, frequencies, terms, parameters, limit), sum(frequencies.values())
-    # A conversation's, a run's or a role's postings: read around the target's documents only.
+    """`_ranked`'s answer from the target's posting lists read as arrays; `None` if the reader declines.
+
+    Each term's document frequency is its list's length over the target, as `rank` takes it. A role
+    filter is ranked with the frequencies of the whole target instead, as `rank` is given them.
+    """
     columns = await reader.posting_columns(target, terms)
     if columns is None:
         return None
     frequencies = {term: len(found.doc_ids) for term, found in columns.items()}
     matched = sum(frequencies.values())
-    if target.role is not None:  # Ranked with the idf of the whole target, as `rank` is given it.
+    if target.role is not None:
         unfiltered = await _unfiltered_frequencies(reader, replace(target, role=None), terms)
         frequencies = {term: unfiltered.get(term, count) for term, count in frequencies.items()}
     return _rank_columns(stats, columns, frequencies, terms, parameters, limit), matched
@@ -220,8 +211,8 @@ def _rank_columns(
     """The exact BM25 top-k of posting lists read as arrays (`BlockReader.posting_columns`): `rank`'s
     answer, at C speed. `frequencies` are the terms' document frequencies over the target.
 
-    Used for every conversation or run, and for a scope-wide search over a common term. There, a
-    common term's list holds most of the tenant, and the block bounds (`_blocks`) cannot skip much
+    Used for every search a `BlockReader` serves. A scope-wide search over a common term reads a list
+    that holds most of the tenant, and the block bounds (`_blocks`) cannot skip much
     of it: measured on the benchmark's 100k corpus, the documents whose bound (the sum of the best
     weights of the blocks around them) reaches the page's tenth score are 7% to 97% of those holding
     any query term, 68% at the median, because in every block of 64 some document weighs near the
