@@ -194,3 +194,22 @@ async def test_a_narrowed_search_scored_as_arrays_ranks_like_the_rows(
         assert compared > 100
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize('average_length', [0.0, 1.0, 37.25, 412.8])
+@pytest.mark.parametrize(('k1', 'b'), [(1.5, 0.75), (0.0, 0.0), (2.2, 1.0), (0.9, 0.3)])
+def test_array_weights_equal_the_row_weights_bit_for_bit(average_length: float, k1: float, b: float):
+    """`_weights` evaluates `term_weights`' formula in place on arrays: every weight is the same float."""
+    import numpy as np
+
+    from temporal_recall.search._bm25 import BM25Parameters, term_weights
+    from temporal_recall.store import Posting
+
+    rng = random.Random(f'{average_length}/{k1}/{b}')
+    postings = [Posting(doc_id, rng.randint(1, 60), rng.randint(0, 5000)) for doc_id in range(1, 2001)]
+    idf = rng.uniform(0.01, 12.0)
+    expected = term_weights(idf, postings, average_length, BM25Parameters(k1=k1, b=b))
+    frequencies = np.array([p.term_frequency for p in postings], dtype=np.uint32)
+    lengths = np.array([p.length for p in postings], dtype=np.uint32)
+    weights = _plan._weights(frequencies, lengths, idf, k1, b, average_length)  # pyright: ignore[reportPrivateUsage]
+    assert weights.tolist() == [expected[p.doc_id] for p in postings]

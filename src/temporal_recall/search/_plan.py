@@ -176,20 +176,19 @@ def _summed(
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Each document's score, its weights added term by term in order: `(doc_ids, scores)`, ascending ids.
 
-    Each weight is added once, in term order, starting from 0.0 (which `summed`'s first copy equals).
-    Where the ids are dense (one tenant's documents, the usual case) the sums go into an array indexed
-    by id, with no sort; otherwise into the sorted union of the ids, one fancy-indexed addition per
-    term (a term holds a document once).
+    Each weight is added once, in term order, starting from 0.0 (which `summed`'s first copy equals):
+    one fancy-indexed addition per term, exact because a term holds a document once. Where the ids
+    are dense (one tenant's documents, the usual case) the sums go into an array indexed by id, with
+    no sort; otherwise into the sorted union of the ids. The dense path adds term by term rather than
+    with one `bincount` over the concatenated lists: copying four common terms' lists of a 100k store
+    into one cost more (3.5 ms) than the additions themselves (0.8 ms).
     """
     low = min(int(docs[0]) for docs, _ in weighted)
     span = max(int(docs[-1]) for docs, _ in weighted) - low + 1
     if span <= 4 * sum(len(docs) for docs, _ in weighted):
-        # `bincount` adds the weights in the order given, each into its document's sum from 0.0.
-        dense = np.bincount(
-            np.concatenate([docs for docs, _ in weighted]) - low,
-            weights=np.concatenate([weights for _, weights in weighted]),
-            minlength=span,
-        ).astype(np.float64, copy=False)  # Already doubles (weighted); the stubs say integers.
+        dense = np.zeros(span)
+        for docs, weights in weighted:
+            dense[docs - low] += weights
         present = np.flatnonzero(dense)  # Every weight is positive: a held document's sum is too.
         return present + low, dense[present]
     doc_ids = np.unique(np.concatenate([docs for docs, _ in weighted]))
@@ -198,6 +197,31 @@ def _summed(
         at = np.searchsorted(doc_ids, docs)
         scores[at] = scores[at] + weights
     return doc_ids, scores
+
+
+def _weights(
+    frequencies: NDArray[np.uint32], lengths: NDArray[np.uint32], idf: float, k1: float, b: float, average_length: float
+) -> NDArray[np.float64]:
+    """`term_weights`' formula over arrays: `idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`.
+
+    The same operations on the same operands in the same grouping, so each weight is bitwise the one
+    `term_weights` computes (IEEE addition and multiplication are commutative, which is all the operand
+    order written here changes). Computed in place in two arrays: a common term of a 100k store has
+    100k postings, and each temporary array of that size costs page faults as well as a pass.
+    """
+    tf = frequencies.astype(np.float64)
+    denominator = lengths.astype(np.float64)
+    if average_length > 0:
+        np.multiply(denominator, b, out=denominator)  # b * dl
+        np.divide(denominator, average_length, out=denominator)  # ... / avgdl
+        np.add(denominator, 1 - b, out=denominator)  # (1 - b) + ...
+    else:
+        denominator.fill((1 - b) + 0.0)
+    np.multiply(denominator, k1, out=denominator)  # k1 * norm
+    np.add(denominator, tf, out=denominator)  # tf + ...
+    np.multiply(tf, idf, out=tf)  # idf * tf
+    np.multiply(tf, k1 + 1, out=tf)  # ... * (k1 + 1)
+    return np.divide(tf, denominator, out=tf)
 
 
 def _rank_columns(
@@ -236,10 +260,9 @@ def _rank_columns(
         if not tf.all():  # A stored frequency is at least 1; `term_weights` skips 0 all the same.
             keep = tf > 0
             doc_ids, tf, dl = doc_ids[keep], tf[keep], dl[keep]
-        tf, dl = tf.astype(np.float64), dl.astype(np.float64)
-        idf = term_idf(stats.document_count, frequencies[term])
-        norm = (1 - b) + b * dl / average_length if average_length > 0 else (1 - b) + 0.0
-        weighted.append((doc_ids, idf * tf * (k1 + 1) / (tf + k1 * norm)))
+        weighted.append(
+            (doc_ids, _weights(tf, dl, term_idf(stats.document_count, frequencies[term]), k1, b, average_length))
+        )
     if not weighted:
         return []
     doc_ids, scores = _summed(weighted)
