@@ -172,3 +172,18 @@ async def test_a_version_5_store_keeps_its_bodies_and_stamps_them_with_the_upgra
     with closing(sqlite3.connect(db_path)) as db:
         stamps = [row[0] for row in db.execute('SELECT touched_at FROM message_bodies')]
     assert len(stamps) == 3 and all(before - 1 <= stamp <= time.time() + 1 for stamp in stamps)
+
+
+async def test_the_store_checkpoints_its_write_ahead_log_in_large_batches(db_path: Path) -> None:
+    """An indexed write dirties a page per term: checkpointing at SQLite's default of 1,000 pages would
+    copy the hottest pages into the database after every commit (`CHECKPOINT_PAGES`)."""
+    from temporal_recall.store._session import Session
+    from temporal_recall.store._sqlite_migrate import CHECKPOINT_PAGES
+
+    async def settings(session: Session) -> tuple[int, int]:
+        return await session.value('PRAGMA wal_autocheckpoint'), await session.value('PRAGMA journal_size_limit')
+
+    async with await SqliteConversationStore.open(db_path) as store:
+        pages, limit = await store._backend.run_read(settings, snapshot=False)  # pyright: ignore[reportPrivateUsage]
+    assert pages == CHECKPOINT_PAGES > 1_000
+    assert limit == 4096 * CHECKPOINT_PAGES

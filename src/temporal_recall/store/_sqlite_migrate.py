@@ -73,9 +73,29 @@ async def _first_look(session: Session, path: Path) -> int:
     return await _recorded_version(session, path)
 
 
+CHECKPOINT_PAGES = 16_384
+"""Write-ahead log pages after which a commit copies them into the database (SQLite's default: 1,000).
+
+An indexed write rewrites the tail block of every term it holds, each on a page of its own in a large
+store: a 100-message append dirties about 4,000 pages, so at the default every commit was followed by
+a checkpoint that wrote them all into the database file again, the commonest terms' tails included,
+which the next append rewrites anyway. With a checkpoint every 16,384 pages (64 MiB of log) a hot page
+is copied once per checkpoint instead of once per commit. Measured on this project's 2-core machine,
+filling 20,000 messages in 100-message appends: 862-889 -> 1,064-1,088 messages/s, and the last tenth
+745/701 -> 883/907; 2-message appends of 20-300 words: mean 9.9-10.6 -> 7.0-7.4 ms, p95 24-25 -> 11-12 ms,
+with a longer pause at each checkpoint (p99 32-35 -> 56-63 ms). Searches measured the same.
+Durability does not change: a commit is as durable as `synchronous` makes its frames in the log, and
+a reopened store reads the log whatever its length."""
+
+_LOG_LIMIT = 4096 * CHECKPOINT_PAGES
+"""Bytes the log file is cut back to after a checkpoint, if a long reader let it grow past that."""
+
+
 async def _use_wal(session: Session, synchronous: Synchronous) -> None:
     await session.run('PRAGMA journal_mode = WAL')
     await session.run(SYNCHRONOUS[synchronous])
+    await session.run(f'PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES}')
+    await session.run(f'PRAGMA journal_size_limit = {_LOG_LIMIT}')
 
 
 async def connect(
