@@ -233,7 +233,7 @@ def _rank_columns(
     limit: int,
 ) -> list[ScoredDocument]:
     """The exact BM25 top-k of posting lists read as arrays (`BlockReader.posting_columns`): `rank`'s
-    answer, at C speed. `frequencies` are the terms' document frequencies over the target.
+    answer, at C speed. `frequencies` holds each term of `columns`' document frequency over the target.
 
     Used for every search a `BlockReader` serves. A scope-wide search over a common term reads a list
     that holds most of the tenant, and the block bounds (`_blocks`) cannot skip much
@@ -248,11 +248,10 @@ def _rank_columns(
     """
     if stats.document_count <= 0:
         return []  # As `rank`: an empty target (or one emptied since its stats were read) ranks nothing.
-    order = [term for term in dict.fromkeys(terms) if term in frequencies]
     average_length = stats.total_length / stats.document_count
     k1, b = parameters.k1, parameters.b
     weighted: list[tuple[NDArray[np.int64], NDArray[np.float64]]] = []
-    for term in order:
+    for term in dict.fromkeys(terms):  # Each distinct term once, in query order, as `rank` adds them.
         found = columns.get(term)
         if found is None or not len(found.doc_ids):
             continue

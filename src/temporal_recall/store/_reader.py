@@ -64,6 +64,12 @@ _RESOLVE = (
 """The target's keys and counters, one row per query term ($4) known to the store (one row with NULL
 terms when none is): from the query's few terms to their ids and tenant counts, never the reverse."""
 
+
+@functools.lru_cache(maxsize=4)
+def _resolve_sql(dialect: Dialect) -> str:
+    return _RESOLVE.format(terms=dialect.each(4, 'text'), join=dialect.join_in_order)
+
+
 TermRow = tuple[str, int, int]
 """A query term the target's tenant holds: `(term, term_id, tenant document count)`."""
 
@@ -74,8 +80,7 @@ async def resolve(
     """The target's keys, and those of the `terms` its tenant holds, in one statement; `None` when
     nothing can match (unknown tenant, conversation or run)."""
     dialect = session.dialect
-    sql = _RESOLVE.format(terms=dialect.each(4, 'text'), join=dialect.join_in_order)
-    rows = await session.rows(sql, *_target_params(target), dialect.array(dict.fromkeys(terms)))
+    rows = await session.rows(_resolve_sql(dialect), *_target_params(target), dialect.array(dict.fromkeys(terms)))
     if not rows:
         return None
     row = rows[0]
