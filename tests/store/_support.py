@@ -178,7 +178,8 @@ _PROBLEM_QUERIES = (
     '(SELECT 1 FROM documents d WHERE d.doc_id = cd.doc_id) '
     'OR NOT EXISTS (SELECT 1 FROM entries e WHERE e.entry_key = cd.entry_key)',
     'SELECT doc_id, tenant_id, length FROM documents',
-    'SELECT tenant_id, term_id, first_doc, postings FROM posting_blocks',
+    'SELECT tenant_id, term_id, first_doc, postings FROM posting_blocks '
+    'UNION ALL SELECT tenant_id, term_id, first_doc, postings FROM pending_postings',
     'SELECT tenant_id, term_id, document_count FROM term_documents',
 )
 """Plain SQL that SQLite and PostgreSQL both run, so one set of checks covers both backends."""
@@ -225,6 +226,7 @@ _TABLES = (
     'entries',
     'documents',
     'posting_blocks',
+    'pending_postings',
     'conversation_documents',
     'terms',
     'applied_writes',
@@ -285,9 +287,29 @@ def _released_postings_ddl(store: AnyStore) -> list[str]:
     return [s for s in released[0].statements if 'CREATE TABLE postings' in s] + list(released[1].statements)
 
 
+UNDO_SEGMENTS = (
+    'DROP TABLE pending_postings',
+    'ALTER TABLE tenants DROP COLUMN pending_segments',
+    'ALTER TABLE tenants DROP COLUMN pending_postings',
+)
+"""What migration 8 added, taken away (its pending postings go with it)."""
+
+
+async def back_to_version_7(store: AnyStore) -> None:
+    """Turn a store into what version 7 wrote: every posting in `posting_blocks` (the pending ones merged
+    there), no `pending_postings` nor pending counters, version 7 recorded. Close and reopen it afterwards."""
+    from temporal_recall.store._segments import merge_pending
+
+    for (tenant_id,) in await rows_of(store, 'SELECT tenant_id FROM tenants'):
+        await store._backend.run_write(lambda s, t=tenant_id: merge_pending(s, t))  # pyright: ignore[reportPrivateUsage]
+    for statement in (*UNDO_SEGMENTS, 'DELETE FROM schema_migrations WHERE version > 7'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_6(store: AnyStore) -> None:
     """Turn a store into what version 6 wrote: every posting a row of `postings` (with `postings_by_impact`),
     no `posting_blocks`, version 6 recorded. The store must be closed and reopened afterwards."""
+    await back_to_version_7(store)
     blocks = await rows_of(store, 'SELECT tenant_id, term_id, first_doc, postings FROM posting_blocks')
     postings = [
         (tenant_id, term_id, *posting)

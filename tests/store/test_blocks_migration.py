@@ -1,4 +1,5 @@
-"""Migration 7: a store of the row-per-posting layout (version 6) upgrades to blocks and answers exactly as before."""
+"""Migrations 7 and 8: a store of the row-per-posting layout (version 6), or of blocks without segments
+(version 7), upgrades and answers exactly as before."""
 
 from __future__ import annotations
 
@@ -9,12 +10,57 @@ from pydantic_ai.conversation import Conversation
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search._plan import search_history
+from temporal_recall.store._migrations import latest_version
 
-from ._support import Site, back_to_version_6, column_of, problems_of, turn, user
+from ._support import Site, back_to_version_6, back_to_version_7, column_of, problems_of, turn, user
 
 
 async def _answers(store: object, requests: list[SearchRequest]) -> list[list[tuple[str, float]]]:
     return [[(hit.entry_id, hit.score) for hit in (await search_history(store, r)).hits] for r in requests]  # type: ignore[arg-type]
+
+
+def _requests() -> list[SearchRequest]:
+    return [
+        SearchRequest(query=query, scope=scope, limit=limit, **target)  # type: ignore[arg-type]
+        for query in ('order', 'invoice team', 'A-1004 order please', 'weather answer', 'absent')
+        for scope in ('acme', 'globex')
+        for limit in (1, 5)
+        for target in ({'all_conversations': True}, {'conversation_id': 'c4' if scope == 'acme' else 'c3'})
+    ]
+
+
+async def _fill(store: object) -> None:
+    for number in range(12):
+        topic = ('weather', 'invoice', 'refund order')[number % 3]
+        messages = [*turn(number, topic), user(f'order A-{1000 + number} for the {topic} team please')]
+        conversation = Conversation(conversation_id=f'c{number}', messages=messages)
+        await store.save(conversation, scope=('acme', 'globex')[number % 2])  # type: ignore[attr-defined]
+    await store.delete('c5')  # type: ignore[attr-defined]
+
+
+async def test_a_version_7_store_upgrades_to_segments_with_the_same_answers(site: Site) -> None:
+    store = await site.open()
+    try:
+        await _fill(store)
+        before = await _answers(store, _requests())
+        assert any(before)
+        await back_to_version_7(store)
+        assert await column_of(store, 'SELECT count(*) FROM posting_blocks') != [0]
+    finally:
+        await store.close()
+    store = await site.open()
+    try:
+        assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == latest_version() == 8
+        assert await _answers(store, _requests()) == before
+        assert (await store.check()).clean
+        await store.save(Conversation(conversation_id='c20', messages=[user('order A-2000 please')]), scope='acme')
+        segments = await column_of(store, 'SELECT pending_segments FROM tenants ORDER BY pending_segments')
+        assert segments == ([0, 1] if site.backend == 'sqlite' else [0, 0])  # `Dialect.writes_segments`
+        after = await search_history(store, SearchRequest(query='A-2000 order', scope='acme', all_conversations=True))
+        assert [hit.conversation_id for hit in after.hits][:1] == ['c20']
+        assert (await store.check()).clean
+    finally:
+        await store.close()
 
 
 async def test_a_version_6_store_upgrades_to_blocks_with_the_same_answers(
@@ -47,6 +93,6 @@ async def test_a_version_6_store_upgrades_to_blocks_with_the_same_answers(
         assert await _answers(store, requests) == before
         assert await problems_of(store) == []
         assert (await store.check()).clean
-        assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == 7
+        assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == latest_version()
     finally:
         await store.close()

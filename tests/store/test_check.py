@@ -9,9 +9,9 @@ from contextlib import closing
 
 import pytest
 
-from temporal_recall.store import CheckReport
+from temporal_recall.store import CheckReport, _segments, _session
 
-from ._support import AnyStore, PostgresSite, Site, append_after, turn, with_options
+from ._support import AnyStore, PostgresSite, Site, append_after, column_of, turn, with_options
 
 
 async def _healthy(store: AnyStore) -> None:
@@ -94,9 +94,19 @@ DAMAGE: dict[str, tuple[Sequence[str], str, str]] = {
         'postings bounded by',
     ),
     'truncated block': (
-        ['UPDATE posting_blocks SET postings = front WHERE count = 1'],
+        ['UPDATE posting_blocks SET postings = front WHERE count = (SELECT min(count) FROM posting_blocks)'],
         'index',
         'holds postings that do not decode',
+    ),
+    'truncated pending postings': (
+        ['UPDATE pending_postings SET postings = substr(postings, 1, 5)'],
+        'index',
+        'hold postings that do not decode',
+    ),
+    'pending counter': (
+        ['UPDATE tenants SET pending_postings = pending_postings + 1 WHERE pending_segments > 0'],
+        'index',
+        'pending segments of',
     ),
     'term count': (
         ['UPDATE term_documents SET document_count = document_count + 1'],
@@ -146,8 +156,9 @@ DAMAGE: dict[str, tuple[Sequence[str], str, str]] = {
     ),
     'posting in another tenant': (
         [
-            "UPDATE posting_blocks SET tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = 's:globex') "
+            f"UPDATE {table} SET tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = 's:globex') "
             "WHERE tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = 'n:')"
+            for table in ('posting_blocks', 'pending_postings')
         ],
         'scope',
         'its document under tenant',
@@ -156,12 +167,17 @@ DAMAGE: dict[str, tuple[Sequence[str], str, str]] = {
 
 
 @pytest.mark.parametrize('damage', list(DAMAGE))
-async def test_each_kind_of_damage_is_found(site: Site, damage: str):
+async def test_each_kind_of_damage_is_found(site: Site, damage: str, monkeypatch: pytest.MonkeyPatch):
     statements, kind, detail = DAMAGE[damage]
+    # Every second write of a tenant merges its segments: the store holds both blocks and pending postings.
+    monkeypatch.setattr(_segments, 'MERGE_SEGMENTS', 2)
+    monkeypatch.setattr(_session.Dialect, 'writes_segments', True)  # PostgreSQL's too.
     store = await site.open()
     try:
         await _healthy(store)
         assert (await store.check()).clean
+        assert await column_of(store, 'SELECT count(*) FROM pending_postings') != [0]
+        assert await column_of(store, 'SELECT count(*) FROM posting_blocks') != [0]
     finally:
         await store.close()
     await _damage(site, *statements)

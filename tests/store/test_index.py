@@ -23,6 +23,7 @@ from temporal_recall.store import (
     _blocks,
     _membership,
     _reader,
+    _segments,
 )
 
 from ._support import (
@@ -174,12 +175,8 @@ async def test_delete_removes_the_index_of_what_nothing_else_holds(recall_store:
     await recall_store.delete('other-scope')
     await recall_store.delete('keep')
     counts = await row_counts(recall_store)
-    assert (counts['documents'], counts['posting_blocks'], counts['conversation_documents'], counts['entries']) == (
-        0,
-        0,
-        0,
-        0,
-    )
+    assert [counts[table] for table in ('documents', 'posting_blocks', 'pending_postings')] == [0, 0, 0]
+    assert (counts['conversation_documents'], counts['entries']) == (0, 0)
     assert await problems_of(recall_store) == []
 
 
@@ -404,9 +401,12 @@ async def _blocks_of_term(store: AnyStore, term: str) -> list[tuple[int, int, li
     ]
 
 
-async def test_a_front_of_several_pairs_written_by_version_7_is_merged_by_later_appends(recall_store: AnyStore) -> None:
+async def test_a_front_of_several_pairs_written_by_version_7_is_merged_by_later_appends(
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Version 7 stored each block's exact Pareto front, several pairs; a write appending to such a block
     bounds it by one pair, the highest frequency and shortest length of its old and new postings."""
+    monkeypatch.setattr(_segments, 'MERGE_SEGMENTS', 1)  # Each write's postings go to the blocks.
     await save(recall_store, 'c', [user('kiwi'), user('kiwi kiwi kiwi plus seven other words'), user('kiwi kiwi pear')])
     [(first_doc, _, _, postings)] = await _blocks_of_term(recall_store, 'kiwi')
     pareto = sorted({(p.term_frequency, p.length) for p in postings})
@@ -428,9 +428,12 @@ async def test_a_front_of_several_pairs_written_by_version_7_is_merged_by_later_
     assert report.clean, report.findings
 
 
-async def test_a_tail_too_far_below_for_32_bit_offsets_stays_and_the_next_block_opens(recall_store: AnyStore) -> None:
+async def test_a_tail_too_far_below_for_32_bit_offsets_stays_and_the_next_block_opens(
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A block's postings are offsets from its first document in 32 bits: when the document ids have moved
     2**32 past a term's open tail, the write leaves the tail as it is and opens a block."""
+    monkeypatch.setattr(_segments, 'MERGE_SEGMENTS', 1)  # Each write's postings go to the blocks.
     await save(recall_store, 'c', [user('kiwi one'), user('kiwi two')])
     if isinstance(recall_store, SqliteConversationStore):
         await run_sql(recall_store, "UPDATE sqlite_sequence SET seq = seq + 4294967296 WHERE name = 'documents'")
@@ -467,7 +470,8 @@ async def test_stats(recall_store: AnyStore) -> None:
     await recall_store.fork('c', new_conversation_id='f')
     stats = await recall_store.stats()
     assert (stats.conversations, stats.entries, stats.documents) == (2, 4, 4)
-    assert stats.postings == sum(await column_of(recall_store, 'SELECT count FROM posting_blocks')) > 0
+    stored = 'SELECT length(postings) FROM posting_blocks UNION ALL SELECT length(postings) FROM pending_postings'
+    assert stats.postings == sum(await column_of(recall_store, stored)) // 12 > 0
     assert stats.database_bytes > 0
     if isinstance(recall_store, SqliteConversationStore):
         assert isinstance(stats, StoreStats) and stats.path == recall_store.path

@@ -15,7 +15,7 @@ from temporal_recall.store import SearchTarget, SqliteConversationStore, _sqlite
 from temporal_recall.store._migrations import Migration, latest_version
 from temporal_recall.store._sqlite_dialect import MIGRATIONS
 
-from ._support import index_problems, turn
+from ._support import UNDO_SEGMENTS, index_problems, turn
 
 LATEST = latest_version()
 NEXT = LATEST + 1
@@ -79,7 +79,8 @@ async def test_a_version_1_store_gets_the_real_later_migrations(db_path: Path) -
         await store.save(Conversation(messages=[*turn(1), *turn(2, 'invoice')], conversation_id='c'))
     with closing(sqlite3.connect(db_path)) as db:
         db.executescript(
-            f'DROP TABLE posting_blocks; {POSTINGS_V1}; DROP TABLE message_bodies; DROP TABLE term_documents; '
+            f'{"; ".join(UNDO_SEGMENTS)}; DROP TABLE posting_blocks; {POSTINGS_V1}; DROP TABLE message_bodies; '
+            'DROP TABLE term_documents; '
             'DROP TABLE index_settings; ALTER TABLE documents DROP COLUMN role; '
             'ALTER TABLE conversation_documents DROP COLUMN occurrences; ALTER TABLE entries DROP COLUMN unindexed; '
             'DELETE FROM schema_migrations WHERE version > 1;'
@@ -158,7 +159,7 @@ async def test_a_version_5_store_keeps_its_bodies_and_stamps_them_with_the_upgra
     with closing(sqlite3.connect(db_path)) as db:
         db.executescript(
             'DROP INDEX message_bodies_by_touched; ALTER TABLE message_bodies DROP COLUMN touched_at; '
-            f'DROP TABLE posting_blocks; {POSTINGS_V1}; {MIGRATIONS[1].statements[0]}; '
+            f'{"; ".join(UNDO_SEGMENTS)}; DROP TABLE posting_blocks; {POSTINGS_V1}; {MIGRATIONS[1].statements[0]}; '
             'DELETE FROM schema_migrations WHERE version > 5;'
         )
     assert recorded(db_path) == CURRENT[:5]

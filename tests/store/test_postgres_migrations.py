@@ -24,7 +24,7 @@ from temporal_recall.store import SearchTarget, _postgres_dialect
 from temporal_recall.store._migrations import Migration, latest_version
 from temporal_recall.store._postgres_dialect import MIGRATIONS
 
-from ._support import PostgresSite, postgres_url, problems_of, turn
+from ._support import UNDO_SEGMENTS, PostgresSite, postgres_url, problems_of, turn
 
 pytestmark = pytest.mark.postgres
 
@@ -225,8 +225,11 @@ def test_workers_opening_an_empty_database_at_once_migrate_it_once(pg_site: Post
 
 
 async def _undo_blocks(connection: asyncpg.Connection, schema: str) -> None:
-    """Put back the (empty) row-per-posting table of versions 1 to 6 in place of `posting_blocks`."""
+    """Put back the (empty) row-per-posting table of versions 1 to 6 in place of `posting_blocks` (and the
+    pending postings of version 8)."""
     await connection.execute(f'SET search_path TO "{schema}"')
+    for statement in UNDO_SEGMENTS:
+        await connection.execute(statement)
     await connection.execute('DROP TABLE posting_blocks')
     for statement in [s for s in MIGRATIONS[0].statements if 'CREATE TABLE postings' in s] + [
         *MIGRATIONS[1].statements

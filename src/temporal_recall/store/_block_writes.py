@@ -1,8 +1,10 @@
-"""Writing posting blocks (`_blocks`): adding a write's postings to its terms' blocks, and taking documents out.
+"""Writing posting blocks (`_blocks`): adding postings to their terms' blocks, and taking documents out.
 
-A write reads its terms' open tail blocks (each term's last block, where it still has room) with one
-index probe per term, works out the rows to write, and upserts them in term order, the lock order
-every writer takes so two writers cannot deadlock. A tail grows by concatenation inside the database,
+Postings reach the blocks from a merge of pending segments (`_segments`), from a large write, or
+from every write where the dialect writes no segments. Each such write reads its terms' open tail
+blocks (each term's last block, where it still has room) with one index probe per term, works out
+the rows to write, and upserts them in term order, the lock order every writer takes so two writers
+cannot deadlock. A tail grows by concatenation inside the database,
 so a write never reads a block's postings, only its count and front.
 
 The rows are worked out in one of two ways that give the same rows (`tests/store/test_blocks.py`
@@ -30,7 +32,7 @@ from ._blocks import WORDS, decode, decode_front, encode, run_starts, select_ove
 from ._bulk import CHUNK, delete_rows, insert_rows, run_batch
 from ._session import Row, Session
 
-__all__ = ('SMALL_WRITE', 'NewPostings', 'add_postings', 'remove_postings')
+__all__ = ('SMALL_WRITE', 'NewPostings', 'append_to_blocks', 'block_rows', 'check_postings', 'remove_postings')
 
 _OFFSETS = 1 << 32
 """A block's documents lie less than this above its `first_doc` (the offset is 32 bits)."""
@@ -71,13 +73,17 @@ def _row(
     )
 
 
-class NewPostings(NamedTuple):
-    """The postings a write adds: one per index of four aligned columns, `doc_ids` ascending."""
+Column = Sequence[int] | NDArray[np.integer[Any]]
+"""A column of `NewPostings`: a list (a step's few postings) or an array (a merge's many)."""
 
-    term_ids: Sequence[int]
-    doc_ids: Sequence[int]
-    frequencies: Sequence[int]
-    lengths: Sequence[int]
+
+class NewPostings(NamedTuple):
+    """The postings a write adds: one per index of four aligned columns, each term's `doc_ids` ascending."""
+
+    term_ids: Column
+    doc_ids: Column
+    frequencies: Column
+    lengths: Column
 
 
 SMALL_WRITE = 256
@@ -192,26 +198,39 @@ def _rows_as_arrays(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> l
     ]
 
 
-async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> None:
-    """Append `new` (postings of documents newer than any of the tenant's indexed ones) to their terms' blocks.
+def check_postings(new: NewPostings) -> None:
+    """Refuse postings a block cannot hold: documents 2**32 ids apart or more, or counts of 2**32 or more."""
+    doc_ids = np.asarray(new.doc_ids, dtype=np.int64)
+    counts = max(int(np.max(new.frequencies)), int(np.max(new.lengths)))
+    if int(doc_ids.max()) - int(doc_ids.min()) >= _OFFSETS or counts >= _OFFSETS:
+        raise ValueError('Postings need documents less than 2**32 ids apart in one write, and counts under 2**32.')
+
+
+def block_rows(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> list[tuple[Any, ...]]:
+    """The block rows holding `new` (by term, each term's documents ascending), given its terms' open `tails`."""
+    if len(new.term_ids) > SMALL_WRITE:
+        return _rows_as_arrays(tenant_id, new, tails)
+    return _rows_in_python(tenant_id, NewPostings(*(np.asarray(column).tolist() for column in new)), tails)
+
+
+async def append_to_blocks(session: Session, tenant_id: int, new: NewPostings) -> None:
+    """Append `new` (postings of documents newer than any in the tenant's blocks) to their terms' blocks.
 
     One read of the terms' open tail blocks, then one upsert per block touched, in term order (the
     lock order every writer takes, so two writers cannot deadlock): a tail grows by concatenation in
     the database, new blocks are inserted. A term's new postings fill its tail's room, then blocks of
-    `BLOCK`; a tail too far below them for 32-bit offsets is left as it is.
+    `BLOCK`; a tail too far below them for 32-bit offsets is left as it is. `new` (lists or arrays)
+    is grouped by term or ordered by document, each term's documents ascending either way.
     """
-    count = len(new.term_ids)
-    if not count:
+    if not len(new.term_ids):
         return
-    if new.doc_ids[-1] - new.doc_ids[0] >= _OFFSETS or max(max(new.frequencies), max(new.lengths)) >= _OFFSETS:
-        raise ValueError('Postings need documents less than 2**32 ids apart in one write, and counts under 2**32.')
-    tails = await _open_tails(session, tenant_id, sorted(set(new.term_ids)))
-    rows = (_rows_in_python if count <= SMALL_WRITE else _rows_as_arrays)(tenant_id, new, tails)
+    check_postings(new)
+    terms = np.unique(np.asarray(new.term_ids, dtype=np.int64)).tolist()
     await insert_rows(
         session,
         'posting_blocks',
         _COLUMNS,
-        rows,
+        block_rows(tenant_id, new, await _open_tails(session, tenant_id, terms)),
         order_by='d.term_id, d.first_doc',
         on_conflict='ON CONFLICT (tenant_id, term_id, first_doc) DO UPDATE SET last_doc = excluded.last_doc, '
         'count = posting_blocks.count + excluded.count, front = excluded.front, '

@@ -2,12 +2,13 @@
 
 A term's posting list in one tenant is a run of blocks keyed `(tenant_id, term_id, first_doc)`, each
 holding up to `BLOCK` postings of consecutive documents. A tenant's documents get ascending ids (one
-writer per tenant at a time, see `_index`), so a write only ever adds postings after the last block
-of each term: it appends to that term's tail block until the block is full, then opens the next.
-That is the amortised, bounded merge of this layout: every block is written at most `BLOCK` times,
-each time in the transaction that adds its postings, so a failed write leaves neither the entries
-nor their postings, and there is nothing to merge later. Deleting a document rewrites the blocks of
-its terms that hold it.
+writer per tenant at a time, see `_index`), so postings are only ever added after the last block of
+each term: appended to that term's tail block until the block is full, then to the next. Every block
+is written at most `BLOCK` times, each time in the transaction that adds its postings, so a failed
+write leaves neither the entries nor their postings. On SQLite a write's postings first wait in a
+segment of their own, which a later write merges into the blocks (`_segments`); the reads here take
+those pending rows along as blocks of their own. Deleting a document rewrites the blocks of its
+terms that hold it.
 
 Each block records its document range, its count and its front: its postings' highest term
 frequency and shortest length, one `(frequency, length)` pair that no posting of the block beats on
@@ -47,7 +48,7 @@ from numpy.typing import NDArray
 
 from ._bulk import select_batch
 from ._protocol import Posting, PostingColumns
-from ._session import Row, Session
+from ._session import Dialect, Row, Session
 
 __all__ = (
     'BLOCK',
@@ -140,20 +141,44 @@ async def select_overlapping(session: Session, tenant_id: int, ranges: Sequence[
     )
 
 
+_SEGMENTS = (
+    'WITH RECURSIVE segment (n) AS (SELECT 0 FROM tenants WHERE tenant_id = $1 AND pending_segments > 0 '
+    'UNION ALL SELECT n + 1 FROM segment WHERE n + 1 < (SELECT pending_segments FROM tenants WHERE tenant_id = $1)) '
+)
+"""The tenant's pending segments (`_segments`), numbered from 0: each is probed by key, never scanned."""
+
+
+def _pending(dialect: Dialect) -> str:
+    """The pending rows (`_segments`) of the terms of array parameter `$2`, shaped as block rows: an index
+    probe per segment and term (as a join, PostgreSQL scanned the tenant's whole index range per term)."""
+    return (
+        'SELECT p.term_id, p.first_doc, p.postings FROM pending_postings p WHERE p.tenant_id = $1 '  # noqa: S608
+        f'AND p.segment {dialect.in_select("SELECT n FROM segment")} AND p.term_id {dialect.in_array(2, "bigint")}'
+    )
+
+
 async def read_overlapping(
     session: Session, tenant_id: int, ranges: Sequence[tuple[int, int, int]]
 ) -> dict[int, PostingColumns]:
     """`term_id -> postings` of the blocks that can hold documents in each `(term_id, low, high)` range,
-    by key lookups (the cost follows the ranges, not the lists)."""
-    return columns_of(await select_overlapping(session, tenant_id, ranges))
+    by key lookups (the cost follows the ranges, not the lists), with the terms' pending rows."""
+    if not ranges:
+        return {}
+    dialect = session.dialect
+    rows = await select_overlapping(session, tenant_id, ranges)
+    if dialect.writes_segments:  # A store written without segments holds none: no round trip for them.
+        terms = dialect.array(sorted({term_id for term_id, _, _ in ranges}))
+        rows += await session.rows(_SEGMENTS + _pending(dialect), tenant_id, terms)
+    return columns_of(rows)
 
 
 async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]) -> dict[int, PostingColumns]:
-    """`term_id -> postings` of every block of `term_ids` (one range scan per term)."""
+    """`term_id -> postings` of every block of `term_ids` (one range scan per term) and their pending rows."""
     dialect = session.dialect
     rows = await session.rows(
-        f'SELECT b.term_id, b.first_doc, b.postings FROM {dialect.each(2, "bigint")} {dialect.join_in_order} '  # noqa: S608
-        'posting_blocks b ON b.tenant_id = $1 AND b.term_id = value',
+        f'{_SEGMENTS}SELECT b.term_id, b.first_doc, b.postings FROM {dialect.each(2, "bigint")} '  # noqa: S608
+        f'{dialect.join_in_order} posting_blocks b ON b.tenant_id = $1 AND b.term_id = value '
+        f'UNION ALL {_pending(dialect)}',
         tenant_id,
         dialect.array(sorted(set(term_ids))),
     )

@@ -39,9 +39,10 @@ from typing import Any, Literal
 
 from temporal_recall.content import load_message
 
-from ._block_writes import NewPostings, add_postings
+from ._block_writes import NewPostings
 from ._bulk import CHUNK, insert_rows, run_batch
 from ._rows import Member
+from ._segments import add_postings
 from ._serialization import IndexTerms, encode_term_ids, index_terms, scope_key
 from ._session import Session
 
@@ -177,7 +178,7 @@ async def _create_documents(
     A new document is created for the member about to join it, so it starts with one reference. The
     tenant's counters are the caller's (`_join`). Where the dialect `binds_arrays`, one statement
     inserts the documents, which take their ids from the identity as `unnest` yields them, in
-    `new`'s order. The postings go to their terms' blocks (`_block_writes`).
+    `new`'s order. The postings go to the index as a segment (`_segments`).
     """
     if not new:
         return {}

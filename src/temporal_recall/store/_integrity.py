@@ -230,6 +230,48 @@ async def _postings(session: Session, report: CheckReport) -> list[tuple[int, in
             report.add('index', where, f'says it holds {count} postings bounded by {said}; it holds {len(postings)}')
         previous = (tenant_id, term_id, last_doc)
         found.extend((tenant_id, term_id, doc_id, frequency, length) for doc_id, frequency, length in postings)
+    ends = {(tenant_id, term_id): doc_id for tenant_id, term_id, doc_id, _, _ in found}  # Each list's last.
+    return found + await _pending_postings(session, report, ends)
+
+
+async def _pending_postings(
+    session: Session, report: CheckReport, ends: dict[tuple[int, int], int]
+) -> list[tuple[int, int, int, int, int]]:
+    """Every pending posting (`_segments`), each row checked to follow its term's blocks and earlier segments,
+    and each tenant's pending counters against the rows."""
+    found: list[tuple[int, int, int, int, int]] = []
+    segments: dict[int, set[int]] = defaultdict(set)
+    counted: Counter[int] = Counter()
+    for tenant_id, segment, term_id, first_doc, last_doc, stored in await session.rows(
+        'SELECT tenant_id, segment, term_id, first_doc, last_doc, postings FROM pending_postings '
+        'ORDER BY tenant_id, term_id, segment, first_doc'
+    ):
+        where = f'pending postings (tenant {tenant_id}, segment {segment}, term {term_id}, from document {first_doc})'
+        try:
+            postings = decode(first_doc, _bytes(stored))
+        except ValueError:
+            report.add('index', where, 'hold postings that do not decode')
+            continue
+        doc_ids = [posting.doc_id for posting in postings]
+        after = ends.get((tenant_id, term_id), -1)
+        if not postings or doc_ids != sorted(set(doc_ids)) or doc_ids[-1] > last_doc or doc_ids[0] <= after:
+            report.add(
+                'index', where, f'hold documents {doc_ids[:5]}… out of order, past {last_doc} or not after {after}'
+            )
+        ends[tenant_id, term_id] = last_doc
+        segments[tenant_id].add(segment)
+        counted[tenant_id] += len(postings)
+        found.extend((tenant_id, term_id, p.doc_id, p.term_frequency, p.length) for p in postings)
+    for tenant_id, stored_segments, stored_postings in await session.rows(
+        'SELECT tenant_id, pending_segments, pending_postings FROM tenants'
+    ):
+        if set(range(stored_segments)) != segments[tenant_id] or stored_postings != counted[tenant_id]:
+            report.add(
+                'index',
+                f'tenant {tenant_id}',
+                f'counts {stored_segments} pending segments of {stored_postings} postings; stored: segments '
+                f'{sorted(segments[tenant_id])[:5]}… of {counted[tenant_id]} postings',
+            )
     return found
 
 

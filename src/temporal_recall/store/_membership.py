@@ -15,10 +15,10 @@ from itertools import groupby
 
 from temporal_recall.text._analyzer import ANALYZER
 
-from ._block_writes import remove_postings
 from ._bulk import delete_rows, run_batch
 from ._index import CHUNK, add_members
 from ._rows import Member
+from ._segments import remove_postings
 from ._serialization import decode_term_ids
 from ._session import Session
 
@@ -171,20 +171,21 @@ async def rebuild_index(session: Session, progress: Callable[[int, int], None] |
     dialect = session.dialect
     tables = (
         'tenants', 'conversations', 'conversation_branches', 'entries', 'runs', 'documents', 'terms', 'posting_blocks',
-        'term_documents', 'conversation_documents', 'index_settings',
+        'pending_postings', 'term_documents', 'conversation_documents', 'index_settings',
     )  # fmt: skip
     lock = dialect.lock_tables(tables)
     if lock is not None:
         await session.run(lock)
     for statement in (
         'DELETE FROM posting_blocks',
+        'DELETE FROM pending_postings',
         'DELETE FROM term_documents',
         'DELETE FROM conversation_documents',
         'DELETE FROM documents',
         'DELETE FROM terms',
         dialect.reset_keys('documents', 'doc_id'),
         "DELETE FROM index_settings WHERE name = 'analyzer'",
-        'UPDATE tenants SET document_count = 0, total_length = 0',
+        'UPDATE tenants SET document_count = 0, total_length = 0, pending_segments = 0, pending_postings = 0',
         'UPDATE conversations SET document_count = 0, total_length = 0',
         dialect.delete_unreferenced('runs', 'run_key', 'entries'),
         dialect.delete_unreferenced('tenants', 'tenant_id', 'conversations'),

@@ -37,6 +37,7 @@ RELEASED: tuple[tuple[int, str, bool], ...] = (
     (5, 'analyzer unicode-cjk-bigram/2, document roles, occurrences', True),
     (6, 'message bodies record when they were last used', False),
     (7, 'postings in blocks', True),
+    (8, 'postings written as segments, merged into blocks', False),
 )
 """`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
 

@@ -41,6 +41,9 @@ The tables (version 1 unless noted):
 - `posting_blocks` (7) replaces `postings` and `postings_by_impact`: each term's posting list in a
   tenant as blocks of up to `_blocks.BLOCK` postings keyed by their first document, with the front a
   search bounds blocks by (see `_blocks`).
+- `pending_postings` (8): postings a write added and no merge has yet moved into `posting_blocks`,
+  keyed by the tenant's write (`segment`) first so a write inserts them in key order; with the
+  tenant's `pending_segments` and `pending_postings` counters (see `_segments`).
 """
 
 from __future__ import annotations
@@ -245,7 +248,24 @@ _V7: tuple[_Statement, ...] = (
     """,
 )
 
-_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+_V8: tuple[_Statement, ...] = (
+    # A write's postings as a segment of their own (see `_segments`); existing blocks stay as they are.
+    """
+    CREATE TABLE pending_postings (
+        tenant_id {big} NOT NULL,
+        segment INTEGER NOT NULL,
+        term_id {big} NOT NULL,
+        first_doc {big} NOT NULL,
+        last_doc {big} NOT NULL,
+        postings {blob} NOT NULL,
+        PRIMARY KEY (tenant_id, segment, term_id, first_doc)
+    ){clustered}
+    """,
+    'ALTER TABLE tenants ADD COLUMN pending_segments INTEGER NOT NULL DEFAULT 0',
+    'ALTER TABLE tenants ADD COLUMN pending_postings {big} NOT NULL DEFAULT 0',
+)
+
+_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 """Each released migration's statements, in `_migrations.RELEASED` order. Append; never edit a released one."""
 
 

@@ -56,6 +56,10 @@ class Dialect:
     engine fixes the join order itself and runs one simple statement per term or group."""
     locks_rows: ClassVar[bool] = True
     """Writers run side by side and keep apart by row locks, rather than one at a time."""
+    writes_segments: ClassVar[bool] = False
+    """A write's postings go to a pending segment, merged into the blocks every few writes (`_segments`),
+    rather than to their terms' tail blocks at once. Pays where a page a write touches costs more than
+    the rows it holds (SQLite); a store written without it never holds pending postings."""
 
     # --- The tables' spelling (`_schema.render` fills these into the DDL) --------------------------
 

@@ -31,6 +31,7 @@ class SqliteDialect(Dialect):
     binds_arrays = False
     plans_joins = False
     locks_rows = False
+    writes_segments = True
 
     serial = 'INTEGER PRIMARY KEY AUTOINCREMENT'
     rowid = 'INTEGER PRIMARY KEY'

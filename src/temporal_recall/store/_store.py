@@ -266,7 +266,8 @@ class EngineStore(CheckedStore, StoredBodies):
         """The counts every store's stats report, and `database_bytes` as `size_sql` (a scalar subquery) measures it."""
         sql = (
             'SELECT (SELECT count(*) FROM conversations), (SELECT count(*) FROM entries), '  # noqa: S608
-            f'(SELECT count(*) FROM documents), (SELECT coalesce(sum(count), 0) FROM posting_blocks), ({size_sql})'
+            f'(SELECT count(*) FROM documents), (SELECT coalesce(sum(count), 0) FROM posting_blocks) '
+            f'+ (SELECT coalesce(sum(pending_postings), 0) FROM tenants), ({size_sql})'
         )
 
         async def body(session: Session) -> Any:

@@ -1,0 +1,118 @@
+"""Pending segments (`_segments`): reads see the same postings before and after a merge, merges keep
+each term's documents in order, and a write that fails during its merge leaves the store as it was."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from pydantic_ai.conversation import Conversation
+
+from temporal_recall.store import SearchTarget, _block_writes, _segments, _session
+from temporal_recall.store._protocol import Posting
+
+from ._support import AnyStore, column_of, problems_of, reply, rows_of, user
+
+WORDS = [f'w{number}' for number in range(40)]
+SCOPES = ('acme', 'globex')
+
+
+def _text(rng: random.Random) -> str:
+    return ' '.join(rng.choices(WORDS, weights=[1 / (rank + 1) for rank in range(len(WORDS))], k=rng.randint(1, 12)))
+
+
+async def _save(store: AnyStore, conversation_id: str, scope: str, texts: list[str]) -> None:
+    conversation = await store.load(conversation_id) or Conversation(conversation_id=conversation_id)
+    conversation.messages.extend(user(text) if at % 2 == 0 else reply(text) for at, text in enumerate(texts))
+    await store.save(conversation, scope=scope)
+
+
+@pytest.fixture(autouse=True)
+def _segments_on_every_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL writes no segments (`Dialect.writes_segments`), but reads them like SQLite: test both."""
+    monkeypatch.setattr(_session.Dialect, 'writes_segments', True)
+
+
+async def _every_list(store: AnyStore, conversations: list[tuple[str, str]]) -> dict[Any, dict[str, list[Posting]]]:
+    """Every term's postings, scope-wide and in each conversation."""
+    lists: dict[Any, dict[str, list[Posting]]] = {}
+    for scope in SCOPES:
+        lists[scope] = await store.postings(SearchTarget(scope=scope, conversation_id=None, run_id=None), WORDS)
+    for conversation_id, scope in conversations:
+        narrowed = SearchTarget(scope=scope, conversation_id=conversation_id, run_id=None)
+        lists[conversation_id] = await store.postings(narrowed, WORDS)
+    return lists
+
+
+async def _merge_all(store: AnyStore) -> None:
+    for tenant_id in await column_of(store, 'SELECT tenant_id FROM tenants'):
+        await store._backend.run_write(lambda s, t=tenant_id: _segments.merge_pending(s, t))  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_reads_see_the_same_postings_pending_merged_or_both(
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random writes to two tenants with merges every few writes, a direct write and deletes in between:
+    at every step the store is consistent, and merging everything changes no posting list."""
+    monkeypatch.setattr(_segments, 'MERGE_SEGMENTS', 3)
+    monkeypatch.setattr(_segments, 'MERGE_POSTINGS', 60)
+    monkeypatch.setattr(_segments, 'DIRECT_WRITE', 120)
+    rng = random.Random(18)
+    conversations: list[tuple[str, str]] = []
+    for step in range(40):
+        if conversations and rng.random() < 0.6:
+            conversation_id, scope = rng.choice(conversations)
+        else:
+            conversation_id, scope = f'c{step}', rng.choice(SCOPES)
+            conversations.append((conversation_id, scope))
+        size = 14 if step == 20 else rng.randint(1, 3)  # Step 20 is a direct write (`DIRECT_WRITE`).
+        await _save(recall_store, conversation_id, scope, [_text(rng) for _ in range(size)])
+        if step in (15, 30):
+            gone = conversations.pop(rng.randrange(len(conversations)))
+            await recall_store.delete(gone[0])
+        if step % 5 == 4:
+            report = await recall_store.check()
+            assert report.clean, report.findings
+    assert await column_of(recall_store, 'SELECT count(*) FROM pending_postings') != [0]
+    assert await column_of(recall_store, 'SELECT count(*) FROM posting_blocks') != [0]
+    before = await _every_list(recall_store, conversations)
+    assert any(before.values())
+    await _merge_all(recall_store)
+    assert await column_of(recall_store, 'SELECT count(*) FROM pending_postings') == [0]
+    assert await column_of(recall_store, 'SELECT pending_segments + pending_postings FROM tenants') == [0, 0]
+    assert await _every_list(recall_store, conversations) == before
+    assert await problems_of(recall_store) == []
+    report = await recall_store.check()
+    assert report.clean, report.findings
+
+
+async def test_a_write_that_fails_in_its_merge_leaves_the_segments_and_blocks_as_they_were(
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_segments, 'MERGE_SEGMENTS', 3)
+    await _save(recall_store, 'c', 'acme', ['kiwi pear', 'kiwi'])
+    await _save(recall_store, 'c', 'acme', ['pear plum'])
+    state = (
+        'SELECT * FROM pending_postings '
+        'UNION ALL SELECT tenant_id, -1, term_id, first_doc, last_doc, postings FROM posting_blocks'
+    )
+    before = sorted(map(repr, await rows_of(recall_store, state)))
+    counters = await rows_of(recall_store, 'SELECT pending_segments, pending_postings FROM tenants')
+
+    async def broken(*args: Any) -> None:
+        raise RuntimeError('the disk went away mid-merge')
+
+    monkeypatch.setattr(_segments, 'append_to_blocks', broken)
+    with pytest.raises(RuntimeError, match='mid-merge'):
+        await _save(recall_store, 'c', 'acme', ['plum kiwi'])
+    assert sorted(map(repr, await rows_of(recall_store, state))) == before
+    assert await rows_of(recall_store, 'SELECT pending_segments, pending_postings FROM tenants') == counters
+    assert len((await recall_store.load('c') or Conversation()).messages) == 3
+    monkeypatch.setattr(_segments, 'append_to_blocks', _block_writes.append_to_blocks)
+    await _save(recall_store, 'c', 'acme', ['plum kiwi'])
+    assert await column_of(recall_store, 'SELECT count(*) FROM pending_postings') == [0]
+    kiwi = await recall_store.postings(SearchTarget(scope='acme', conversation_id='c', run_id=None), ['kiwi'])
+    assert len(kiwi['kiwi']) == 3
+    report = await recall_store.check()
+    assert report.clean, report.findings
