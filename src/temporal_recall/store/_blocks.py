@@ -166,7 +166,7 @@ async def read_overlapping(
         return {}
     dialect = session.dialect
     rows = await select_overlapping(session, tenant_id, ranges)
-    if dialect.writes_segments:  # A store written without segments holds none: no round trip for them.
+    if dialect.writes_segments:  # A store written without segments holds none (`_segments`).
         terms = dialect.array(sorted({term_id for term_id, _, _ in ranges}))
         rows += await session.rows(_SEGMENTS + _pending(dialect), tenant_id, terms)
     return columns_of(rows)
@@ -175,14 +175,13 @@ async def read_overlapping(
 async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]) -> dict[int, PostingColumns]:
     """`term_id -> postings` of every block of `term_ids` (one range scan per term) and their pending rows."""
     dialect = session.dialect
-    rows = await session.rows(
-        f'{_SEGMENTS}SELECT b.term_id, b.first_doc, b.postings FROM {dialect.each(2, "bigint")} '  # noqa: S608
-        f'{dialect.join_in_order} posting_blocks b ON b.tenant_id = $1 AND b.term_id = value '
-        f'UNION ALL {_pending(dialect)}',
-        tenant_id,
-        dialect.array(sorted(set(term_ids))),
+    blocks = (
+        f'SELECT b.term_id, b.first_doc, b.postings FROM {dialect.each(2, "bigint")} '  # noqa: S608
+        f'{dialect.join_in_order} posting_blocks b ON b.tenant_id = $1 AND b.term_id = value'
     )
-    return columns_of(rows)
+    if dialect.writes_segments:
+        blocks = f'{_SEGMENTS}{blocks} UNION ALL {_pending(dialect)}'
+    return columns_of(await session.rows(blocks, tenant_id, dialect.array(sorted(set(term_ids)))))
 
 
 def columns_of(rows: Sequence[Row]) -> dict[int, PostingColumns]:
