@@ -42,6 +42,7 @@ import sys
 from array import array
 from collections.abc import Iterable, Sequence
 from itertools import chain, pairwise, repeat
+from operator import itemgetter
 
 import numpy as np
 from numpy.typing import NDArray
@@ -184,6 +185,15 @@ async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int])
     return columns_of(await session.rows(blocks, tenant_id, dialect.array(sorted(set(term_ids)))))
 
 
+def split_rows(rows: Sequence[Row]) -> tuple[NDArray[np.int64], NDArray[np.int64], list[bytes]]:
+    """Block rows `(term_id, first_doc, postings)` as three columns. Column by column: `zip(*rows)`
+    passes every row as an argument of one call, 3.5 times slower for a merge's 256,000 rows."""
+    count = len(rows)
+    terms = np.fromiter(map(itemgetter(0), rows), dtype=np.int64, count=count)
+    firsts = np.fromiter(map(itemgetter(1), rows), dtype=np.int64, count=count)
+    return terms, firsts, list(map(itemgetter(2), rows))
+
+
 def columns_of(rows: Sequence[Row]) -> dict[int, PostingColumns]:
     """`(term_id, first_doc, postings)` block rows as each term's postings, decoded as arrays in one pass.
 
@@ -194,9 +204,7 @@ def columns_of(rows: Sequence[Row]) -> dict[int, PostingColumns]:
     """
     if not rows:
         return {}
-    term_column, first_column, stored = zip(*rows, strict=True)
-    terms = np.array(term_column, dtype=np.int64)
-    firsts = np.array(first_column, dtype=np.int64)
+    terms, firsts, stored = split_rows(rows)
     if len(rows) > 1:
         order = np.lexsort((firsts, terms))
         once = run_starts(terms[order], firsts[order])  # A block read twice is kept once.

@@ -38,7 +38,7 @@ import numpy as np
 
 from ._block_writes import NewPostings, append_to_blocks, block_rows, check_postings
 from ._block_writes import remove_postings as remove_from_blocks
-from ._blocks import WORDS
+from ._blocks import WORDS, split_rows
 from ._bulk import insert_rows
 from ._session import Row, Session
 
@@ -106,11 +106,11 @@ def _by_term(rows: Sequence[Row]) -> NewPostings:
     """Pending rows `(term_id, first_doc, postings)` as postings grouped by term, each term's documents
     ascending: decoded in one pass over all rows (a merge moves a hundred thousand rows or more, so no
     Python step per term or per posting)."""
-    terms, firsts, stored = zip(*rows, strict=True)
+    terms, firsts, stored = split_rows(rows)
     counts = np.fromiter(map(len, stored), dtype=np.int64, count=len(stored)) // 12
     values = np.frombuffer(b''.join(stored), dtype=WORDS).reshape(-1, 3).astype(np.int64)
-    term_ids = np.repeat(np.array(terms, dtype=np.int64), counts)
-    doc_ids = values[:, 0] + np.repeat(np.array(firsts, dtype=np.int64), counts)
+    term_ids = np.repeat(terms, counts)
+    doc_ids = values[:, 0] + np.repeat(firsts, counts)
     order = np.lexsort((doc_ids, term_ids))
     return NewPostings(term_ids[order], doc_ids[order], values[order, 1], values[order, 2])
 
