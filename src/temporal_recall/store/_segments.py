@@ -13,8 +13,10 @@ and the blocks as they were).
 Measured (100-message appends of `scripts/bench_search.py`'s corpus, 20,000 messages, SQLite, each
 configuration filled in turn in one run): 781 and 662 msg/s appending to tails, against 916 and 754
 merging every 16 segments and 1,075 and 859 every 64, the rate no longer falling as the store
-grows. Larger merges amortise better but hold more in memory (a merge decodes its postings as
-arrays) and leave more segments for each read to probe: 32 segments or 400,000 postings. On
+grows; at 1,000,000 messages with 32 segments, 935 → 826 msg/s over the fill (799 overall) against
+765 → 475 (512) appending to tails (README, "At scale"). Larger merges amortise better but hold
+more in memory (a merge decodes its postings as arrays) and leave more segments for each read to
+probe: 32 segments or 400,000 postings. On
 PostgreSQL segments gained nothing (10,000 messages: 478 and 483 msg/s to tails, 472 and 466 with
 segments, every merge a burst) and each merge leaves its deleted rows to vacuum, so its dialect
 writes none (`Dialect.writes_segments`): a store written without segments never holds pending rows.
