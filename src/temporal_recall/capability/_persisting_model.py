@@ -60,7 +60,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from pydantic_ai import RunContext
-from pydantic_ai._run_context import get_current_run_context
+from pydantic_ai._run_context import get_current_run_context  # No public accessor in pydantic-ai 2.68.
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.models import ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
