@@ -210,7 +210,8 @@ def block_rows(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> list[t
     """The block rows holding `new` (by term, each term's documents ascending), given its terms' open `tails`."""
     if len(new.term_ids) > SMALL_WRITE:
         return _rows_as_arrays(tenant_id, new, tails)
-    return _rows_in_python(tenant_id, NewPostings(*(np.asarray(column).tolist() for column in new)), tails)
+    lists = (column.tolist() if isinstance(column, np.ndarray) else column for column in new)
+    return _rows_in_python(tenant_id, NewPostings(*lists), tails)  # A merge's few postings come as arrays.
 
 
 async def append_to_blocks(session: Session, tenant_id: int, new: NewPostings) -> None:

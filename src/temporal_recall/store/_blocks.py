@@ -58,6 +58,7 @@ __all__ = (
     'decode',
     'decode_front',
     'encode',
+    'postings_by_term',
     'postings_of',
     'read_blocks',
     'read_overlapping',
@@ -185,13 +186,27 @@ async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int])
     return columns_of(await session.rows(blocks, tenant_id, dialect.array(sorted(set(term_ids)))))
 
 
-def split_rows(rows: Sequence[Row]) -> tuple[NDArray[np.int64], NDArray[np.int64], list[bytes]]:
+def _split_rows(rows: Sequence[Row]) -> tuple[NDArray[np.int64], NDArray[np.int64], list[bytes]]:
     """Block rows `(term_id, first_doc, postings)` as three columns. Column by column: `zip(*rows)`
     passes every row as an argument of one call, 3.5 times slower for a merge's 256,000 rows."""
     count = len(rows)
     terms = np.fromiter(map(itemgetter(0), rows), dtype=np.int64, count=count)
     firsts = np.fromiter(map(itemgetter(1), rows), dtype=np.int64, count=count)
     return terms, firsts, list(map(itemgetter(2), rows))
+
+
+def postings_by_term(rows: Sequence[Row]) -> tuple[NDArray[np.int64], ...]:
+    """Block rows `(term_id, first_doc, postings)` as four aligned columns (term ids, document ids,
+    frequencies, lengths) grouped by term, each term's documents ascending: decoded in one pass over
+    all rows, for a merge's hundred thousand rows and more (`columns_of` decodes term by term, a
+    Python step per term)."""
+    terms, firsts, stored = _split_rows(rows)
+    counts = np.fromiter(map(len, stored), dtype=np.int64, count=len(stored)) // 12
+    values = np.frombuffer(b''.join(stored), dtype=WORDS).reshape(-1, 3).astype(np.int64)
+    term_ids = np.repeat(terms, counts)
+    doc_ids = values[:, 0] + np.repeat(firsts, counts)
+    order = np.lexsort((doc_ids, term_ids))
+    return term_ids[order], doc_ids[order], values[order, 1], values[order, 2]
 
 
 def columns_of(rows: Sequence[Row]) -> dict[int, PostingColumns]:
@@ -204,7 +219,7 @@ def columns_of(rows: Sequence[Row]) -> dict[int, PostingColumns]:
     """
     if not rows:
         return {}
-    terms, firsts, stored = split_rows(rows)
+    terms, firsts, stored = _split_rows(rows)
     if len(rows) > 1:
         order = np.lexsort((firsts, terms))
         once = run_starts(terms[order], firsts[order])  # A block read twice is kept once.

@@ -198,6 +198,7 @@ async def _index(session: Session, report: CheckReport) -> None:
 async def _postings(session: Session, report: CheckReport) -> list[tuple[int, int, int, int, int]]:
     """Every posting `(tenant_id, term_id, doc_id, term_frequency, length)`, its block checked first."""
     found: list[tuple[int, int, int, int, int]] = []
+    ends: dict[tuple[int, int], int] = {}  # Each list's last document, which its pending postings follow.
     previous: tuple[int, int, int] | None = None
     for tenant_id, term_id, first_doc, last_doc, count, stored_front, stored in await session.rows(
         'SELECT tenant_id, term_id, first_doc, last_doc, count, front, postings '
@@ -211,7 +212,7 @@ async def _postings(session: Session, report: CheckReport) -> list[tuple[int, in
             report.add('index', where, 'holds postings that do not decode')
             continue
         doc_ids = [posting.doc_id for posting in postings]
-        if not postings or doc_ids != sorted(set(doc_ids)) or doc_ids[-1] > last_doc:
+        if not _ascending(doc_ids, last_doc):
             report.add('index', where, f'holds documents {doc_ids[:5]}… out of order or past {last_doc}')
         elif previous is not None and previous[:2] == (tenant_id, term_id) and first_doc <= previous[2]:
             report.add('index', where, f'overlaps the block before it, which ends at document {previous[2]}')
@@ -229,9 +230,15 @@ async def _postings(session: Session, report: CheckReport) -> list[tuple[int, in
         if count != len(postings) or not (tight and covered):
             report.add('index', where, f'says it holds {count} postings bounded by {said}; it holds {len(postings)}')
         previous = (tenant_id, term_id, last_doc)
+        if postings:
+            ends[tenant_id, term_id] = doc_ids[-1]
         found.extend((tenant_id, term_id, doc_id, frequency, length) for doc_id, frequency, length in postings)
-    ends = {(tenant_id, term_id): doc_id for tenant_id, term_id, doc_id, _, _ in found}  # Each list's last.
     return found + await _pending_postings(session, report, ends)
+
+
+def _ascending(doc_ids: list[int], last_doc: int) -> bool:
+    """Whether a stored row's documents are distinct, ascending and none past its `last_doc`."""
+    return bool(doc_ids) and doc_ids == sorted(set(doc_ids)) and doc_ids[-1] <= last_doc
 
 
 async def _pending_postings(
@@ -254,7 +261,7 @@ async def _pending_postings(
             continue
         doc_ids = [posting.doc_id for posting in postings]
         after = ends.get((tenant_id, term_id), -1)
-        if not postings or doc_ids != sorted(set(doc_ids)) or doc_ids[-1] > last_doc or doc_ids[0] <= after:
+        if not _ascending(doc_ids, last_doc) or doc_ids[0] <= after:
             report.add(
                 'index', where, f'hold documents {doc_ids[:5]}… out of order, past {last_doc} or not after {after}'
             )

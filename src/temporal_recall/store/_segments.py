@@ -36,13 +36,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from ._block_writes import NewPostings, append_to_blocks, block_rows, check_postings
 from ._block_writes import remove_postings as remove_from_blocks
-from ._blocks import WORDS, split_rows
+from ._blocks import postings_by_term
 from ._bulk import insert_rows
-from ._session import Row, Session
+from ._session import Session
 
 __all__ = ('DIRECT_WRITE', 'MERGE_POSTINGS', 'MERGE_SEGMENTS', 'add_postings', 'merge_pending', 'remove_postings')
 
@@ -69,7 +67,6 @@ async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> No
     """Add `new` (postings of documents newer than any of the tenant's indexed ones) to the index."""
     if not len(new.term_ids):
         return
-    check_postings(new)
     if not session.dialect.writes_segments:
         await append_to_blocks(session, tenant_id, new)
         return
@@ -77,6 +74,7 @@ async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> No
         await merge_pending(session, tenant_id)
         await append_to_blocks(session, tenant_id, new)
         return
+    check_postings(new)  # `append_to_blocks` checks the postings it writes; a segment's are checked here.
     counters = await session.one(
         'UPDATE tenants SET pending_segments = pending_segments + 1, pending_postings = pending_postings + $2 '
         'WHERE tenant_id = $1 RETURNING pending_segments, pending_postings',
@@ -99,22 +97,9 @@ async def merge_pending(session: Session, tenant_id: int) -> None:
     )
     if not rows:
         return
-    await append_to_blocks(session, tenant_id, _by_term(rows))
+    await append_to_blocks(session, tenant_id, NewPostings(*postings_by_term(rows)))
     await session.run('DELETE FROM pending_postings WHERE tenant_id = $1', tenant_id)
     await session.run('UPDATE tenants SET pending_segments = 0, pending_postings = 0 WHERE tenant_id = $1', tenant_id)
-
-
-def _by_term(rows: Sequence[Row]) -> NewPostings:
-    """Pending rows `(term_id, first_doc, postings)` as postings grouped by term, each term's documents
-    ascending: decoded in one pass over all rows (a merge moves a hundred thousand rows or more, so no
-    Python step per term or per posting)."""
-    terms, firsts, stored = split_rows(rows)
-    counts = np.fromiter(map(len, stored), dtype=np.int64, count=len(stored)) // 12
-    values = np.frombuffer(b''.join(stored), dtype=WORDS).reshape(-1, 3).astype(np.int64)
-    term_ids = np.repeat(terms, counts)
-    doc_ids = values[:, 0] + np.repeat(firsts, counts)
-    order = np.lexsort((doc_ids, term_ids))
-    return NewPostings(term_ids[order], doc_ids[order], values[order, 1], values[order, 2])
 
 
 async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int]]) -> None:
