@@ -295,13 +295,18 @@ UNDO_SEGMENTS = (
 """What migration 8 added, taken away (its pending postings go with it)."""
 
 
-async def back_to_version_7(store: AnyStore) -> None:
-    """Turn a store into what version 7 wrote: every posting in `posting_blocks` (the pending ones merged
-    there), no `pending_postings` nor pending counters, version 7 recorded. Close and reopen it afterwards."""
+async def merge_everything(store: AnyStore) -> None:
+    """Merge every tenant's pending postings into its blocks (`_segments.merge_pending`)."""
     from temporal_recall.store._segments import merge_pending
 
     for (tenant_id,) in await rows_of(store, 'SELECT tenant_id FROM tenants'):
         await store._backend.run_write(lambda s, t=tenant_id: merge_pending(s, t))  # pyright: ignore[reportPrivateUsage]
+
+
+async def back_to_version_7(store: AnyStore) -> None:
+    """Turn a store into what version 7 wrote: every posting in `posting_blocks` (the pending ones merged
+    there), no `pending_postings` nor pending counters, version 7 recorded. Close and reopen it afterwards."""
+    await merge_everything(store)
     for statement in (*UNDO_SEGMENTS, 'DELETE FROM schema_migrations WHERE version > 7'):
         await run_sql(store, statement)
 

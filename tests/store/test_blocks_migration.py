@@ -67,20 +67,9 @@ async def test_a_version_6_store_upgrades_to_blocks_with_the_same_answers(
     site: Site, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = await site.open()
+    requests = _requests()
     try:
-        for number in range(12):
-            topic = ('weather', 'invoice', 'refund order')[number % 3]
-            messages = [*turn(number, topic), user(f'order A-{1000 + number} for the {topic} team please')]
-            conversation = Conversation(conversation_id=f'c{number}', messages=messages)
-            await store.save(conversation, scope=('acme', 'globex')[number % 2])
-        await store.delete('c5')
-        requests = [
-            SearchRequest(query=query, scope=scope, limit=limit, **target)  # type: ignore[arg-type]
-            for query in ('order', 'invoice team', 'A-1004 order please', 'weather answer', 'absent')
-            for scope in ('acme', 'globex')
-            for limit in (1, 5)
-            for target in ({'all_conversations': True}, {'conversation_id': 'c4' if scope == 'acme' else 'c3'})
-        ]
+        await _fill(store)
         before = await _answers(store, requests)
         assert any(before)
         await back_to_version_6(store)

@@ -12,7 +12,7 @@ from pydantic_ai.conversation import Conversation
 from temporal_recall.store import SearchTarget, _block_writes, _segments, _session
 from temporal_recall.store._protocol import Posting
 
-from ._support import AnyStore, column_of, problems_of, reply, rows_of, user
+from ._support import AnyStore, column_of, merge_everything, problems_of, reply, rows_of, user
 
 WORDS = [f'w{number}' for number in range(40)]
 SCOPES = ('acme', 'globex')
@@ -45,11 +45,6 @@ async def _every_list(store: AnyStore, conversations: list[tuple[str, str]]) -> 
     return lists
 
 
-async def _merge_all(store: AnyStore) -> None:
-    for tenant_id in await column_of(store, 'SELECT tenant_id FROM tenants'):
-        await store._backend.run_write(lambda s, t=tenant_id: _segments.merge_pending(s, t))  # pyright: ignore[reportPrivateUsage]
-
-
 async def test_reads_see_the_same_postings_pending_merged_or_both(
     recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -78,7 +73,7 @@ async def test_reads_see_the_same_postings_pending_merged_or_both(
     assert await column_of(recall_store, 'SELECT count(*) FROM posting_blocks') != [0]
     before = await _every_list(recall_store, conversations)
     assert any(before.values())
-    await _merge_all(recall_store)
+    await merge_everything(recall_store)
     assert await column_of(recall_store, 'SELECT count(*) FROM pending_postings') == [0]
     assert await column_of(recall_store, 'SELECT pending_segments + pending_postings FROM tenants') == [0, 0]
     assert await _every_list(recall_store, conversations) == before
