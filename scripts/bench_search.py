@@ -8,8 +8,9 @@ A script that prints numbers, never a timed test.
 
 `--messages N` is issue 18's measurement (`bench/_scale*.py`): N messages of 20-300 words in
 N/100 conversations of one tenant, written through the public `append` (one 100-message append per
-conversation) to ours (SQLite, and PostgreSQL with `--compare`), and the same texts to SQLite FTS5
-and tantivy, interleaved; then the same queries on each, interleaved query by query (one rare id;
+conversation) to ours (SQLite, and PostgreSQL with `--compare`) and the same texts to SQLite FTS5,
+interleaved, then to tantivy alone (its writer indexes on threads of its own, which would run during
+the others' timed writes); then the same queries on each, interleaved query by query (one rare id;
 two to four common words; a rare id among common words), scope-wide and, for ours, inside one
 1,000-message conversation. It prints the fill rate per tenth of the fill, bytes per message,
 peak memory (`ru_maxrss`), p50/p95/p99/max per class, a table shaped like the issue's, and the

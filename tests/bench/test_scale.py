@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bench._scale_corpus import LONG_CONVERSATION, MAX_WORDS, MIN_WORDS, QUERY_CLASSES, Corpus, IdSample, rare_ids
@@ -81,6 +82,14 @@ async def check_engines_find_every_rare_id(tmp_path: Path, ours_url: str) -> Non
             await engine.close()
 
 
+def _recorded(write: Any, names: list[str]) -> Any:
+    async def recorded(self: Engine, prepared: Any) -> None:
+        names.append(self.name)
+        await write(self, prepared)
+
+    return recorded
+
+
 async def test_sqlite_fts5_and_tantivy_find_the_same_rare_ids(tmp_path: Path) -> None:
     await check_engines_find_every_rare_id(tmp_path, str(tmp_path / 'ours.db'))
 
@@ -95,9 +104,18 @@ async def test_postgresql_finds_the_same_rare_ids(tmp_path: Path) -> None:
         await drop_schema(url, schema)
 
 
-async def test_a_tiny_run_prints_the_issue_table_and_its_thresholds(tmp_path: Path) -> None:
+async def test_a_tiny_run_prints_the_issue_table_and_its_thresholds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[str] = []
+    for engine in (Ours, Fts5, Tantivy):
+        monkeypatch.setattr(engine, 'write', _recorded(engine.write, writes))
     options = _scale.Options(messages=MESSAGES, ours=['sqlite'], directory=tmp_path, queries_per_class=3)
     measured = await _scale.measure(options)
+    # ours and FTS5 take turns; tantivy, whose writer works on threads of its own, is filled after them.
+    units = MESSAGES // 100
+    assert sorted(writes[: 2 * units]) == ['FTS5'] * units + ['ours, SQLite'] * units
+    assert writes[2 * units :] == (['tantivy'] * units if tantivy_missing() is None else [])
     assert measured.rare_id_disagreements == 0 and measured.rare_id_queries == 3
     text = _scale_report.report(measured)
     labels = ['ours, SQLite', 'FTS5 OR', 'FTS5 AND'] + (['tantivy OR'] if tantivy_missing() is None else [])
