@@ -112,7 +112,7 @@ async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
 
 @pytest.mark.parametrize('spread', [1, 50], ids=['dense-ids', 'sparse-ids'])
 def test_array_sums_equal_the_row_sums_bit_for_bit(spread: int):
-    """Both ways `_summed` adds weights (by id, or over the sorted union of ids) give `summed`'s floats."""
+    """Both ways `_best` adds weights (by id, or over the sorted union of ids) give `summed`'s floats."""
     import numpy as np
 
     from temporal_recall.search._bm25 import summed
@@ -123,10 +123,35 @@ def test_array_sums_equal_the_row_sums_bit_for_bit(spread: int):
         docs = sorted(rng.sample(range(1000, 1000 + 400 * spread), 300))
         weights = [rng.uniform(0.01, 9.0) for _ in docs]
         weighted.append((np.array(docs, dtype=np.int64), np.array(weights)))
-    doc_ids, scores = _plan._summed(weighted)  # pyright: ignore[reportPrivateUsage]
+    doc_ids, scores = _plan._best(weighted, 10**6)  # pyright: ignore[reportPrivateUsage]
+    order = np.argsort(doc_ids)
     expected = summed(dict(zip(docs.tolist(), weights.tolist(), strict=True)) for docs, weights in weighted)
-    assert doc_ids.tolist() == sorted(expected)
-    assert scores.tolist() == [expected[doc_id] for doc_id in sorted(expected)]
+    assert doc_ids[order].tolist() == sorted(expected)
+    assert scores[order].tolist() == [expected[doc_id] for doc_id in sorted(expected)]
+
+
+@pytest.mark.parametrize('spread', [1, 50], ids=['dense-ids', 'sparse-ids'])
+@pytest.mark.parametrize('limit', [1, 3, 10, 64, 500])
+def test_the_candidates_are_every_document_reaching_the_kth_score_ties_included(spread: int, limit: int):
+    """`_best` keeps exactly the documents scoring at least the `limit`-th best sum: none of the page
+    is lost to the sampled floor, and documents tied with the last one on the page are all kept."""
+    import numpy as np
+
+    from temporal_recall.search._bm25 import summed
+
+    rng = random.Random(limit * spread)
+    weighted = []
+    for _ in range(3):
+        docs = sorted(rng.sample(range(1, 1 + 2_000 * spread), 1_500))
+        weights = [rng.choice((0.5, 1.0, 1.5, 2.0)) for _ in docs]  # Few distinct sums: ties everywhere.
+        weighted.append((np.array(docs, dtype=np.int64), np.array(weights)))
+    doc_ids, scores = _plan._best(weighted, limit)  # pyright: ignore[reportPrivateUsage]
+    expected = summed(dict(zip(docs.tolist(), weights.tolist(), strict=True)) for docs, weights in weighted)
+    kth = sorted(expected.values(), reverse=True)[limit - 1]
+    assert sorted(doc_ids.tolist()) == sorted(doc_id for doc_id, score in expected.items() if score >= kth)
+    assert dict(zip(doc_ids.tolist(), scores.tolist(), strict=True)) == {
+        doc_id: expected[doc_id] for doc_id in doc_ids.tolist()
+    }
 
 
 @pytest.mark.parametrize('block', [3, 128], ids=['blocks-of-3', 'blocks-of-128'])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -171,32 +171,51 @@ async def _unfiltered_frequencies(reader: IndexReader, target: SearchTarget, ter
     return {term: len(found) for term, found in (await reader.postings(target, terms)).items()}
 
 
-def _summed(
-    weighted: Sequence[tuple[NDArray[np.int64], NDArray[np.float64]]],
+def _best(
+    weighted: Sequence[tuple[NDArray[np.int64], NDArray[np.float64]]], limit: int
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Each document's score, its weights added term by term in order: `(doc_ids, scores)`, ascending ids.
+    """Each document's score, its weights added term by term in query order, and of those the
+    documents that can be on a page of `limit`: `(doc_ids, scores)`, every document scoring at least
+    the `limit`-th best score (ties included), in no particular order.
 
-    Each weight is added once, in term order, starting from 0.0 (which `summed`'s first copy equals):
-    one fancy-indexed addition per term, exact because a term holds a document once. Where the ids
-    are dense (one tenant's documents, the usual case) the sums go into an array indexed by id, with
-    no sort; otherwise into the sorted union of the ids. The dense path adds term by term rather than
-    with one `bincount` over the concatenated lists: copying four common terms' lists of a 100k store
-    into one cost more (3.5 ms) than the additions themselves (0.8 ms).
+    Each weight is added once, in term order, starting from 0.0 (which `summed`'s first copy equals),
+    exact because a term holds a document once. Where the ids are dense (one tenant's documents, the
+    usual case) each term's weights go into an array indexed by id with `bincount` (one pass; a
+    document the term lacks gets 0.0, which adds nothing), and the arrays are added in term order;
+    otherwise the sums go into the sorted union of the ids. Measured on the benchmark's 100k store,
+    common-word queries (200,000 postings): 0.44 ms for the sums and the selection, against 1.7 ms
+    for a fancy-indexed addition per term followed by `np.partition` over every held document.
     """
     low = min(int(docs[0]) for docs, _ in weighted)
     span = max(int(docs[-1]) for docs, _ in weighted) - low + 1
-    if span <= 4 * sum(len(docs) for docs, _ in weighted):
-        dense = np.zeros(span)
+    if span > 4 * sum(len(docs) for docs, _ in weighted):
+        doc_ids = np.unique(np.concatenate([docs for docs, _ in weighted]))
+        scores = np.zeros(len(doc_ids))
         for docs, weights in weighted:
-            dense[docs - low] += weights
-        present = np.flatnonzero(dense)  # Every weight is positive: a held document's sum is too.
-        return present + low, dense[present]
-    doc_ids = np.unique(np.concatenate([docs for docs, _ in weighted]))
-    scores = np.zeros(len(doc_ids))
-    for docs, weights in weighted:
-        at = np.searchsorted(doc_ids, docs)
-        scores[at] = scores[at] + weights
-    return doc_ids, scores
+            at = np.searchsorted(doc_ids, docs)
+            scores[at] = scores[at] + weights
+        return _at_least_kth(doc_ids, scores, limit)
+    # With weights, `bincount` sums float64 (numpy's stubs type every result as integers).
+    dense = cast('NDArray[np.float64]', np.bincount(weighted[0][0] - low, weighted[0][1], minlength=span))
+    for docs, weights in weighted[1:]:
+        np.add(dense, np.bincount(docs - low, weights, minlength=span), out=dense)
+    # Every weight is positive, so a held document's sum is too. The `limit`-th best of every 16th
+    # document is at most the page's last score: only documents reaching it are candidates.
+    sample = dense[::16]
+    floor = np.partition(sample, len(sample) - limit)[len(sample) - limit] if len(sample) > limit else 0.0
+    held = np.flatnonzero(dense >= floor) if floor > 0 else np.flatnonzero(dense)
+    return _at_least_kth(held + low, dense[held], limit)
+
+
+def _at_least_kth(
+    doc_ids: NDArray[np.int64], scores: NDArray[np.float64], limit: int
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """The documents scoring at least the `limit`-th best score."""
+    if len(scores) <= limit:
+        return doc_ids, scores
+    kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
+    chosen = np.flatnonzero(scores >= kth)
+    return doc_ids[chosen], scores[chosen]
 
 
 def _weights(
@@ -264,11 +283,7 @@ def _rank_columns(
         )
     if not weighted:
         return []
-    doc_ids, scores = _summed(weighted)
-    if len(scores) > limit:
-        kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
-        chosen = np.flatnonzero(scores >= kth)
-        doc_ids, scores = doc_ids[chosen], scores[chosen]
+    doc_ids, scores = _best(weighted, limit)
     best = np.lexsort((doc_ids, -scores))[:limit]
     return [
         ScoredDocument(int(doc_id), float(score)) for doc_id, score in zip(doc_ids[best], scores[best], strict=True)
