@@ -51,8 +51,9 @@ WITH RECURSIVE chain(k) AS (
     UNION ALL
     SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k WHERE e.parent_key IS NOT NULL
 )
-SELECT e.content_hash, e.entry_key, e.position, e.run_key, r.run_id, e.entry_id, e.message
-FROM chain {dialect.join_in_order} entries e ON e.entry_key = chain.k LEFT JOIN runs r ON r.run_key = e.run_key
+SELECT e.content_hash, e.entry_key, e.position, e.run_key,
+    (SELECT r.run_id FROM runs r WHERE r.run_key = e.run_key), e.entry_id, e.message
+FROM chain {dialect.join_in_order} entries e ON e.entry_key = chain.k
 WHERE NOT e.unindexed AND e.content_hash {dialect.in_select(contents)}
 """  # noqa: S608 (constant SQL fragments only; values are parameters)
 
