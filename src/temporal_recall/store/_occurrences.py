@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._session import Dialect, Session
+from ._statements import run_id_of
 
 __all__ = ('page_rows',)
 
@@ -51,8 +52,7 @@ WITH RECURSIVE chain(k) AS (
     UNION ALL
     SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k WHERE e.parent_key IS NOT NULL
 )
-SELECT e.content_hash, e.entry_key, e.position, e.run_key,
-    (SELECT r.run_id FROM runs r WHERE r.run_key = e.run_key), e.entry_id, e.message
+SELECT e.content_hash, e.entry_key, e.position, e.run_key, {run_id_of('e.run_key')}, e.entry_id, e.message
 FROM chain {dialect.join_in_order} entries e ON e.entry_key = chain.k
 WHERE NOT e.unindexed AND e.content_hash {dialect.in_select(contents)}
 """  # noqa: S608 (constant SQL fragments only; values are parameters)
