@@ -45,11 +45,13 @@ async def _every_list(store: AnyStore, conversations: list[tuple[str, str]]) -> 
     return lists
 
 
+@pytest.mark.parametrize('chunk', [100_000, 7], ids=['one-range-per-merge', 'many-ranges-per-merge'])
 async def test_reads_see_the_same_postings_pending_merged_or_both(
-    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch, chunk: int
 ) -> None:
     """Random writes to two tenants with merges every few writes, a direct write and deletes in between:
     at every step the store is consistent, and merging everything changes no posting list."""
+    monkeypatch.setattr(_segments, 'MERGE_CHUNK', chunk)
     monkeypatch.setattr(_segments, 'MERGE_SEGMENTS', 3)
     monkeypatch.setattr(_segments, 'MERGE_POSTINGS', 60)
     monkeypatch.setattr(_segments, 'DIRECT_WRITE', 120)
@@ -109,5 +111,48 @@ async def test_a_write_that_fails_in_its_merge_leaves_the_segments_and_blocks_as
     assert await column_of(recall_store, 'SELECT count(*) FROM pending_postings') == [0]
     kiwi = await recall_store.postings(SearchTarget(scope='acme', conversation_id='c', run_id=None), ['kiwi'])
     assert len(kiwi['kiwi']) == 3
+    report = await recall_store.check()
+    assert report.clean, report.findings
+
+
+@pytest.mark.parametrize('chunk', [1, 5, 12, 1_000])
+def test_term_ranges_cover_every_term_once_in_order_and_stop_at_the_chunk(chunk: int) -> None:
+    rng = random.Random(chunk)
+    sizes = [(term_id, 12 * rng.choice([1, 1, 2, 3, 9])) for term_id in rng.sample(range(1, 500), 60)]
+    postings = {term_id: size // 12 for term_id, size in sizes}
+    ranges = _segments._term_ranges(sizes, chunk)  # pyright: ignore[reportPrivateUsage]
+    terms = sorted(postings)
+    covered = [[term for term in terms if low <= term <= high] for low, high in ranges]
+    assert [term for group in covered for term in group] == terms  # Every term once, ranges in order.
+    for group in covered:
+        held = [postings[term] for term in group]
+        assert sum(held[:-1]) < chunk  # A range ends at the first term that takes it to the chunk...
+        if group is not covered[-1]:
+            assert sum(held) >= chunk  # ...and not before.
+
+
+async def test_a_merge_places_its_postings_range_by_range(
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge never holds more than a chunk of postings (plus its last term's) at once, and moves them all."""
+    monkeypatch.setattr(_segments, 'MERGE_SEGMENTS', 1_000)
+    rng = random.Random(5)
+    for step in range(12):
+        await _save(recall_store, f'c{step}', 'acme', [_text(rng) for _ in range(3)])
+    pending = await column_of(recall_store, 'SELECT pending_postings FROM tenants')
+    placed: list[int] = []
+
+    async def counting(session: Any, tenant_id: int, new: Any) -> None:
+        placed.append(len(new.term_ids))
+        await _block_writes.append_to_blocks(session, tenant_id, new)
+
+    monkeypatch.setattr(_segments, 'append_to_blocks', counting)
+    monkeypatch.setattr(_segments, 'MERGE_CHUNK', 10)
+    before = await _every_list(recall_store, [])
+    await merge_everything(recall_store)
+    assert sum(placed) == sum(pending) and len(placed) > 3
+    longest = max(len(postings) for postings in before['acme'].values())
+    assert max(placed) < 10 + longest
+    assert await _every_list(recall_store, []) == before
     report = await recall_store.check()
     assert report.clean, report.findings

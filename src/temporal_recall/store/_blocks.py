@@ -53,6 +53,7 @@ from ._session import Dialect, Row, Session
 
 __all__ = (
     'BLOCK',
+    'SEGMENTS',
     'WORDS',
     'columns_of',
     'decode',
@@ -143,7 +144,7 @@ async def select_overlapping(session: Session, tenant_id: int, ranges: Sequence[
     )
 
 
-_SEGMENTS = (
+SEGMENTS = (
     'WITH RECURSIVE segment (n) AS (SELECT 0 FROM tenants WHERE tenant_id = $1 AND pending_segments > 0 '
     'UNION ALL SELECT n + 1 FROM segment WHERE n + 1 < (SELECT pending_segments FROM tenants WHERE tenant_id = $1)) '
 )
@@ -170,7 +171,7 @@ async def read_overlapping(
     rows = await select_overlapping(session, tenant_id, ranges)
     if dialect.writes_segments:  # A store written without segments holds none (`_segments`).
         terms = dialect.array(sorted({term_id for term_id, _, _ in ranges}))
-        rows += await session.rows(_SEGMENTS + _pending(dialect), tenant_id, terms)
+        rows += await session.rows(SEGMENTS + _pending(dialect), tenant_id, terms)
     return columns_of(rows)
 
 
@@ -182,7 +183,7 @@ async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int])
         f'{dialect.join_in_order} posting_blocks b ON b.tenant_id = $1 AND b.term_id = value'
     )
     if dialect.writes_segments:
-        blocks = f'{_SEGMENTS}{blocks} UNION ALL {_pending(dialect)}'
+        blocks = f'{SEGMENTS}{blocks} UNION ALL {_pending(dialect)}'
     return columns_of(await session.rows(blocks, tenant_id, dialect.array(sorted(set(term_ids)))))
 
 

@@ -32,6 +32,12 @@ segments, so every pending posting is of a document newer than any the term's bl
 tenant's `pending_segments` counts the segments (numbered from 0 since the last merge), which is how
 a read enumerates them with an index probe each; `pending_postings` counts their postings.
 
+A merge moves its postings term range by term range (`MERGE_CHUNK` postings at a time): each term's
+pending postings go to that term's blocks only, so ranges of terms are merges of their own, and a
+merge's memory no longer grows with its size. Decoded whole, a merge of 400,000 postings took
+the peak resident memory of a process filling 30,000 messages from 100 MB to 268 MB, and one of
+1,200,000 to 421 MB; by ranges of 100,000, 223 and 226 MB.
+
 A large write (an import, a reindex batch: `DIRECT_WRITE` postings or more) is a merge's worth on
 its own: it merges what is pending, oldest first, then goes to the blocks directly. Taking documents
 out merges first too, so a delete only ever rewrites blocks.
@@ -41,19 +47,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from ._block_writes import NewPostings, append_to_blocks, block_rows, check_postings
 from ._block_writes import remove_postings as remove_from_blocks
-from ._blocks import postings_by_term
+from ._blocks import SEGMENTS, postings_by_term
 from ._bulk import insert_rows
-from ._session import Session
+from ._session import Dialect, Row, Session
 
-__all__ = ('DIRECT_WRITE', 'MERGE_POSTINGS', 'MERGE_SEGMENTS', 'add_postings', 'merge_pending', 'remove_postings')
+__all__ = (
+    'DIRECT_WRITE',
+    'MERGE_CHUNK',
+    'MERGE_POSTINGS',
+    'MERGE_SEGMENTS',
+    'add_postings',
+    'merge_pending',
+    'remove_postings',
+)
 
 MERGE_SEGMENTS = 32
 """A write that leaves this many segments pending merges them: a read probes each segment per term."""
 
 MERGE_POSTINGS = 400_000
 """A write that leaves this many postings pending merges them: the most one merge moves (4.8 MB)."""
+
+MERGE_CHUNK = 100_000
+"""About the most postings a merge decodes and places at once (`merge_pending`); one term's can be more."""
 
 DIRECT_WRITE = 50_000
 """A write of this many postings or more goes to the blocks directly (after merging what is pending)."""
@@ -96,15 +115,46 @@ async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> No
 
 
 async def merge_pending(session: Session, tenant_id: int) -> None:
-    """Move the tenant's pending postings into their terms' blocks, oldest first, and empty the segments."""
-    rows = await session.rows(
-        'SELECT term_id, first_doc, postings FROM pending_postings WHERE tenant_id = $1', tenant_id
+    """Move the tenant's pending postings into their terms' blocks, oldest first, and empty the segments.
+
+    Term range by term range (`_term_ranges`), so a merge holds at most about `MERGE_CHUNK` postings
+    decoded at once, whatever it moves: a term's postings all go to its own blocks, so ranges of terms
+    are independent merges."""
+    sizes = await session.rows(
+        'SELECT term_id, sum(length(postings)) FROM pending_postings WHERE tenant_id = $1 GROUP BY term_id', tenant_id
     )
-    if not rows:
+    if not sizes:
         return
-    await append_to_blocks(session, tenant_id, NewPostings(*postings_by_term(rows)))
+    for low, high in _term_ranges(sizes, MERGE_CHUNK):
+        rows = await session.rows(_pending_range(session.dialect), tenant_id, low, high)
+        await append_to_blocks(session, tenant_id, NewPostings(*postings_by_term(rows)))
     await session.run('DELETE FROM pending_postings WHERE tenant_id = $1', tenant_id)
     await session.run('UPDATE tenants SET pending_segments = 0, pending_postings = 0 WHERE tenant_id = $1', tenant_id)
+
+
+def _pending_range(dialect: Dialect) -> str:
+    """The tenant's pending rows of terms `$2` to `$3`: one range probe per segment (the key leads with it)."""
+    return (
+        f'{SEGMENTS}SELECT p.term_id, p.first_doc, p.postings FROM pending_postings p WHERE p.tenant_id = $1 '  # noqa: S608
+        f'AND p.segment {dialect.in_select("SELECT n FROM segment")} AND p.term_id >= $2 AND p.term_id <= $3'
+    )
+
+
+def _term_ranges(sizes: Sequence[Row], chunk: int) -> list[tuple[int, int]]:
+    """`(low, high)` term-id ranges, in order, covering the `(term_id, bytes)` rows, each holding about
+    `chunk` postings: a range ends at the first term that takes it to `chunk` (one term can exceed it)."""
+    terms = np.array([int(row[0]) for row in sizes], dtype=np.int64)
+    counts = np.array([int(row[1]) for row in sizes], dtype=np.int64) // 12
+    order = np.argsort(terms)
+    terms, ends = terms[order], np.cumsum(counts[order])
+    ranges: list[tuple[int, int]] = []
+    start, done = 0, 0
+    while start < len(terms):
+        stop = int(np.searchsorted(ends, done + chunk, side='left'))
+        stop = min(max(stop, start), len(terms) - 1)
+        ranges.append((int(terms[start]), int(terms[stop])))
+        done, start = int(ends[stop]), stop + 1
+    return ranges
 
 
 async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int]]) -> None:
