@@ -14,9 +14,15 @@ Measured (100-message appends of `scripts/bench_search.py`'s corpus, 20,000 mess
 configuration filled in turn in one run): 781 and 662 msg/s appending to tails, against 916 and 754
 merging every 16 segments and 1,075 and 859 every 64, the rate no longer falling as the store
 grows; at 1,000,000 messages with 32 segments, 935 → 826 msg/s over the fill (799 overall) against
-765 → 475 (512) appending to tails (README, "At scale"). Larger merges amortise better but hold
-more in memory (a merge decodes its postings as arrays) and leave more segments for each read to
-probe: 32 segments or 400,000 postings. On
+765 → 475 (512) appending to tails (README, "At scale"). Larger merges amortise better, and since a
+merge moves its postings range by range (below) they cost no more memory, but they leave more
+segments for each read to probe and pause a write for longer. 64 segments or 800,000 postings, by
+measurement (100,000 messages filled per configuration, alternating, twice or more each): 32 and
+400,000 filled at 1,176-1,280 msg/s overall, falling 12-26% from the first tenth to the last; 64
+and 800,000 at 1,377-1,478, falling at most 15%; 96 and 1,200,000 at 1,314-1,397. Searches of
+every class measured the same within the machine's noise. Two-message appends into a 20,000-message
+store: mean 5.6-6.2 ms against 5.7-5.9, p99 69-74 against 84-88 ms (a merge's pause, rarer and
+longer). On
 PostgreSQL segments gained nothing on writes (10,000 messages: 478 and 483 msg/s to tails, 472 and
 466 with segments; 100,000 messages: 728 against 721), and each merge leaves its deleted rows to
 vacuum: without autovacuum (as on this project's test server) `pending_postings` grew to 6.9 KB
@@ -65,11 +71,11 @@ __all__ = (
     'remove_postings',
 )
 
-MERGE_SEGMENTS = 32
+MERGE_SEGMENTS = 64
 """A write that leaves this many segments pending merges them: a read probes each segment per term."""
 
-MERGE_POSTINGS = 400_000
-"""A write that leaves this many postings pending merges them: the most one merge moves (4.8 MB)."""
+MERGE_POSTINGS = 800_000
+"""A write that leaves this many postings pending merges them (9.6 MB of segments)."""
 
 MERGE_CHUNK = 100_000
 """About the most postings a merge decodes and places at once (`merge_pending`); one term's can be more."""
