@@ -19,6 +19,7 @@ from pydantic_ai.messages import (
 import temporal_recall
 from temporal_recall import ANY_SCOPE, list_conversations, read_conversation, search_messages
 from temporal_recall.errors import InvalidQuery, InvalidSearchParameters, UnknownConversation
+from temporal_recall.query import ConversationInfo
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore, open_store
 from temporal_recall.text._documents import RECALL_TOOL_NAME
 
@@ -127,6 +128,69 @@ async def test_search_in_a_scope_or_under_the_stored_one(store: Store) -> None:
         await search_messages(store, 'invoice', conversation_id=None, scope=ANY_SCOPE)
     with pytest.raises(InvalidQuery):  # the query is refused before the conversation is looked up
         await search_messages(store, '  ', conversation_id='no-such', scope=ANY_SCOPE)
+
+
+@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
+async def tenants(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """A fresh store with one conversation in each of `acme`, `globex`, `''` and no scope, and forks:
+    `globex-fork` of acme's `a1`, `acme-fork` of `a1` in acme, and `orphan` of a since-deleted one."""
+    site = PostgresSite(configured_postgres_url()) if request.param == 'postgres' else None
+    opened = await open_store(site.url if site is not None else str(tmp_path / 'recall.db'))
+    try:
+        for conversation_id, scope in (('a1', 'acme'), ('g1', 'globex'), ('e1', ''), ('n1', None), ('gone', 'acme')):
+            await opened.append(
+                AppendRequest(
+                    conversation_id=conversation_id,
+                    scope=scope,
+                    idempotency_key=f'{conversation_id}-1',
+                    base_length=0,
+                    base_hash=None,
+                    messages=[ModelRequest(parts=[UserPromptPart(f'hello from {conversation_id}')])],
+                )
+            )
+        await opened.fork('a1', new_conversation_id='globex-fork', scope='globex', source_scope='acme')
+        await opened.fork('a1', new_conversation_id='acme-fork', source_scope='acme')
+        await opened.fork('gone', new_conversation_id='orphan', source_scope='acme')
+        await opened.delete('gone', scope='acme')
+        yield opened
+    finally:
+        await opened.close()
+        if site is not None:
+            await site.close()
+
+
+async def test_no_scope_is_a_tenant_of_its_own(tenants: Store) -> None:
+    listed = {
+        scope: [c.conversation_id for c in await list_conversations(tenants, scope=scope)] for scope in (None, '')
+    }
+    assert listed == {None: ['n1'], '': ['e1']}, 'None lists only what was stored without a scope'
+    assert sorted(c.conversation_id for c in await list_conversations(tenants, scope='globex')) == ['g1', 'globex-fork']
+    assert len(await list_conversations(tenants)) == 7, 'ANY_SCOPE is the operator view'
+    with pytest.raises(UnknownConversation):
+        await read_conversation(tenants, 'a1', scope=None)
+
+
+async def test_a_fork_link_shows_only_where_its_reader_could_follow_it(tenants: Store) -> None:
+    def links(listed: list[ConversationInfo]) -> dict[str, str | None]:
+        return {c.conversation_id: c.forked_from for c in listed if c.conversation_id.endswith(('fork', 'orphan'))}
+
+    assert links(await list_conversations(tenants, scope='acme')) == {'acme-fork': 'a1', 'orphan': None}
+    assert links(await list_conversations(tenants, scope='globex')) == {'globex-fork': None}
+    foreign = (await read_conversation(tenants, 'globex-fork', scope='globex')).conversation
+    assert foreign.forked_from is None, "another tenant's conversation is not named, as a deleted one is not"
+    assert [m.text for m in (await read_conversation(tenants, 'globex-fork', scope='globex')).messages] == [
+        'hello from a1'
+    ], 'the fork keeps the history it was given'
+    assert links(await list_conversations(tenants)) == {'globex-fork': 'a1', 'acme-fork': 'a1', 'orphan': 'gone'}
+
+
+async def test_limits_beyond_any_log_mean_all_of_it(tenants: Store) -> None:
+    huge = 2**70
+    assert len(await list_conversations(tenants, scope='acme', limit=huge)) == 3
+    assert len(await tenants.list_conversations(limit=huge)) == 7
+    record = await tenants.read_record('a1')
+    assert record is not None
+    assert len(await tenants.read_history(record.head_id, limit=huge)) == 1
 
 
 README = Path(__file__).resolve().parents[1] / 'README.md'

@@ -68,6 +68,12 @@ class QueryStore(IndexReader, Protocol):
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None: ...
 
+    async def read_scoped_record(self, conversation_id: str, scope: str | None) -> ConversationRecord | None: ...
+
+    async def read_scoped_records(
+        self, scope: str | None, *, limit: int | None = None
+    ) -> Sequence[ConversationRecord]: ...
+
     async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]: ...
 
 
@@ -82,16 +88,19 @@ class ConversationInfo:
     branches: int
     """How many branches it has left (histories kept after a rewrite)."""
     forked_from: str | None
+    """The conversation it was forked from, if the caller's scope can read that one: a fork of another
+    tenant's conversation (or of one since deleted) shows `None`, so a listing never names a
+    conversation its reader could not open."""
 
     @classmethod
-    def of(cls, record: ConversationRecord) -> ConversationInfo:
+    def of(cls, record: ConversationRecord, *, forked_from: str | None) -> ConversationInfo:
         return cls(
             conversation_id=record.conversation_id,
             scope=record.scope,
             updated_at=record.updated_at,
             head_id=record.head_id,
             branches=len(record.branches),
-            forked_from=record.forked_from,
+            forked_from=forked_from,
         )
 
 
@@ -137,18 +146,33 @@ def _messages(entries: Sequence[ConversationEntry]) -> list[TranscriptMessage]:
 
 
 async def _record(store: QueryStore, conversation_id: str, scope: ScopeFilter) -> ConversationRecord:
-    record = await store.read_record(conversation_id)
-    if record is None or (scope is not ANY_SCOPE and record.scope != scope):
+    if scope is ANY_SCOPE:
+        record = await store.read_record(conversation_id)
+    else:  # The tenant is compared by the store's statement: another tenant's id costs what an absent one does.
+        record = await store.read_scoped_record(conversation_id, scope)
+    if record is None:
         raise UnknownConversation(conversation_id)
     return record
 
 
+async def _info(store: QueryStore, record: ConversationRecord, scope: ScopeFilter) -> ConversationInfo:
+    """`record` as listed; its fork link only if `scope` can follow it (`ConversationInfo.forked_from`)."""
+    source = record.forked_from
+    if source is not None and scope is not ANY_SCOPE and await store.read_scoped_record(source, scope) is None:
+        source = None
+    return ConversationInfo.of(record, forked_from=source)
+
+
 async def list_conversations(
-    store: QueryStore, *, scope: str | Literal[_AnyScope.ANY] = ANY_SCOPE, limit: int | None = 20
+    store: QueryStore, *, scope: ScopeFilter = ANY_SCOPE, limit: int | None = 20
 ) -> list[ConversationInfo]:
-    """The conversations of `scope` (or of every scope), most recently updated first."""
-    records = await store.list_conversations(scope=None if scope is ANY_SCOPE else scope, limit=limit)
-    return [ConversationInfo.of(record) for record in records]
+    """The conversations of `scope` (`None`: those stored without one), or of every scope with
+    `ANY_SCOPE`, most recently updated first."""
+    if scope is ANY_SCOPE:
+        records = await store.list_conversations(limit=limit)
+    else:
+        records = await store.read_scoped_records(scope, limit=limit)
+    return [await _info(store, record, scope) for record in records]
 
 
 async def read_conversation(
@@ -167,7 +191,7 @@ async def read_conversation(
     except LookupError:  # deleted between reading the record and its entries
         raise UnknownConversation(conversation_id) from None
     return Transcript(
-        conversation=ConversationInfo.of(record),
+        conversation=await _info(store, record, scope),
         messages=_messages(current),
         branches=[Branch(tip=tip, messages=_messages(entries)) for tip, entries in kept],
     )

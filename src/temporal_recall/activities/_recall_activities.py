@@ -54,8 +54,8 @@ class RecallActivities:
     @activity.defn(name=LOAD_HISTORY_ACTIVITY)
     async def load_history(self, request: HistoryRequest) -> LoadedHistory:
         store = await self.store.get()
-        record = await store.read_record(request.conversation_id)
-        if record is None or record.scope != request.scope:
+        record = await store.read_scoped_record(request.conversation_id, request.scope)
+        if record is None:
             return LoadedHistory(conversation_id=request.conversation_id, exists=False)
         try:
             entries = await store.read_history(record.head_id, limit=request.limit)

@@ -54,15 +54,35 @@ def _record(session: Session, row: Row) -> ConversationRecord:
     )
 
 
-async def read_record(session: Session, conversation_id: str) -> ConversationRecord | None:
-    row = await session.one(_record_select(session) + 'WHERE c.conversation_id = $1', conversation_id)
+def _limit(limit: int | None) -> int:
+    """A `LIMIT` every backend binds: a limit beyond any log means all of it, as no limit does."""
+    return _NO_LIMIT if limit is None else min(limit, _NO_LIMIT)
+
+
+async def read_record(
+    session: Session, conversation_id: str, *, scope_key: str | None = None
+) -> ConversationRecord | None:
+    """The conversation's record; with `scope_key`, only if it is that tenant's.
+
+    The tenant is compared in the statement, so a conversation of another tenant costs what a missing
+    one does: nothing is loaded or decoded for it.
+    """
+    if scope_key is None:
+        row = await session.one(_record_select(session) + 'WHERE c.conversation_id = $1', conversation_id)
+    else:
+        row = await session.one(
+            _record_select(session) + 'WHERE c.conversation_id = $1 AND c.tenant_id = '  # noqa: S608 (constant SQL)
+            '(SELECT tenant_id FROM tenants WHERE scope_key = $2)',
+            conversation_id,
+            scope_key,
+        )
     return None if row is None else _record(session, row)
 
 
 async def read_records(session: Session, *, scope_key: str | None, limit: int | None) -> list[ConversationRecord]:
     """Newest `updated_at` first; equal times in creation order, as `InMemoryConversationStore` lists them."""
     order = 'ORDER BY c.updated_order DESC, c.conv_key LIMIT $1'
-    count = _NO_LIMIT if limit is None else limit
+    count = _limit(limit)
     if scope_key is None:
         rows = await session.rows(_record_select(session) + order, count)
     else:
@@ -87,7 +107,7 @@ async def read_entry_row(session: Session, entry_id: str) -> ConversationEntry |
 
 async def history(session: Session, head_id: str, limit: int | None) -> list[ConversationEntry] | None:
     """The history ending at `head_id`, oldest first (only the last `limit`), in one query; `None` if no such entry."""
-    rows = await session.rows(statements.HISTORY, head_id, _NO_LIMIT if limit is None else limit)
+    rows = await session.rows(statements.HISTORY, head_id, _limit(limit))
     if not rows:
         return None
     return [_entry(row) for row in rows]

@@ -108,6 +108,28 @@ class EngineStore(CheckedStore, StoredBodies):
         key = None if scope is None else scope_key(scope)
         return await self._backend.run_read(lambda s: _log.read_records(s, scope_key=key, limit=limit), snapshot=False)
 
+    async def read_scoped_record(self, conversation_id: str, scope: str | None) -> ConversationRecord | None:
+        """The record of a conversation stored under exactly `scope`, else `None`.
+
+        pydantic-ai's `scope=None` means "any scope"; here `None` is the tenant of conversations stored
+        without one, as in search, so a caller confined to a tenant can never widen it. The tenant is
+        compared in the statement: another tenant's conversation costs what a missing one does.
+        """
+        check_id(conversation_id, 'conversation id')
+        check_optional_id(scope, 'scope')
+        key = scope_key(scope)
+        return await self._backend.run_read(
+            lambda s: _log.read_record(s, conversation_id, scope_key=key), snapshot=False
+        )
+
+    async def read_scoped_records(self, scope: str | None, *, limit: int | None = None) -> Sequence[ConversationRecord]:
+        """The records stored under exactly `scope` (`None`: without one), newest first; see `read_scoped_record`."""
+        if limit is not None and limit < 0:
+            raise UserError('`limit` must not be negative.')
+        check_optional_id(scope, 'scope')
+        key = scope_key(scope)
+        return await self._backend.run_read(lambda s: _log.read_records(s, scope_key=key, limit=limit), snapshot=False)
+
     async def read_entry(self, entry_id: str) -> ConversationEntry:
         """The entry with this id.
 
