@@ -162,6 +162,25 @@ async def test_a_run_filter_and_an_excluded_run_apply_to_each_occurrence(recall_
     assert places(await find(recall_store, 'A-77', exclude_run_id='r2')) == [('c', 0)]
     assert places(await find(recall_store, 'A-77', exclude_run_id='r1')) == [('c', 2)]
     assert places(await find(recall_store, 'A-77', run_id='r1')) == [('c', 0)]
+    # r2 said it again: first said in r1, the words are still r2's too, in the conversation and scope-wide.
+    assert places(await find(recall_store, 'A-77', run_id='r2')) == [('c', 2)]
+    assert places(await find(recall_store, 'A-77', conversation_id=None, run_id='r2')) == [('c', 2)]
+
+
+async def test_a_run_filter_finds_what_the_run_repeated_and_only_in_its_conversation(recall_store: AnyStore) -> None:
+    said = user('order A-77 please')
+    await append(recall_store, 'c', [], [said, reply('one')], 'k1', run_id='r1')
+    await append(recall_store, 'c', [said, reply('one')], [said, reply('one')], 'k2', run_id='r2')  # repeats only
+    await append(recall_store, 'other', [], [said, reply('one')], 'k3', run_id='r3')
+    await recall_store.fork('c', new_conversation_id='f')
+
+    only_repeats = await find(recall_store, 'A-77 one', run_id='r2')
+    assert places(only_repeats) == [('c', 2), ('c', 3)]
+    assert only_repeats.searched_documents == 2, 'the run said two documents, both first said in r1'
+    assert places(await find(recall_store, 'A-77', conversation_id='f', run_id='r2')) == [('f', 2)]
+    assert places(await find(recall_store, 'A-77', run_id='r3')) == [], "r3 is another conversation's run"
+    assert places(await find(recall_store, 'A-77', conversation_id='other', run_id='r3')) == [('other', 0)]
+    assert places(await find(recall_store, 'A-77', conversation_id='other', run_id='r2')) == []
 
 
 # --- summaries --------------------------------------------------------------------------------

@@ -97,8 +97,8 @@ async def page_rows(
                     held.setdefault(bytes(found[0]), []).append(found)
             walked[conv_key] = held
         found = walked.get(conv_key, {}).get(bytes(row[10])) if int(row[9]) > 1 else None
-        if not found:
-            return [tuple(row[:9])]
+        if not found:  # Said once, or only on a branch the conversation left: where it was first said.
+            return [tuple(row[:9])] if run_key is None or row[3] == run_key else []
         return [
             (row[0], entry_key, position, entry_run, run_id, entry_id, message, row[7], row[8])
             for _, entry_key, position, entry_run, run_id, entry_id, message in sorted(found, key=lambda f: int(f[2]))

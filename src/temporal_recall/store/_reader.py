@@ -123,23 +123,48 @@ async def index_stats(session: Session, target: SearchTarget) -> IndexStats | No
     resolved = found[0]
     if not resolved.filtered:
         return IndexStats(document_count=resolved.document_count, total_length=resolved.total_length)
-    if resolved.conv_key is not None:
-        row = await session.one(
-            'SELECT count(*), coalesce(sum(d.length), 0) FROM conversation_documents cd '
-            'JOIN documents d ON d.doc_id = cd.doc_id WHERE cd.run_key = $1 AND cd.conv_key = $2',
-            resolved.run_key,
-            resolved.conv_key,
-        )
-    else:
-        row = await session.one(
-            'SELECT count(*), coalesce(sum(d.length), 0) '
-            'FROM (SELECT DISTINCT doc_id FROM conversation_documents WHERE run_key = $1) AS run '
-            'JOIN documents d ON d.doc_id = run.doc_id WHERE d.tenant_id = $2',
-            resolved.run_key,
-            resolved.tenant_id,
-        )
+    sql, params = _run_documents(resolved, with_role=False)
+    counted = 'SELECT count(*), coalesce(sum(d.length), 0) FROM run_documents r JOIN documents d ON d.doc_id = r.doc_id'
+    row = await session.one(sql + counted, *params)
     assert row is not None
     return IndexStats(document_count=int(row[0]), total_length=int(row[1]))
+
+
+_RUN_DOCUMENTS = (
+    'WITH RECURSIVE convs(conv_key) AS ({conversations}), '
+    'chain(k) AS (SELECT c.head_key FROM conversations c WHERE c.conv_key IN (SELECT conv_key FROM convs) '
+    'AND c.head_key IS NOT NULL UNION SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k '
+    'WHERE e.parent_key IS NOT NULL), '
+    'run_documents(doc_id) AS ('
+    'SELECT d.doc_id FROM chain JOIN entries e ON e.entry_key = chain.k JOIN documents d '
+    'ON d.tenant_id = $1 AND d.content_hash = e.content_hash WHERE e.run_key = $2 AND NOT e.unindexed{role} '
+    'UNION SELECT m.doc_id FROM conversation_documents m JOIN documents d ON d.doc_id = m.doc_id '
+    'WHERE m.run_key = $2 AND m.conv_key IN (SELECT conv_key FROM convs){role}) '
+)
+"""The documents said in run `$2`: those an entry of the run holds on the current history of the
+target's conversation, or of each of the tenant's (`$1`) conversations the run said something new in,
+and those first said in the run (found once, as `_occurrences` shows them). Membership rows remember
+only a document's first run, so a run that repeated earlier words is found by its entries."""
+
+_RUN_CONVERSATIONS = (
+    'SELECT DISTINCT m.conv_key FROM conversation_documents m JOIN conversations c ON c.conv_key = m.conv_key '
+    'WHERE m.run_key = $2 AND c.tenant_id = $1'
+)
+
+
+def _run_documents(resolved: Target, *, with_role: bool) -> tuple[str, list[object]]:
+    """`_RUN_DOCUMENTS` for a run-filtered target (the role filter too, with `with_role`), and its parameters."""
+    params: list[object] = [resolved.tenant_id, resolved.run_key]
+    if resolved.conv_key is None:
+        conversations = _RUN_CONVERSATIONS
+    else:
+        params.append(resolved.conv_key)
+        conversations = 'SELECT conv_key FROM conversations WHERE conv_key = $3'
+    role = ''
+    if with_role and resolved.role is not None:
+        params.append(resolved.role)
+        role = f' AND d.role = ${len(params)}'
+    return _RUN_DOCUMENTS.format(conversations=conversations, role=role), params
 
 
 async def document_frequencies(session: Session, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
@@ -218,6 +243,12 @@ _OF_DOCUMENTS = 'JOIN documents d ON d.doc_id = m.doc_id '
 
 async def _documents_of(session: Session, resolved: Target) -> NDArray[np.int64] | None:
     """The sorted ids of the target's documents; `None` when they are all of its tenant's."""
+    dialect = session.dialect
+    if resolved.filtered:
+        sql, run_params = _run_documents(resolved, with_role=True)
+        ids = dialect.array_of('SELECT doc_id AS value FROM run_documents')
+        value = await session.value(f'{sql}SELECT {ids}', *run_params)
+        return np.sort(np.array(dialect.read_array(value), dtype=np.int64))
     role = resolved.role is not None
     conditions: list[str] = []
     params: list[object] = []
@@ -227,23 +258,17 @@ async def _documents_of(session: Session, resolved: Target) -> NDArray[np.int64]
         conditions.append(condition.format(f'${len(params)}'))
 
     if resolved.conv_key is not None:
-        if not resolved.filtered and not role and resolved.document_count == resolved.tenant_document_count:
+        if not role and resolved.document_count == resolved.tenant_document_count:
             return None
         where('m.conv_key = {}', resolved.conv_key)
         select = _MEMBERS + (_OF_DOCUMENTS if role else '') + 'WHERE '
-    elif resolved.filtered:
-        where('d.tenant_id = {}', resolved.tenant_id)
-        select = 'SELECT DISTINCT' + _MEMBERS.removeprefix('SELECT') + _OF_DOCUMENTS + 'WHERE '
     elif role:
         where('d.tenant_id = {}', resolved.tenant_id)
         select = 'SELECT d.doc_id AS value FROM documents d WHERE '
     else:
         return None
-    if resolved.filtered:
-        where('m.run_key = {}', resolved.run_key)
     if role:
         where('d.role = {}', resolved.role)
-    dialect = session.dialect
     value = await session.value(f'SELECT {dialect.array_of(select + " AND ".join(conditions))}', *params)
     return np.sort(np.array(dialect.read_array(value), dtype=np.int64))
 
@@ -297,8 +322,8 @@ def _documents_sql(dialect: Dialect, in_conversation: bool, of_run: bool, with_r
             + 'WHERE d.tenant_id = (SELECT tenant_id FROM tenant) AND c.tenant_id = (SELECT tenant_id FROM tenant)'
             + wanted
         )
-    if of_run:
-        sql += ' AND cd.run_key = (SELECT run_key FROM run)'
+    if of_run:  # A repeated document may have been said in the run after its first time (`page_rows`).
+        sql += ' AND (cd.run_key = (SELECT run_key FROM run) OR cd.occurrences > 1)'
     if with_role:
         sql += ' AND d.role = $5'
     return _TARGET + sql + ' ORDER BY cd.entry_key, cd.conv_key'
@@ -321,7 +346,8 @@ async def documents(
     sql = _documents_sql(dialect, target.conversation_id is not None, of_run, target.role is not None)
     role = () if target.role is None else (target.role,)
     rows = await session.rows(sql, *_target_params(target), dialect.array(ids), *role)
-    # Every row of a run-filtered read is of the run: its key is on them, no statement needed.
-    run_key = rows[0][3] if of_run and rows else None
+    run_key = None
+    if of_run and rows:
+        run_key = await session.value('SELECT run_key FROM runs WHERE run_id = $1', target.run_id)
     page = await page_rows(session, ids, rows, run_key=run_key, exclude_run_id=exclude_run_id, limit=limit)
     return await document_rows(page, hits_query(session), context)
