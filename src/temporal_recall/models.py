@@ -96,6 +96,11 @@ class SearchRequest(BaseModel):
     the scope and conversation already allow."""
 
 
+DEFAULT_MAX_PROMPT_BYTES = 512 * 1024
+"""The largest prompt the shipped workflows take by default (UTF-8 bytes): Temporal warns about payloads
+from 512 KiB and refuses them from 2 MB, and each model request carries the prompt with the history."""
+
+
 class HistoryRequest(BaseModel):
     model_config = _FROZEN
 
@@ -131,6 +136,9 @@ class RunPromptInput(BaseModel):
     """Start the conversation if the store does not have it; `False` fails with `UnknownConversation`."""
     request_limit: int | None = Field(default=50, ge=1)
     """Most model requests the run may make (pydantic-ai's `UsageLimits.request_limit`); `None` lifts it."""
+    max_prompt_bytes: int = Field(default=DEFAULT_MAX_PROMPT_BYTES, ge=1)
+    """A longer prompt (UTF-8 bytes) fails the workflow before anything runs; raise it when the message
+    codec keeps large payloads in the store."""
 
 
 class RunPromptOutput(BaseModel):
@@ -154,8 +162,12 @@ class ConversationInput(BaseModel):
     """Continue-as-new after this many turns (or earlier, when Temporal suggests it)."""
     turns_completed: int = 0
     """Turns answered by earlier runs of the chain; carried across continue-as-new."""
-    idle_timeout_seconds: float | None = None
-    """Finish after this long without a turn; `None` waits until `close` is called."""
+    idle_timeout_seconds: float | None = Field(default=None, ge=0)
+    """Finish after this long without a turn (a turn in progress is not idle); `None` or 0 waits until
+    `close` is called."""
+    max_prompt_bytes: int = Field(default=DEFAULT_MAX_PROMPT_BYTES, ge=1)
+    """A longer prompt (UTF-8 bytes) is rejected by the `send` Update's validator, before it reaches the
+    history; raise it when the message codec keeps large payloads in the store."""
 
 
 class TurnInput(BaseModel):

@@ -145,6 +145,16 @@ slow_tool_agent = Agent(
 )
 
 
+slow_turn_agent = Agent(
+    _counted(scripted_model(tool_call('slow_tool', {'seconds': 3.0}), text('Done waiting.'))),
+    name='slow_turn',
+    deps_type=RecallDeps,
+    tools=[slow_tool],
+    capabilities=[ConversationRecall(), TemporalDurability()],
+)
+"""A turn of about three seconds: longer than the idle timeout its test sets."""
+
+
 def get_weather_slowly(city: str) -> str:
     """The weather in a city, after a second: long enough that a killed worker leaves tool calls in flight.
 

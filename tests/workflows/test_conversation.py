@@ -5,12 +5,14 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
 from temporal_recall import ConversationInput, ConversationWorkflow, SearchRequest, TurnInput
 from temporal_recall.testing import history_cost, running_worker
 
-from .agents import weather_agent
+from .agents import slow_turn_agent, weather_agent
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
@@ -87,3 +89,73 @@ async def test_send_rejects_an_empty_prompt(temporal_client: Client, store_url: 
         assert 'prompt is empty' in str(failure.value.cause)
         await handle.signal(ConversationWorkflow.close)
         assert (await handle.result()).turns == 0
+
+
+def _cause_type(failure: pytest.ExceptionInfo[WorkflowUpdateFailedError]) -> str | None:
+    cause = failure.value.cause
+    return cause.type if isinstance(cause, ApplicationError) else None
+
+
+async def test_send_and_search_refuse_what_they_cannot_do_before_the_history_sees_it(
+    temporal_client: Client, store_url: str
+):
+    async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
+        handle = await temporal_client.start_workflow(
+            ConversationWorkflow.run,
+            ConversationInput(conversation_id='conv-guarded', agent='weather', max_prompt_bytes=1_000),
+            id=f'conversation-{uuid.uuid4()}',
+            task_queue=worker.task_queue,
+        )
+        with pytest.raises(WorkflowUpdateFailedError) as too_large:
+            await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt='x' * 1_001))
+        assert _cause_type(too_large) == 'PayloadTooLarge' and '1,001 bytes' in str(too_large.value.cause)
+        refused = []
+        for bad in (
+            SearchRequest(query='Paris', limit=-5),
+            SearchRequest(query='Paris', context_lines=10**6),
+            SearchRequest(query='Paris', k1=-1),
+            SearchRequest(query='Paris', all_conversations=True),
+            SearchRequest(query='Paris', exclude_run_id='r1'),
+        ):
+            with pytest.raises(WorkflowUpdateFailedError) as failure:
+                await handle.execute_update(ConversationWorkflow.search, bad)
+            refused.append(_cause_type(failure))
+        assert refused == ['InvalidSearchParameters'] * 5
+        answered = await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt='Weather in Paris?'))
+        found = await handle.execute_update(ConversationWorkflow.search, SearchRequest(query='Paris', limit=3))
+        await handle.signal(ConversationWorkflow.close)
+        assert (await handle.result()).turns == 1
+        history = await handle.fetch_history()
+    assert answered.turn == 1 and found.hits
+    accepted = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED]
+    assert len(accepted) == 2, 'a refused Update leaves nothing in the history'
+
+
+async def test_send_refuses_an_agent_the_worker_does_not_have(temporal_client: Client, store_url: str):
+    async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
+        handle = await temporal_client.start_workflow(
+            ConversationWorkflow.run,
+            ConversationInput(conversation_id='conv-no-agent', agent='nope'),
+            id=f'conversation-{uuid.uuid4()}',
+            task_queue=worker.task_queue,
+        )
+        with pytest.raises(WorkflowUpdateFailedError) as failure:
+            await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt='hi'))
+        assert _cause_type(failure) == 'UnknownAgent' and "No agent named 'nope'" in str(failure.value.cause)
+        await handle.signal(ConversationWorkflow.close)
+        assert (await handle.result()).turns == 0
+
+
+async def test_a_turn_in_progress_is_not_idle_time(temporal_client: Client, store_url: str):
+    async with running_worker(temporal_client, agents=[slow_turn_agent], store=store_url) as worker:
+        handle = await temporal_client.start_workflow(
+            ConversationWorkflow.run,
+            ConversationInput(conversation_id='conv-idle', agent='slow_turn', idle_timeout_seconds=1.5),
+            id=f'conversation-{uuid.uuid4()}',
+            task_queue=worker.task_queue,
+        )
+        # About three seconds: the timeout fires during the turn, which must not close the conversation.
+        first = await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt='wait for me'))
+        second = await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt='and once more'))
+        summary = await handle.result()  # idle for 1.5 s after the second turn
+    assert (first.turn, second.turn, summary.turns) == (1, 2, 2)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 from pydantic_ai.messages import UserPromptPart
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 
 from temporal_recall import RecallDeps, RunPromptInput, RunPromptWorkflow
 from temporal_recall.content import content_hash
@@ -93,6 +95,37 @@ async def test_empty_prompt_fails_the_workflow_with_a_clear_error(temporal_clien
         with pytest.raises(WorkflowFailureError) as failure:
             await _run(temporal_client, worker.task_queue, '   ', 'conv-empty')
     assert 'prompt is empty' in str(failure.value.cause)
+
+
+async def test_a_prompt_no_payload_could_carry_fails_the_workflow_before_anything_runs(
+    temporal_client: Client, store_url: str, read_store
+):
+    async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
+        with pytest.raises(WorkflowFailureError) as failure:
+            await _run(temporal_client, worker.task_queue, 'x' * 2_001, 'conv-huge', max_prompt_bytes=2_000)
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == 'PayloadTooLarge' and cause.non_retryable
+    assert '2,001 bytes' in str(cause) and 'max_prompt_bytes' in str(cause)
+    assert await read_store.read_record('conv-huge') is None
+
+
+async def test_an_unknown_agent_fails_the_workflow_instead_of_retrying_its_task(
+    temporal_client: Client, store_url: str
+):
+    async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
+        with pytest.raises(WorkflowFailureError) as failure:
+            await asyncio.wait_for(
+                temporal_client.execute_workflow(
+                    RunPromptWorkflow.run,
+                    RunPromptInput(prompt='hi', conversation_id='conv-nope', agent='nope'),
+                    id=f'run-{uuid.uuid4()}',
+                    task_queue=worker.task_queue,
+                ),
+                timeout=30,
+            )
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == 'UnknownAgent'
+    assert "No agent named 'nope'" in str(cause) and 'weather' in str(cause)
 
 
 async def test_unknown_conversation_is_refused_when_creation_is_off(

@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import ModelMessage, repair_messages
 
+    from ..errors import InvalidSearchParameters
     from ..models import (
         ConversationInput,
         ConversationSummary,
@@ -27,11 +28,15 @@ with workflow.unsafe.imports_passed_through():
         TurnInput,
         TurnOutput,
     )
-    from ._agents import agent_named
-    from ._recall import load_history, recall
-    from ._run_prompt import require_prompt
+    from ..search import BM25Parameters, SearchOptions, parse_query
+    from ._recall import load_history, recall, refused
+    from ._run_prompt import agent_for, require_prompt
 
 __all__ = ('ConversationWorkflow',)
+
+IDLE_AFTER_TURNS = 'temporal-recall-idle-after-turns'
+"""Patch marker: the idle timeout counts from the last answered turn, never through one in progress.
+Before it, a turn still running when the timeout fired was answered, but the conversation closed."""
 
 
 @workflow.defn(name='temporal_recall.Conversation')
@@ -58,6 +63,8 @@ class ConversationWorkflow:
                     timeout=timeout,
                 )
             except TimeoutError:
+                if self._turn_lock.locked() and workflow.patched(IDLE_AFTER_TURNS):
+                    continue  # A turn in progress is not idle time: wait again once it is answered.
                 self._closing = True  # idle: nothing arrived within the timeout
             if self._closing or self._rotate_due():
                 break
@@ -77,7 +84,7 @@ class ConversationWorkflow:
             if self._history is None:
                 loaded = await load_history(self._input.conversation_id, scope=self._input.scope)
                 self._history = repair_messages(loaded.messages)
-            agent = agent_named(self._input.agent)
+            agent = agent_for(self._input.agent)
             result = await agent.run(
                 turn.prompt,
                 message_history=self._history or None,
@@ -91,7 +98,8 @@ class ConversationWorkflow:
 
     @send.validator
     def _validate_send(self, turn: TurnInput) -> None:
-        require_prompt(turn.prompt)
+        require_prompt(turn.prompt, self._input.max_prompt_bytes)
+        agent_for(self._input.agent)
         if self._closing:
             raise ApplicationError('The conversation was closed; start a new workflow to continue it.', type='Closed')
 
@@ -108,6 +116,29 @@ class ConversationWorkflow:
             context_lines=request.context_lines,
             role=request.role,
         )
+
+    @search.validator
+    def _validate_search(self, request: SearchRequest) -> None:
+        """Refuse, before the Update is accepted (nothing in the history), what the search would refuse,
+        and the fields it would otherwise ignore."""
+        with refused():
+            parse_query(request.query)
+            SearchOptions(
+                limit=request.limit,
+                context_lines=request.context_lines,
+                parameters=BM25Parameters(k1=request.k1, b=request.b),
+            )
+            fields = SearchRequest.model_fields
+            ignored = [
+                name
+                for name in ('all_conversations', 'exclude_run_id', 'k1', 'b')
+                if getattr(request, name) != fields[name].default
+            ]
+            if ignored:
+                raise InvalidSearchParameters(
+                    f'The search Update searches this conversation with the default weights; it does not take '
+                    f'{", ".join(ignored)}. Call `recall()` from your own workflow for those.'
+                )
 
     @workflow.signal(name='close')
     def close(self) -> None:

@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
     from ..search import Role
 
-__all__ = ('DEFAULT_RETRY_POLICY', 'load_history', 'recall')
+__all__ = ('DEFAULT_RETRY_POLICY', 'load_history', 'recall', 'refused')
 
 DEFAULT_RETRY_POLICY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -31,7 +31,7 @@ DEFAULT_RETRY_POLICY = RetryPolicy(
 
 
 @contextlib.contextmanager
-def _refused() -> Generator[None]:
+def refused() -> Generator[None]:
     """Turn a refused id or query into a non-retryable `ApplicationError` that fails the workflow.
 
     Raised as is, our error would be an ordinary exception in workflow code, which fails the
@@ -69,10 +69,10 @@ async def recall(
     Raises:
         ApplicationError: non-retryable, `type` `InvalidIdentifier`, `InvalidQuery` or
             `InvalidSearchParameters`, when an id or the query is not usable text or the role is
-            unknown (see `_refused`); the activity's own refusals arrive as an `ActivityError` whose
+            unknown (see `refused`); the activity's own refusals arrive as an `ActivityError` whose
             cause has the same `type`s.
     """
-    with _refused():
+    with refused():
         request = SearchRequest(
             query=query,
             conversation_id=conversation_id,
@@ -106,7 +106,7 @@ async def load_history(
     Raises:
         ApplicationError: non-retryable, `type` `InvalidIdentifier`, for an id that is not usable text.
     """
-    with _refused():
+    with refused():
         request = HistoryRequest(conversation_id=conversation_id, scope=scope, limit=limit)
     return await workflow.execute_activity(
         LOAD_HISTORY_ACTIVITY,

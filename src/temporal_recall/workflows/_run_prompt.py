@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic_ai.agent.abstract import AbstractAgent
     from pydantic_ai.messages import repair_messages
     from pydantic_ai.usage import UsageLimits
 
@@ -13,16 +16,41 @@ with workflow.unsafe.imports_passed_through():
     from ._agents import agent_named
     from ._recall import load_history
 
-__all__ = ('RunPromptWorkflow',)
+__all__ = ('RunPromptWorkflow', 'agent_for', 'require_prompt')
 
 
-def require_prompt(prompt: str) -> None:
+def require_prompt(prompt: str, max_bytes: int) -> None:
+    """Refuse a prompt no model request could carry, before it is in the history.
+
+    An oversized prompt would make scheduling the model request fail the workflow task, which
+    Temporal retries forever: the conversation would be stuck.
+    """
     if not prompt.strip():
         raise ApplicationError(
             'The prompt is empty. Send the text the user typed; whitespace alone is not a turn.',
             type='EmptyPrompt',
             non_retryable=True,
         )
+    size = len(prompt.encode('utf-8', 'surrogatepass'))
+    if size > max_bytes:
+        raise ApplicationError(
+            f'The prompt is {size:,} bytes (UTF-8), more than the {max_bytes:,} this workflow takes '
+            '(`max_prompt_bytes`). Send a reference to a large document instead of its text, or raise '
+            '`max_prompt_bytes` if the message codec keeps large payloads in the store.',
+            type='PayloadTooLarge',
+            non_retryable=True,
+        )
+
+
+def agent_for(name: str | None) -> AbstractAgent[Any, Any]:
+    """The registered agent `name`; an unknown name fails as a non-retryable `UnknownAgent`.
+
+    Raised as a plain `LookupError` it would fail the workflow task, which Temporal retries forever.
+    """
+    try:
+        return agent_named(name)
+    except LookupError as error:
+        raise ApplicationError(str(error), type='UnknownAgent', non_retryable=True) from None
 
 
 @workflow.defn(name='temporal_recall.RunPrompt')
@@ -31,8 +59,8 @@ class RunPromptWorkflow:
 
     @workflow.run
     async def run(self, input: RunPromptInput) -> RunPromptOutput:
-        require_prompt(input.prompt)
-        agent = agent_named(input.agent)
+        require_prompt(input.prompt, input.max_prompt_bytes)
+        agent = agent_for(input.agent)
         history = []
         if input.continue_history or not input.create:
             loaded = await load_history(input.conversation_id, scope=input.scope)
