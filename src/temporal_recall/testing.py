@@ -11,7 +11,7 @@ download, works offline), a real store, and pydantic-ai's `FunctionModel` in pla
     await replay([history], workflows=[MyWorkflow], agents=[agent])
     cost = history_cost(history)   # activities by type, events, bytes: what persistence adds, in a test
 
-The same fixtures are available to pytest with `pytest_plugins = ['temporal_recall.testing']`:
+The same fixtures are available to pytest with `pytest_plugins = ['temporal_recall.pytest_plugin']`:
 `temporal_dev_server` (one per session) and `temporal_client`.
 """
 
@@ -267,7 +267,7 @@ async def replay(
     `temporalio.workflow.NondeterminismError` (wrapped as the replay failure). Histories recorded
     with `message_codec_plugin` need the same plugin in `plugins`; it reads bodies from the store.
     """
-    register_agents(agents)
+    register_agents(agents, task_queue=None)
     replayer = Replayer(
         workflows=[*(SHIPPED_WORKFLOWS if include_shipped_workflows else ()), *workflows],
         plugins=[PydanticAIPlugin(), *plugins, *(AgentPlugin(agent) for agent in agents)],

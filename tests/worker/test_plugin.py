@@ -9,15 +9,24 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client
+from pydantic_ai import Agent
+from pydantic_ai.durable_exec.temporal import TemporalDurability
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Worker
 
-from temporal_recall import RecallPlugin, RunPromptInput, RunPromptWorkflow, message_codec_plugin
+from temporal_recall import (
+    ConversationRecall,
+    RecallDeps,
+    RecallPlugin,
+    RunPromptInput,
+    RunPromptWorkflow,
+    message_codec_plugin,
+)
 from temporal_recall.errors import ConfigurationError
 from temporal_recall.store import open_store
-from temporal_recall.testing import DevServer, connect
+from temporal_recall.testing import DevServer, connect, scripted_model, text
 
-from ..workflows.agents import weather_agent
+from ..workflows.agents import echo_agent, weather_agent
 
 pytestmark = pytest.mark.temporal
 
@@ -53,6 +62,62 @@ async def test_two_workers_in_one_process_each_write_to_their_own_store(temporal
         await _run(temporal_client, queue_a, 'also-on-a')
     assert await _conversations(first) == {'on-a', 'also-on-a'}
     assert await _conversations(second) == {'on-b'}
+
+
+async def test_each_worker_runs_its_own_agents_and_the_first_is_its_default(temporal_client: Client, tmp_path: Path):
+    """Agents are registered per task queue: two workers of one process never run each other's."""
+
+    async def default_output(queue: str) -> str:
+        result = await client_run(queue, RunPromptInput(prompt='hi', conversation_id=f'c-{uuid.uuid4()}'))
+        return result.output
+
+    async def client_run(queue: str, given: RunPromptInput):
+        return await temporal_client.execute_workflow(
+            RunPromptWorkflow.run,
+            given,
+            id=f'plugin-{uuid.uuid4()}',
+            task_queue=queue,
+            execution_timeout=timedelta(seconds=30),
+        )
+
+    queue_a, queue_b = f'a-{uuid.uuid4()}', f'b-{uuid.uuid4()}'
+    worker_a = Worker(
+        temporal_client, task_queue=queue_a, plugins=[RecallPlugin(tmp_path / 'a.db', agents=[echo_agent])]
+    )
+    async with worker_a:
+        assert await default_output(queue_a) == 'repeat this exactly'
+    worker_b = Worker(
+        temporal_client, task_queue=queue_b, plugins=[RecallPlugin(tmp_path / 'b.db', agents=[weather_agent])]
+    )
+    worker_c = Worker(
+        temporal_client, task_queue=queue_a, plugins=[RecallPlugin(tmp_path / 'c.db', agents=[echo_agent])]
+    )
+    async with worker_b, worker_c:
+        assert await default_output(queue_b) == 'Sunny in Paris.', 'not the first agent another worker registered'
+        assert await default_output(queue_a) == 'repeat this exactly'
+        with pytest.raises(WorkflowFailureError) as failure:
+            await client_run(queue_b, RunPromptInput(prompt='hi', conversation_id='c-echo', agent='echo'))
+    assert "No agent named 'echo'" in str(failure.value.cause), 'the other worker has it; this one does not'
+
+
+async def test_agents_of_one_name_on_workers_one_after_the_other(temporal_client: Client, tmp_path: Path):
+    for attempt in range(2):  # a fresh agent per test, as a suite builds them
+        agent = Agent(
+            scripted_model(text(f'answer {attempt}')),
+            name='support',
+            deps_type=RecallDeps,
+            capabilities=[ConversationRecall(), TemporalDurability()],
+        )
+        queue = f'same-{uuid.uuid4()}'
+        async with Worker(temporal_client, task_queue=queue, plugins=[RecallPlugin(tmp_path / 's.db', agents=[agent])]):
+            result = await temporal_client.execute_workflow(
+                RunPromptWorkflow.run,
+                RunPromptInput(prompt='hi', conversation_id=f'same-{attempt}'),
+                id=f'plugin-{uuid.uuid4()}',
+                task_queue=queue,
+                execution_timeout=timedelta(seconds=30),
+            )
+        assert result.output == f'answer {attempt}'
 
 
 async def test_plugin_on_the_client_serves_every_worker_built_from_it(temporal_dev_server: DevServer, tmp_path: Path):

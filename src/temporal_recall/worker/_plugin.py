@@ -44,7 +44,7 @@ from .._store_provider import _WORKER_STORE, StoreProvider
 from ..activities import RecallActivities
 from ..errors import ConfigurationError, StoreUnavailable
 from ..workflows import ConversationWorkflow, RunPromptWorkflow
-from ..workflows._agents import register_agents
+from ..workflows._agents import register_agents, unregister_agents
 
 __all__ = ('SHIPPED_WORKFLOWS', 'RecallPlugin')
 
@@ -110,14 +110,14 @@ class RecallPlugin(SimplePlugin):
                 'The Temporal client has no PydanticAIPlugin; connect it with '
                 '`Client.connect(address, plugins=[PydanticAIPlugin()])`.'
             )
-        register_agents(self.agents)
+        register_agents(self.agents, task_queue=config.get('task_queue'))
         config = super().configure_worker(config)
         for plugin in self._agent_plugins:
             config = plugin.configure_worker(config)
         return config
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
-        register_agents(self.agents)
+        register_agents(self.agents, task_queue=None)
         config = super().configure_replayer(config)
         for plugin in self._agent_plugins:
             config = plugin.configure_replayer(config)
@@ -133,6 +133,7 @@ class RecallPlugin(SimplePlugin):
                 run = _chained(plugin, run)
             await run(worker)
         finally:
+            unregister_agents(task_queue=worker.task_queue)
             self._running -= 1
             if self._running == 0:
                 await self.store.aclose()

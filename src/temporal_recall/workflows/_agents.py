@@ -1,8 +1,13 @@
-"""The agents the shipped workflows can run, registered by the worker before it starts.
+"""The agents the shipped workflows can run, registered per task queue by the worker that serves it.
 
 Workflow code imports this module through `imports_passed_through()`, so it reads the worker's own
-registry. The registry is filled once, before the worker polls, and never changes while workflows
-run, so reading it is deterministic.
+registry. A worker's agents are registered for its task queue when it is built (before it polls)
+and taken off when it stops, so two workers with different agents can share a process, one after
+the other (a test suite) or side by side, and a workflow only ever sees the agents of the worker it
+runs on. Nothing changes while a task queue's workflows run, so reading it is deterministic.
+
+A `Replayer` has no task queue: the agents it replays with are registered under `None`, which a
+workflow falls back to when its recorded task queue has no worker in this process.
 """
 
 from __future__ import annotations
@@ -11,34 +16,66 @@ from collections.abc import Iterable
 from typing import Any
 
 from pydantic_ai.agent.abstract import AbstractAgent
+from temporalio import workflow
 
-__all__ = ('agent_named', 'register_agents', 'registered_agents')
+__all__ = ('agent_named', 'register_agents', 'unregister_agents')
 
-_AGENTS: dict[str, AbstractAgent[Any, Any]] = {}
+_AGENTS: dict[str | None, dict[str, AbstractAgent[Any, Any]]] = {}
+"""Agents by task queue, then by name, in registration order (the first is the default)."""
+_WORKERS: dict[str | None, int] = {}
+"""How many registrations hold each task queue's agents (several workers can serve one queue)."""
 
 
-def register_agents(agents: Iterable[AbstractAgent[Any, Any]]) -> None:
+def register_agents(agents: Iterable[AbstractAgent[Any, Any]], *, task_queue: str | None) -> None:
+    """Make `agents` the ones workflows on `task_queue` run (`None`: those a `Replayer` replays with).
+
+    Raises:
+        ValueError: An agent has no name, or two different agents have one name on one task queue.
+    """
+    named: dict[str, AbstractAgent[Any, Any]] = {}
     for agent in agents:
         if not agent.name:
             raise ValueError('An agent run by temporal-recall workflows needs a `name=`; it is part of activity names.')
-        existing = _AGENTS.get(agent.name)
-        if existing is not None and existing is not agent:
+        if named.setdefault(agent.name, agent) is not agent:
             raise ValueError(f'Two different agents are named {agent.name!r}; agent names must be unique per worker.')
-        _AGENTS[agent.name] = agent
+    registry = _AGENTS.get(task_queue)
+    if registry is not None and task_queue is not None:  # Another worker of this process serves the queue.
+        for name, agent in named.items():
+            if registry.setdefault(name, agent) is not agent:
+                raise ValueError(
+                    f'Two different agents are named {name!r} on task queue {task_queue!r}; workers of one '
+                    'task queue must run the same agents.'
+                )
+    else:
+        _AGENTS[task_queue] = {**(registry or {}), **named}  # A replay's agents replace earlier ones by name.
+    _WORKERS[task_queue] = _WORKERS.get(task_queue, 0) + 1
 
 
-def registered_agents() -> list[AbstractAgent[Any, Any]]:
-    return list(_AGENTS.values())
+def unregister_agents(*, task_queue: str) -> None:
+    """Forget `task_queue`'s agents once the last worker registered for it has stopped."""
+    left = _WORKERS.get(task_queue, 0) - 1
+    if left > 0:
+        _WORKERS[task_queue] = left
+        return
+    _WORKERS.pop(task_queue, None)
+    _AGENTS.pop(task_queue, None)
 
 
 def agent_named(name: str | None) -> AbstractAgent[Any, Any]:
-    if not _AGENTS:
-        raise LookupError('No agents are registered on this worker; pass `agents=[...]` to `build_worker`.')
+    """The agent `name` of the worker running this workflow (its first agent for `None`).
+
+    Raises:
+        LookupError: No such agent on this worker.
+    """
+    task_queue = workflow.info().task_queue if workflow.in_workflow() else None
+    registry = _AGENTS.get(task_queue) or _AGENTS.get(None)
+    if not registry:
+        raise LookupError('No agents are registered on this worker; pass `agents=[...]` to `RecallPlugin`.')
     if name is None:
-        return next(iter(_AGENTS.values()))
+        return next(iter(registry.values()))
     try:
-        return _AGENTS[name]
+        return registry[name]
     except KeyError:
         raise LookupError(
-            f'No agent named {name!r} is registered on this worker (registered: {", ".join(sorted(_AGENTS))}).'
+            f'No agent named {name!r} is registered on this worker (registered: {", ".join(sorted(registry))}).'
         ) from None
