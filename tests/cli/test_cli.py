@@ -153,9 +153,11 @@ def test_search_without_matches(filled: Filled) -> None:
             for fmt in ('table', 'json', 'ndjson')
         ]
     )
-    assert 'No matches for' in ok(table).stdout
+    assert 'No matches for' in ok(table).stdout and '--scope' not in table.stdout
     assert ok(as_json).json() == {'hits': []}
     assert ok(as_ndjson).stdout == ''
+    [unscoped] = recall_many([['search', 'all', 'zeppelin', '--store', filled.path]])
+    assert 'stored without a scope; pass --scope for a tenant' in ok(unscoped).stdout
 
 
 def test_search_options_limit_run_context_and_all(filled: Filled) -> None:
@@ -397,7 +399,7 @@ def test_delete(filled: Filled) -> None:
 def test_reindex_rebuilds_and_search_still_answers(filled: Filled) -> None:
     before = ok(recall('search', 'support-42', 'Harbour', '--store', filled.path, '--format', 'json')).json()
     ran = ok(recall('reindex', '--store', filled.path))
-    assert re.fullmatch(r'reindexed \d+ entries\n', ran.stdout), ran.stdout
+    assert re.fullmatch(r'reindexed \d+ documents\n', ran.stdout), ran.stdout
     assert re.search(r'^reindexing (\d+)/\1 entries \(done in [\d.]+s, [\d,]+ entries/s\)$', ran.stderr, re.M), (
         ran.stderr
     )

@@ -39,7 +39,7 @@ def test_exit_statuses_and_streams(filled: Filled) -> None:
     assert usage.stderr.count('\n') == 1 and 'for --limit. Must be >= 1' in usage.stderr
     assert helped.returncode == 0 and helped.stdout.startswith('Usage: recall') and helped.stderr == ''
     reindexed = recall_process('reindex', '--store', filled.path)
-    assert reindexed.returncode == 0 and re.fullmatch(r'reindexed \d+ entries\n', reindexed.stdout), str(reindexed)
+    assert reindexed.returncode == 0 and re.fullmatch(r'reindexed \d+ documents\n', reindexed.stdout), str(reindexed)
     assert re.search(r'^reindexing (\d+)/\1 entries \(done', reindexed.stderr, re.M), 'piped: progress as lines'
 
 
@@ -88,4 +88,4 @@ def test_a_terminal_gets_a_live_progress_bar(filled: Filled) -> None:
     text = screen.decode(errors='replace')
     assert '\x1b[' in text and '━' in text, text
     assert re.search(r'(\d+)/\1', text), text
-    assert re.fullmatch(rb'reindexed \d+ entries\n', out), out
+    assert re.fullmatch(rb'reindexed \d+ documents\n', out), out

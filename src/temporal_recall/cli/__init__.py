@@ -138,7 +138,9 @@ async def search(
 
     def human() -> Any:
         if not hits:
-            return Text(f'No matches for {words!r} ({result.searched_documents} messages searched).')
+            # `all` without --scope is the tenant of conversations stored without one: say so.
+            where = ' stored without a scope; pass --scope for a tenant' if everything and scope is None else ''
+            return Text(f'No matches for {words!r} ({result.searched_documents} messages searched{where}).')
         rows: list[Sequence[object]] = []
         for hit in hits:
             rows.append([f'{hit["score"]:.3f}', hit['position'], hit['role'], hit['conversation_id'], hit['excerpt']])
@@ -254,7 +256,7 @@ async def reindex(*, store: Store = None) -> int:
     async with _opened(store) as opened:
         with progress('reindexing', 'entries') as update:
             count = await opened.reindex(progress=update)
-    print(f'reindexed {count} entries')
+    print(f'reindexed {count} documents')
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,7 +20,15 @@ __all__ = ('build_worker', 'import_agents')
 
 
 def import_agents(paths: Sequence[str]) -> list[AbstractAgent[Any, Any]]:
-    """Resolve `module:attribute` paths to agent objects, with an error that names a bad path."""
+    """Resolve `module:attribute` paths to agent objects, with an error that names a bad path.
+
+    Modules are looked up in the current directory too, as `python -m` does: the `recall` console
+    script's import path does not hold it, so `myapp.agents:agent` run from the project folder was
+    not found (uvicorn and celery do the same for their app paths).
+    """
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.append(here)
     agents: list[AbstractAgent[Any, Any]] = []
     for path in paths:
         module_name, _, attribute = path.partition(':')
@@ -27,6 +36,11 @@ def import_agents(paths: Sequence[str]) -> list[AbstractAgent[Any, Any]]:
             raise ConfigurationError(f'Agent path {path!r} must look like "package.module:attribute".')
         try:
             agent = getattr(importlib.import_module(module_name), attribute)
+        except ModuleNotFoundError as error:
+            raise ConfigurationError(
+                f'Cannot import agent {path!r}: {error}. Run the worker from the folder that holds the '
+                'module, add that folder to PYTHONPATH, or install your package into this environment.'
+            ) from error
         except (ImportError, AttributeError) as error:
             raise ConfigurationError(f'Cannot import agent {path!r}: {error}') from error
         if not isinstance(agent, AbstractAgent):
