@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .models import (
         ConversationInput,
         ConversationSummary,
+        HistoryWindow,
         RecallDeps,
         RunPromptInput,
         RunPromptOutput,
@@ -53,6 +54,7 @@ __all__ = (
     'ConversationRecall',
     'ConversationSummary',
     'ConversationWorkflow',
+    'HistoryWindow',
     'RecallActivities',
     'RecallDataCodec',
     'RecallDeps',
@@ -96,6 +98,7 @@ _LOCATIONS = {
     'RecallError': '.errors',
     'ConversationInput': '.models',
     'ConversationSummary': '.models',
+    'HistoryWindow': '.models',
     'RecallDeps': '.models',
     'RunPromptInput': '.models',
     'RunPromptOutput': '.models',

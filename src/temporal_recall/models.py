@@ -23,6 +23,7 @@ __all__ = (
     'ConversationInput',
     'ConversationSummary',
     'HistoryRequest',
+    'HistoryWindow',
     'LoadedHistory',
     'RecallDeps',
     'RunPromptInput',
@@ -101,12 +102,35 @@ DEFAULT_MAX_PROMPT_BYTES = 512 * 1024
 from 512 KiB and refuses them from 2 MB, and each model request carries the prompt with the history."""
 
 
+DEFAULT_HISTORY_BYTES = 1_000_000
+"""How much stored history the shipped workflows load, at most (serialized bytes): the newest whole
+turns, leaving room in a model request's 2 MB payload for the prompt and the run's own messages."""
+
+
+class HistoryWindow(BaseModel):
+    """Where a history loaded without its oldest turns starts in the stored conversation.
+
+    Passed on in `RecallDeps.history_window`, it lets persistence attach the run's messages after the
+    stored ones: without it, a history starting mid-conversation would be stored as a rewrite.
+    """
+
+    model_config = _FROZEN
+
+    offset: int = Field(ge=1)
+    """How many stored messages come before the first loaded one."""
+    base_hash: str
+    """The content hash of the stored message just before the first loaded one."""
+
+
 class HistoryRequest(BaseModel):
     model_config = _FROZEN
 
     conversation_id: Identifier
     scope: Identifier | None = None
     limit: int | None = Field(default=None, ge=0)
+    max_bytes: int | None = Field(default=None, ge=1)
+    """Load only the newest whole turns that fit in this many serialized bytes (`LoadedHistory.window`
+    then says where they start); `None` loads the whole branch, or fails as too large for a payload."""
 
 
 class LoadedHistory(BaseModel):
@@ -118,6 +142,9 @@ class LoadedHistory(BaseModel):
     head_id: str | None = None
     length: int = 0
     """How many messages were loaded."""
+    window: HistoryWindow | None = None
+    """Set when older turns were left out to fit `HistoryRequest.max_bytes` (they stay stored and
+    searchable): pass it to the run as `RecallDeps(history_window=...)`."""
 
 
 class RunPromptInput(BaseModel):
@@ -196,6 +223,9 @@ class RecallDeps(BaseModel):
     model_config = _FROZEN
 
     scope: Identifier | None = None
+    history_window: HistoryWindow | None = None
+    """Where the run's `message_history` starts in the stored conversation, when it was loaded
+    without its oldest turns (`LoadedHistory.window`); `None` when it starts at the beginning."""
 
 
 class ConversationSummary(BaseModel):

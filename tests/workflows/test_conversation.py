@@ -13,6 +13,7 @@ from temporal_recall import ConversationInput, ConversationWorkflow, SearchReque
 from temporal_recall.testing import history_cost, running_worker
 
 from .agents import slow_turn_agent, weather_agent
+from .test_run_prompt import BIG_PROMPTS, store_big_history
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
@@ -159,3 +160,22 @@ async def test_a_turn_in_progress_is_not_idle_time(temporal_client: Client, stor
         second = await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt='and once more'))
         summary = await handle.result()  # idle for 1.5 s after the second turn
     assert (first.turn, second.turn, summary.turns) == (1, 2, 2)
+
+
+async def test_a_conversation_stored_past_one_payload_goes_on(temporal_client: Client, store_url: str, read_store):
+    await store_big_history(read_store, 'conv-big-chat')
+    async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
+        handle = await temporal_client.start_workflow(
+            ConversationWorkflow.run,
+            ConversationInput(conversation_id='conv-big-chat', agent='weather', turns_per_run=1),
+            id=f'conversation-{uuid.uuid4()}',
+            task_queue=worker.task_queue,
+        )
+        for prompt in ('Weather in Oslo?', 'And in Bergen?'):  # the second in a run of its own
+            await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt=prompt))
+        await handle.signal(ConversationWorkflow.close)
+        assert (await handle.result()).turns == 2
+    entries = await read_store.load_entries('conv-big-chat')
+    prompts = [p.content for e in entries for p in e.message.parts if type(p).__name__ == 'UserPromptPart']
+    assert prompts == [*BIG_PROMPTS, 'Weather in Oslo?', 'And in Bergen?']
+    assert (await read_store.read_record('conv-big-chat')).branches == []

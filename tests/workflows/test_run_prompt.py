@@ -6,15 +6,16 @@ import asyncio
 import uuid
 
 import pytest
-from pydantic_ai.messages import UserPromptPart
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from temporal_recall import RecallDeps, RunPromptInput, RunPromptWorkflow
 from temporal_recall.content import content_hash
+from temporal_recall.store import AppendRequest
 from temporal_recall.testing import running_worker
 
-from .agents import weather_agent
+from .agents import output_tool_agent, weather_agent
 
 pytestmark = pytest.mark.temporal
 
@@ -126,6 +127,50 @@ async def test_an_unknown_agent_fails_the_workflow_instead_of_retrying_its_task(
     cause = failure.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == 'UnknownAgent'
     assert "No agent named 'nope'" in str(cause) and 'weather' in str(cause)
+
+
+async def test_a_history_larger_than_a_payload_is_continued_from_its_newest_turns(
+    temporal_client: Client, store_url: str, read_store
+):
+    """3 MB stored: every later run failed as PayloadTooLarge. Now the model gets the newest whole turns
+    that fit, and the run's messages are stored after the whole conversation, not as a rewrite of it."""
+    await store_big_history(read_store, 'conv-big')
+    async with running_worker(temporal_client, agents=[weather_agent, output_tool_agent], store=store_url) as worker:
+        await _run(temporal_client, worker.task_queue, 'Weather in Oslo?', 'conv-big')
+        # Ends in an output tool: its return is written by store_step, from workflow code.
+        await temporal_client.execute_workflow(
+            RunPromptWorkflow.run,
+            RunPromptInput(prompt='And in Bergen?', conversation_id='conv-big', agent='output_tool'),
+            id=f'run-{uuid.uuid4()}',
+            task_queue=worker.task_queue,
+        )
+    entries = await read_store.load_entries('conv-big')
+    assert entries is not None
+    prompts = [p.content for e in entries for p in e.message.parts if isinstance(p, UserPromptPart)]
+    assert prompts == [*BIG_PROMPTS, 'Weather in Oslo?', 'And in Bergen?']
+    assert len(entries) == 20 + 4 + 5
+    record = await read_store.read_record('conv-big')
+    assert record is not None and record.branches == [], 'nothing was stored as a rewrite'
+
+
+BIG_PROMPTS = [f'turn {n}: ' + 'y' * 300_000 for n in range(10)]
+
+
+async def store_big_history(store, conversation_id: str) -> None:
+    """Ten turns of 300 KB: 3 MB, twice what one payload may carry."""
+    messages = []
+    for n, prompt in enumerate(BIG_PROMPTS):
+        messages += [ModelRequest(parts=[UserPromptPart(prompt)]), ModelResponse(parts=[TextPart(f'ok {n}')])]
+    await store.append(
+        AppendRequest(
+            conversation_id=conversation_id,
+            scope=None,
+            idempotency_key='big-1',
+            base_length=0,
+            base_hash=None,
+            messages=messages,
+        )
+    )
 
 
 async def test_unknown_conversation_is_refused_when_creation_is_off(

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 from temporalio import activity
 
 from .._store_provider import StoreProvider
+from ..content import content_hash
 from ..errors import PayloadTooLarge, RecallError, StoreUnavailable, UnknownConversation, non_retryable
-from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
+from ..models import HistoryRequest, HistoryWindow, LoadedHistory, SearchRequest, SearchResult
 from ..search._plan import search_history
 from ._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
 
@@ -62,6 +63,12 @@ class RecallActivities:
         except StoreUnavailable:
             raise
         messages = [entry.message for entry in entries]
+        window = None
+        if request.max_bytes is not None:
+            offset = len(messages) - newest_turns(messages, min(request.max_bytes, MAX_HISTORY_PAYLOAD_BYTES))
+            if offset:
+                window = HistoryWindow(offset=offset, base_hash=content_hash(messages[offset - 1]))
+                messages = messages[offset:]
         size = len(ModelMessagesTypeAdapter.dump_json(messages))
         if size > MAX_HISTORY_PAYLOAD_BYTES:
             raise non_retryable(
@@ -77,4 +84,24 @@ class RecallActivities:
             messages=messages,
             head_id=record.head_id,
             length=len(messages),
+            window=window,
         )
+
+
+def newest_turns(messages: Sequence[ModelMessage], max_bytes: int) -> int:
+    """How many of the newest `messages` make whole turns of at most `max_bytes` serialized.
+
+    A history cut anywhere else could open with a tool return whose call was left out, which models
+    refuse, so it starts at a request carrying a user prompt. When even the last turn is larger,
+    nothing is loaded: the run starts afresh, and every message stays stored and searchable.
+    """
+    total = 1  # `[a,b]` is 1 + (len(a) + 1) + (len(b) + 1) bytes: each message with its comma or `]`
+    kept = 0
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        total += len(ModelMessagesTypeAdapter.dump_json([message])) - 1
+        if total > max_bytes:
+            break
+        if isinstance(message, ModelRequest) and any(isinstance(part, UserPromptPart) for part in message.parts):
+            kept = len(messages) - index
+    return kept

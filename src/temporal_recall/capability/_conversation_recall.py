@@ -49,11 +49,11 @@ from ..errors import (
     UnknownConversation,
     non_retryable,
 )
-from ..models import RecallDeps, SearchRequest, StepDelta, StepWritten
+from ..models import HistoryWindow, RecallDeps, SearchRequest, StepDelta, StepWritten
 from ..search import Role, SummaryRule
 from ..text._documents import RECALL_TOOL_NAME
 from ._delta import Delta, DeltaTracker
-from ._persisting_model import PersistingModel, ViewCheck, persistable, take_marker
+from ._persisting_model import PersistingModel, ViewCheck, in_stored_conversation, persistable, take_marker
 
 if TYPE_CHECKING:
     from ..store._protocol import AppendResult
@@ -162,6 +162,10 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         if scope is None:
             return ctx.deps.scope if isinstance(ctx.deps, RecallDeps) else None
         return scope(ctx) if callable(scope) else scope
+
+    def window_of(self, ctx: RunContext[Any]) -> HistoryWindow | None:
+        """Where the run's history starts in the stored conversation (`RecallDeps.history_window`)."""
+        return ctx.deps.history_window if isinstance(ctx.deps, RecallDeps) else None
 
     # --- step boundaries (workflow side under Temporal) ------------------------------------------
 
@@ -289,12 +293,13 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         if not conversation_id:
             raise RecallError('The run has no conversation_id; pass `conversation_id=` to `agent.run`.')
         origin = workflow.info().workflow_id if workflow.in_workflow() else 'local'
+        base_length, base_hash = in_stored_conversation(self.window_of(ctx), delta.base_length, delta.base_hash)
         return StepDelta(
             conversation_id=conversation_id,
             scope=self.scope_of(ctx),
             idempotency_key=f'{origin}/{ctx.run_id}/{self._sequence}',
-            base_length=delta.base_length,
-            base_hash=delta.base_hash,
+            base_length=base_length,
+            base_hash=base_hash,
             messages=delta.messages,
             run_id=ctx.run_id,
             # On the old path, the usage since the previous boundary: the store adds it once per

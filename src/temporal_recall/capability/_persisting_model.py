@@ -75,6 +75,7 @@ from ..errors import HistoryMismatch, RecallError, StoreUnavailable, non_retryab
 
 if TYPE_CHECKING:
     from .._store_provider import StoreProvider
+    from ..models import HistoryWindow
     from ..search import SummaryRule
     from ..store._protocol import AppendRequest, AppendResult, Fence
 
@@ -166,6 +167,20 @@ def _raise_retryable(error: StoreUnavailable) -> NoReturn:
     raise ApplicationError(str(error), type=type(error).__name__) from None
 
 
+def in_stored_conversation(
+    window: HistoryWindow | None, base_length: int, base_hash: str | None
+) -> tuple[int, str | None]:
+    """An attach point in the run's history as one in the stored conversation.
+
+    A run whose history was loaded without its oldest turns (`RecallDeps.history_window`) counts
+    from its first loaded message; the store counts from the conversation's first. Attaching at the
+    run's start is attaching after the stored message the window follows.
+    """
+    if window is None:
+        return base_length, base_hash
+    return window.offset + base_length, base_hash if base_length else window.base_hash
+
+
 class StepOwner(Protocol):
     """What a `PersistingModel` needs from the capability that wraps it (`ConversationRecall`).
 
@@ -177,6 +192,8 @@ class StepOwner(Protocol):
     summary: SummaryRule | None
 
     def scope_of(self, ctx: RunContext[Any]) -> str | None: ...
+
+    def window_of(self, ctx: RunContext[Any]) -> HistoryWindow | None: ...
 
     def note_stored_in_process(self, content_hash: str) -> None: ...
 
@@ -264,6 +281,7 @@ class _Step:
     view: list[ModelMessage]
     base: int
     function_tools: frozenset[str]
+    window: HistoryWindow | None = None
 
     @classmethod
     def start(
@@ -303,6 +321,7 @@ class _Step:
             view=view,
             base=base,
             function_tools=frozenset(tool.name for tool in parameters.function_tools),
+            window=capability.window_of(ctx),
         )
 
     @property
@@ -315,12 +334,15 @@ class _Step:
     def _request(self, key: str, base: int, messages: Sequence[ModelMessage], usage: RunUsage | None) -> AppendRequest:
         from ..store._protocol import AppendRequest
 
+        base_length, base_hash = in_stored_conversation(
+            self.window, base, content_hash(self.view[base - 1]) if base else None
+        )
         return AppendRequest(
             conversation_id=self.conversation_id,
             scope=self.scope,
             idempotency_key=f'{self.unit}/{key}',
-            base_length=base,
-            base_hash=content_hash(self.view[base - 1]) if base else None,
+            base_length=base_length,
+            base_hash=base_hash,
             messages=messages,
             run_id=self.run_id,
             usage=usage,

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from ..models import (
         ConversationInput,
         ConversationSummary,
+        HistoryWindow,
         RecallDeps,
         SearchRequest,
         SearchResult,
@@ -30,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from ..search import BM25Parameters, SearchOptions, parse_query
     from ._recall import load_history, recall, refused
-    from ._run_prompt import agent_for, require_prompt
+    from ._run_prompt import agent_for, history_budget, require_prompt
 
 __all__ = ('ConversationWorkflow',)
 
@@ -47,6 +48,7 @@ class ConversationWorkflow:
         # right after continue-as-new) is handled before `run` starts.
         self._input = input
         self._history: list[ModelMessage] | None = None
+        self._window: HistoryWindow | None = None
         self._turn_lock = asyncio.Lock()
         self._turns_total = input.turns_completed
         self._turns_this_run = 0
@@ -82,14 +84,17 @@ class ConversationWorkflow:
         """Answer one user turn with an agent run; the capability persists it as it goes."""
         async with self._turn_lock:
             if self._history is None:
-                loaded = await load_history(self._input.conversation_id, scope=self._input.scope)
+                loaded = await load_history(
+                    self._input.conversation_id, scope=self._input.scope, max_bytes=history_budget()
+                )
                 self._history = repair_messages(loaded.messages)
+                self._window = loaded.window  # every turn of this run's history starts there
             agent = agent_for(self._input.agent)
             result = await agent.run(
                 turn.prompt,
                 message_history=self._history or None,
                 conversation_id=self._input.conversation_id,
-                deps=RecallDeps(scope=self._input.scope),
+                deps=RecallDeps(scope=self._input.scope, history_window=self._window),
             )
             self._history = result.all_messages()
             self._turns_total += 1

@@ -98,16 +98,22 @@ async def load_history(
     *,
     scope: str | None = None,
     limit: int | None = None,
+    max_bytes: int | None = None,
     start_to_close_timeout: timedelta = timedelta(seconds=30),
     retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
 ) -> LoadedHistory:
     """The current branch of a stored conversation, for a workflow to continue it.
 
+    With `max_bytes`, only its newest whole turns that fit: then `LoadedHistory.window` says where
+    they start, and the run must get it as `RecallDeps(history_window=...)` so its messages are
+    stored after the conversation's, not as a rewrite of it. Without, a branch too large for one
+    payload fails non-retryably as `PayloadTooLarge`.
+
     Raises:
         ApplicationError: non-retryable, `type` `InvalidIdentifier`, for an id that is not usable text.
     """
     with refused():
-        request = HistoryRequest(conversation_id=conversation_id, scope=scope, limit=limit)
+        request = HistoryRequest(conversation_id=conversation_id, scope=scope, limit=limit, max_bytes=max_bytes)
     return await workflow.execute_activity(
         LOAD_HISTORY_ACTIVITY,
         request,

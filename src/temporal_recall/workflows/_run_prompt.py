@@ -12,11 +12,20 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import repair_messages
     from pydantic_ai.usage import UsageLimits
 
-    from ..models import RecallDeps, RunPromptInput, RunPromptOutput
+    from ..models import DEFAULT_HISTORY_BYTES, RecallDeps, RunPromptInput, RunPromptOutput
     from ._agents import agent_named
     from ._recall import load_history
 
-__all__ = ('RunPromptWorkflow', 'agent_for', 'require_prompt')
+__all__ = ('BOUNDED_HISTORY', 'RunPromptWorkflow', 'agent_for', 'history_budget', 'require_prompt')
+
+BOUNDED_HISTORY = 'temporal-recall-bounded-history'
+"""Patch marker: the shipped workflows load at most `DEFAULT_HISTORY_BYTES` of stored history, its
+newest whole turns. Before it, a conversation stored past one payload could never be continued."""
+
+
+def history_budget() -> int | None:
+    """How much stored history to load (`load_history(max_bytes=...)`): bounded since `BOUNDED_HISTORY`."""
+    return DEFAULT_HISTORY_BYTES if workflow.patched(BOUNDED_HISTORY) else None
 
 
 def require_prompt(prompt: str, max_bytes: int) -> None:
@@ -62,8 +71,9 @@ class RunPromptWorkflow:
         require_prompt(input.prompt, input.max_prompt_bytes)
         agent = agent_for(input.agent)
         history = []
+        window = None
         if input.continue_history or not input.create:
-            loaded = await load_history(input.conversation_id, scope=input.scope)
+            loaded = await load_history(input.conversation_id, scope=input.scope, max_bytes=history_budget())
             if not loaded.exists and not input.create:
                 raise ApplicationError(
                     f'Conversation {input.conversation_id!r} is not in the store; pass `create=True` to start it.',
@@ -74,11 +84,12 @@ class RunPromptWorkflow:
                 # A run that failed mid-step leaves tool calls without returns in the store; close
                 # them out (deterministically) so the new prompt is accepted.
                 history = repair_messages(loaded.messages)
+                window = loaded.window  # where a history loaded without its oldest turns starts
         result = await agent.run(
             input.prompt,
             message_history=history or None,
             conversation_id=input.conversation_id,
-            deps=RecallDeps(scope=input.scope),
+            deps=RecallDeps(scope=input.scope, history_window=window),
             usage_limits=UsageLimits(request_limit=input.request_limit),
         )
         return RunPromptOutput(
