@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from temporal_recall import ConversationInput, ConversationWorkflow, SearchRequest, TurnInput
-from temporal_recall.testing import history_cost, running_worker
+from temporal_recall.testing import RunningWorker, history_cost, running_worker
 
 from .agents import slow_turn_agent, weather_agent
 from .test_run_prompt import BIG_PROMPTS, store_big_history
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
+
+
+async def _start(client: Client, worker: RunningWorker, given: ConversationInput) -> WorkflowHandle[Any, Any]:
+    return await client.start_workflow(
+        ConversationWorkflow.run, given, id=f'conversation-{uuid.uuid4()}', task_queue=worker.task_queue
+    )
 
 
 TURNS = 12
@@ -79,11 +86,8 @@ async def test_a_long_conversation_continues_as_new_and_persists_the_whole_chain
 
 async def test_send_rejects_an_empty_prompt(temporal_client: Client, store_url: str):
     async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
-        handle = await temporal_client.start_workflow(
-            ConversationWorkflow.run,
-            ConversationInput(conversation_id='conv-empty-turn', agent='weather'),
-            id=f'conversation-{uuid.uuid4()}',
-            task_queue=worker.task_queue,
+        handle = await _start(
+            temporal_client, worker, ConversationInput(conversation_id='conv-empty-turn', agent='weather')
         )
         with pytest.raises(WorkflowUpdateFailedError) as failure:
             await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt=''))
@@ -101,11 +105,10 @@ async def test_send_and_search_refuse_what_they_cannot_do_before_the_history_see
     temporal_client: Client, store_url: str
 ):
     async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
-        handle = await temporal_client.start_workflow(
-            ConversationWorkflow.run,
+        handle = await _start(
+            temporal_client,
+            worker,
             ConversationInput(conversation_id='conv-guarded', agent='weather', max_prompt_bytes=1_000),
-            id=f'conversation-{uuid.uuid4()}',
-            task_queue=worker.task_queue,
         )
         with pytest.raises(WorkflowUpdateFailedError) as too_large:
             await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt='x' * 1_001))
@@ -134,12 +137,7 @@ async def test_send_and_search_refuse_what_they_cannot_do_before_the_history_see
 
 async def test_send_refuses_an_agent_the_worker_does_not_have(temporal_client: Client, store_url: str):
     async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
-        handle = await temporal_client.start_workflow(
-            ConversationWorkflow.run,
-            ConversationInput(conversation_id='conv-no-agent', agent='nope'),
-            id=f'conversation-{uuid.uuid4()}',
-            task_queue=worker.task_queue,
-        )
+        handle = await _start(temporal_client, worker, ConversationInput(conversation_id='conv-no-agent', agent='nope'))
         with pytest.raises(WorkflowUpdateFailedError) as failure:
             await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt='hi'))
         assert _cause_type(failure) == 'UnknownAgent' and "No agent named 'nope'" in str(failure.value.cause)
@@ -149,11 +147,10 @@ async def test_send_refuses_an_agent_the_worker_does_not_have(temporal_client: C
 
 async def test_a_turn_in_progress_is_not_idle_time(temporal_client: Client, store_url: str):
     async with running_worker(temporal_client, agents=[slow_turn_agent], store=store_url) as worker:
-        handle = await temporal_client.start_workflow(
-            ConversationWorkflow.run,
+        handle = await _start(
+            temporal_client,
+            worker,
             ConversationInput(conversation_id='conv-idle', agent='slow_turn', idle_timeout_seconds=1.5),
-            id=f'conversation-{uuid.uuid4()}',
-            task_queue=worker.task_queue,
         )
         # About three seconds: the timeout fires during the turn, which must not close the conversation.
         first = await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt='wait for me'))
@@ -165,11 +162,10 @@ async def test_a_turn_in_progress_is_not_idle_time(temporal_client: Client, stor
 async def test_a_conversation_stored_past_one_payload_goes_on(temporal_client: Client, store_url: str, read_store):
     await store_big_history(read_store, 'conv-big-chat')
     async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
-        handle = await temporal_client.start_workflow(
-            ConversationWorkflow.run,
+        handle = await _start(
+            temporal_client,
+            worker,
             ConversationInput(conversation_id='conv-big-chat', agent='weather', turns_per_run=1),
-            id=f'conversation-{uuid.uuid4()}',
-            task_queue=worker.task_queue,
         )
         for prompt in ('Weather in Oslo?', 'And in Bergen?'):  # the second in a run of its own
             await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt=prompt))
