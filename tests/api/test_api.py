@@ -33,6 +33,7 @@ from .conftest import (
 
 SEARCH = '/api/v1/conversations/search'
 LIST = '/api/v1/conversations'
+UNSCOPED = 'unscoped-token-0123456789abcdef'
 
 
 def conversation_path(conversation_id: str) -> str:
@@ -331,6 +332,20 @@ def test_load_tokens_reads_a_json_object(tmp_path: Path) -> None:
     path = tmp_path / 'tokens.json'
     path.write_text(json.dumps(TOKENS))
     assert load_tokens(path) == TOKENS
+    path.write_text(json.dumps({**TOKENS, UNSCOPED: None}))
+    assert load_tokens(path) == {**TOKENS, UNSCOPED: None}, 'null: the conversations stored without a scope'
+
+
+def test_a_token_mapped_to_null_reads_only_the_conversations_stored_without_a_scope(
+    api_store: tuple[Path, dict[str, str]],
+) -> None:
+    with serving(create_app(api_store[0], tokens={**TOKENS, UNSCOPED: None})) as client:
+        listed = client.get('/api/v1/conversations', token=UNSCOPED)
+        acme = client.get('/api/v1/conversations/support-42', token=UNSCOPED)
+        own = client.get(f'/api/v1/conversations/{UNSCOPED_CONVERSATIONS[0]}', token=UNSCOPED)
+    assert listed.status == 200
+    assert [c['conversation_id'] for c in listed.json()['conversations']] == list(UNSCOPED_CONVERSATIONS)
+    assert acme.status == 404 and own.status == 200
 
 
 @pytest.mark.parametrize(

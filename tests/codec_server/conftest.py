@@ -64,7 +64,7 @@ def payloads_of(answer: dict[str, Any]) -> list[Payload]:
     ]
 
 
-async def encoded_by_worker(store_url: str, scope: str, payloads: list[Payload]) -> list[Payload]:
+async def encoded_by_worker(store_url: str, scope: str | None, payloads: list[Payload]) -> list[Payload]:
     """What a worker's codec in `scope` puts into history for `payloads` (writing the bodies)."""
     codec = RecallDataCodec(store_url, scope=scope)
     try:

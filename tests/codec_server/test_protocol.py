@@ -93,6 +93,20 @@ async def test_another_scopes_body_answers_like_a_missing_one(codec_server: Clie
     assert other_scope.headers.keys() == absent.headers.keys()
 
 
+async def test_a_token_mapped_to_null_decodes_what_an_unscoped_worker_stored(store_url: str):
+    """`message_codec_plugin(url)` without a scope (the stock worker's) stores bodies under no scope;
+    a token mapped to JSON `null` reads exactly those, and no scoped token does."""
+    unscoped = 'unscoped-token-0123456789abcdef'
+    original = messages_payload(ACME_TEXT)
+    [encoded] = await encoded_by_worker(store_url, None, [original])
+    [scoped] = await encoded_by_worker(store_url, 'acme', [messages_payload('acme only ' * 200)])
+    with serving(create_codec_app(store_url, tokens={**TOKENS, unscoped: None})) as server:
+        own = server.post('/decode', token=unscoped, json_body=document([encoded, scoped]))
+        other = server.post('/decode', token=ACME, json_body=document([encoded]))
+    assert own.status == 200 and payloads_of(own.json()) == [original, scoped], 'not the acme body'
+    assert other.status == 200 and payloads_of(other.json()) == [encoded]
+
+
 async def test_one_undecodable_payload_does_not_hide_the_others(codec_server: Client, store_url: str):
     original = messages_payload(ACME_TEXT)
     [encoded] = await encoded_by_worker(store_url, 'acme', [original])

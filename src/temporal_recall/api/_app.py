@@ -39,6 +39,7 @@ import logging
 import os
 import sqlite3
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Protocol, cast
@@ -177,26 +178,40 @@ def _digest(token: bytes) -> bytes:
     return hashlib.sha256(token).digest()
 
 
-def checked_tokens(tokens: Mapping[str, str]) -> list[tuple[bytes, str]]:
+@dataclass(frozen=True)
+class TokenScope:
+    """The one tenant a bearer token reads: `scope` `None` is the conversations stored without a scope
+    (a token mapped to JSON `null`), a tenant of its own like any other."""
+
+    scope: str | None
+
+
+def checked_tokens(tokens: Mapping[str, str | None]) -> list[tuple[bytes, TokenScope]]:
     if not tokens:
         raise ConfigurationError('No API tokens are configured; map at least one token to a scope.')
-    checked: list[tuple[bytes, str]] = []
+    checked: list[tuple[bytes, TokenScope]] = []
     for token, scope in tokens.items():
-        if not isinstance(token, str) or not isinstance(scope, str):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ConfigurationError('API tokens and scopes must be strings: {"token": "scope", ...}.')
+        if not isinstance(token, str) or not isinstance(scope, str | None):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError(
+                'API tokens must be strings, and scopes strings or null (stored without a scope): '
+                '{"token": "scope", ...}.'
+            )
         if len(token) < MIN_TOKEN_LENGTH or token != token.strip() or any(c.isspace() for c in token):
             raise ConfigurationError(
                 f'An API token is shorter than {MIN_TOKEN_LENGTH} characters or contains whitespace; '
                 'use long random tokens, e.g. `python -c "import secrets; print(secrets.token_urlsafe(32))"`.'
             )
-        if not scope:
-            raise ConfigurationError('An API token maps to an empty scope; map every token to its tenant scope.')
-        checked.append((_digest(token.encode()), scope))
+        if scope == '':
+            raise ConfigurationError(
+                'An API token maps to an empty scope; map every token to its tenant scope '
+                '(null for the conversations stored without one).'
+            )
+        checked.append((_digest(token.encode()), TokenScope(scope)))
     return checked
 
 
-def bearer_scope(tokens: Sequence[tuple[bytes, str]], authorization: bytes) -> str | None:
-    """The scope of the token in an `Authorization: Bearer <token>` value, or None if it is unknown.
+def bearer_scope(tokens: Sequence[tuple[bytes, TokenScope]], authorization: bytes) -> TokenScope | None:
+    """The tenant of the token in an `Authorization: Bearer <token>` value, or None if it is unknown.
 
     `tokens` are the digests and scopes `checked_tokens` returns.
     """
@@ -205,15 +220,16 @@ def bearer_scope(tokens: Sequence[tuple[bytes, str]], authorization: bytes) -> s
     if scheme.lower() != b'bearer' or not credential:
         return None
     offered = _digest(credential)
-    found: str | None = None
+    found: TokenScope | None = None
     for digest, tenant in tokens:  # every token, every time: no early exit to time
         if hmac.compare_digest(digest, offered):
             found = tenant
     return found
 
 
-def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Read a tokens file: a JSON object mapping each bearer token to the one scope it may read.
+def load_tokens(path: str | os.PathLike[str]) -> dict[str, str | None]:
+    """Read a tokens file: a JSON object mapping each bearer token to the one scope it may read
+    (`null`: the conversations stored without a scope).
 
     Raises:
         ConfigurationError: The file is missing or unreadable, is not a JSON object of strings, or
@@ -230,12 +246,12 @@ def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
             f'The tokens file {path} is not valid JSON ({error.msg} at line {error.lineno}); '
             'write an object like {"<token>": "<scope>"}.'
         ) from error
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):  # pyright: ignore[reportUnknownVariableType]
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str | None) for k, v in data.items()):  # pyright: ignore[reportUnknownVariableType]
         raise ConfigurationError(
             f'The tokens file {path} must hold one JSON object mapping each token to its scope, '
             'like {"<token>": "<scope>"}.'
         )
-    tokens: dict[str, str] = dict(data)  # pyright: ignore[reportUnknownArgumentType]
+    tokens: dict[str, str | None] = dict(data)  # pyright: ignore[reportUnknownArgumentType]
     checked_tokens(tokens)
     return tokens
 
@@ -264,12 +280,12 @@ async def _send_error(
 class _Guard:
     """ASGI middleware: a token for every `/api/` request, and bodies of at most `max_body_bytes`."""
 
-    def __init__(self, app: ASGIApp, *, tokens: list[tuple[bytes, str]], max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, tokens: list[tuple[bytes, TokenScope]], max_body_bytes: int) -> None:
         self.app = app
         self.tokens = tokens
         self.max_body_bytes = max_body_bytes
 
-    def _tenant(self, headers: Sequence[tuple[bytes, bytes]]) -> str | None:
+    def _tenant(self, headers: Sequence[tuple[bytes, bytes]]) -> TokenScope | None:
         values = [value for name, value in headers if name.lower() == b'authorization']
         if len(values) != 1:
             return None
@@ -420,15 +436,17 @@ def _without_unused_responses(app: FastAPI) -> Callable[[], dict[str, Any]]:
 _bearer = HTTPBearer(auto_error=False, description="A token from the server's tokens file; it names one scope.")
 
 
-def _tenant(request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
+def _tenant(
+    request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> str | None:
     """The scope the guard authenticated (`_credentials` is only there to document the scheme)."""
     tenant = request.scope.get(_TENANT)
-    if not isinstance(tenant, str):
+    if not isinstance(tenant, TokenScope):
         raise StarletteHTTPException(401, 'Send `Authorization: Bearer <token>`.', {'WWW-Authenticate': 'Bearer'})
-    return tenant
+    return tenant.scope
 
 
-Tenant = Annotated[str, Depends(_tenant)]
+Tenant = Annotated[str | None, Depends(_tenant)]
 
 
 async def _opened_store(request: Request) -> ApiStore:
@@ -442,7 +460,7 @@ Store = Annotated[ApiStore, Depends(_opened_store)]
 def create_app(
     store: str | os.PathLike[str] | ApiStore,
     *,
-    tokens: Mapping[str, str],
+    tokens: Mapping[str, str | None],
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The search API over `store`, for the bearer tokens in `tokens` (token -> the one scope it reads).

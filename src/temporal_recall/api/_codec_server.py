@@ -63,7 +63,7 @@ from temporalio.api.common.v1 import Payload, Payloads
 from .._store_provider import StoreProvider
 from ..codec import MissingMessageBody, RecallDataCodec
 from ..errors import ConfigurationError, StoreError
-from ._app import bearer_scope, checked_tokens
+from ._app import TokenScope, bearer_scope, checked_tokens
 
 __all__ = ('CODEC_COOKIE', 'MAX_CODEC_BODY_BYTES', 'create_codec_app', 'serve_codec')
 
@@ -110,19 +110,19 @@ class _Refused(Exception):
 class _CodecServer:
     """The per-scope codecs over one store, and the request handling around them."""
 
-    def __init__(self, store: StoreProvider, tokens: list[tuple[bytes, str]], max_body_bytes: int) -> None:
+    def __init__(self, store: StoreProvider, tokens: list[tuple[bytes, TokenScope]], max_body_bytes: int) -> None:
         self.store = store
         self.tokens = tokens
         self.max_body_bytes = max_body_bytes
-        self.codecs: dict[str, RecallDataCodec] = {}
+        self.codecs: dict[str | None, RecallDataCodec] = {}
 
-    def codec(self, scope: str) -> RecallDataCodec:
+    def codec(self, scope: str | None) -> RecallDataCodec:
         codec = self.codecs.get(scope)
         if codec is None:
             codec = self.codecs[scope] = RecallDataCodec(self.store, scope=scope, cache_bytes=_CACHE_BYTES_PER_SCOPE)
         return codec
 
-    def scope(self, request: Request) -> str:
+    def scope(self, request: Request) -> str | None:
         authorization = request.headers.getlist('authorization')
         cookie = request.cookies.get(CODEC_COOKIE)
         if len(authorization) == 1:
@@ -148,7 +148,7 @@ class _CodecServer:
                     {'WWW-Authenticate': 'Bearer'},
                 )
             )
-        return scope
+        return scope.scope
 
     async def payloads(self, request: Request) -> list[Payload]:
         too_large = _error(
@@ -180,7 +180,7 @@ class _CodecServer:
             ) from None
         return list(document.payloads)
 
-    async def decode(self, scope: str, payloads: list[Payload]) -> list[Payload]:
+    async def decode(self, scope: str | None, payloads: list[Payload]) -> list[Payload]:
         codec = self.codec(scope)
         try:
             return await codec.decode(payloads)
@@ -240,7 +240,7 @@ class _CodecServer:
 def create_codec_app(
     store: str | os.PathLike[str] | StoreProvider | Any,
     *,
-    tokens: Mapping[str, str],
+    tokens: Mapping[str, str | None],
     allowed_origins: Sequence[str] = (),
     max_body_bytes: int = MAX_CODEC_BODY_BYTES,
 ) -> Starlette:
