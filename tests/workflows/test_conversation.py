@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -175,3 +176,46 @@ async def test_a_conversation_stored_past_one_payload_goes_on(temporal_client: C
     prompts = [p.content for e in entries for p in e.message.parts if type(p).__name__ == 'UserPromptPart']
     assert prompts == [*BIG_PROMPTS, 'Weather in Oslo?', 'And in Bergen?']
     assert (await read_store.read_record('conv-big-chat')).branches == []
+
+
+async def test_overlapping_sends_still_let_each_run_continue_as_new(
+    temporal_client: Client, store_url: str, read_store
+):
+    """Three clients sending back to back never leave a quiet moment: one run took all 45 turns. Now a
+    run takes at most twice `turns_per_run`; later sends are refused as `ContinuingAsNew`, and re-sent."""
+    workflow_id = f'conversation-{uuid.uuid4()}'
+    async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
+        await temporal_client.start_workflow(
+            ConversationWorkflow.run,
+            ConversationInput(conversation_id='conv-busy', agent='weather', turns_per_run=2),
+            id=workflow_id,
+            task_queue=worker.task_queue,
+        )
+        handle = temporal_client.get_workflow_handle_for(ConversationWorkflow.run, workflow_id)
+        refused: list[str | None] = []
+
+        async def client(name: str) -> None:
+            for turn in range(5):
+                while True:
+                    try:
+                        await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt=f'{name} {turn}'))
+                        break
+                    except WorkflowUpdateFailedError as failure:
+                        cause = failure.cause
+                        refused.append(cause.type if isinstance(cause, ApplicationError) else None)
+                        await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(asyncio.gather(*(client(name) for name in 'abc')), timeout=120)
+        await handle.signal(ConversationWorkflow.close)
+        assert (await handle.result()).turns == 15
+    assert set(refused) <= {'ContinuingAsNew'}
+    runs = [run async for run in temporal_client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+    for run in runs:
+        history = await temporal_client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()
+        accepted = [
+            e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+        ]
+        assert len(accepted) <= 4, 'a run takes at most twice turns_per_run'
+    entries = await read_store.load_entries('conv-busy')
+    prompts = sorted(p.content for e in entries for p in e.message.parts if type(p).__name__ == 'UserPromptPart')
+    assert prompts == sorted(f'{name} {turn}' for name in 'abc' for turn in range(5)), 'each turn once'

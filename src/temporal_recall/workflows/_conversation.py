@@ -52,6 +52,9 @@ class ConversationWorkflow:
         self._turn_lock = asyncio.Lock()
         self._turns_total = input.turns_completed
         self._turns_this_run = 0
+        self._sends_this_run = 0
+        """Sends accepted by this run, answered or waiting for their turn (counted by the handler, which
+        runs on replay too; a validator must not change state)."""
         self._closing = False
 
     @workflow.run
@@ -82,6 +85,7 @@ class ConversationWorkflow:
     @workflow.update(name='send')
     async def send(self, turn: TurnInput) -> TurnOutput:
         """Answer one user turn with an agent run; the capability persists it as it goes."""
+        self._sends_this_run += 1
         async with self._turn_lock:
             if self._history is None:
                 loaded = await load_history(
@@ -107,6 +111,14 @@ class ConversationWorkflow:
         agent_for(self._input.agent)
         if self._closing:
             raise ApplicationError('The conversation was closed; start a new workflow to continue it.', type='Closed')
+        if self._sends_this_run >= 2 * self._input.turns_per_run:
+            # Sends that keep overlapping never leave the quiet moment continue-as-new waits for, and the
+            # run's history would grow until Temporal ends it: past twice its share, a run takes no more.
+            raise ApplicationError(
+                f'This run of the conversation has taken {self._sends_this_run} turns and is continuing as new '
+                'once they are answered; send the turn again in a moment and the next run takes it.',
+                type='ContinuingAsNew',
+            )
 
     @workflow.update(name='search')
     async def search(self, request: SearchRequest) -> SearchResult:
