@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
+    SystemPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
 
-from temporal_recall.activities._recall_activities import newest_turns
+from temporal_recall.activities._recall_activities import RecallActivities, newest_turns
+from temporal_recall.content import content_hash
+from temporal_recall.models import HistoryRequest
+from temporal_recall.store import AppendRequest, open_store
 
 
 def _turn(n: int, words: int) -> list[ModelMessage]:
@@ -45,3 +51,41 @@ def test_only_whole_turns_that_fit_are_kept() -> None:
 def test_a_last_turn_larger_than_the_budget_loads_nothing() -> None:
     history = [*_turn(0, 10), *_turn(1, 5_000)]
     assert newest_turns(history, 4_000) == 0
+
+
+def test_a_window_never_opens_on_a_tool_return() -> None:
+    """Deferred tool results sent with the next prompt: that request answers a call the window would cut."""
+    history = [
+        *_turn(0, 10),
+        ModelResponse(parts=[ToolCallPart('approve', {}, tool_call_id='d1')]),
+        ModelRequest(parts=[ToolReturnPart('approve', 'yes', tool_call_id='d1'), UserPromptPart('and then? ' * 300)]),
+        ModelResponse(parts=[TextPart('done')]),
+    ]
+    whole = _size(history)
+    assert newest_turns(history, whole - 100) == 0, 'the only turn start left would strand its tool return'
+    assert newest_turns(history, whole) == len(history)
+
+
+def test_a_history_that_fits_is_loaded_whole_system_prompt_included() -> None:
+    history = [ModelRequest(parts=[SystemPromptPart('be brief')]), *_turn(0, 10)]
+    assert newest_turns(history, _size(history)) == len(history)
+
+
+async def test_a_window_counts_from_the_conversations_start_with_a_limit_too(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / 'recall.db')
+    history = [message for n in range(5) for message in _turn(n, 10)]
+    try:
+        await store.append(
+            AppendRequest(
+                conversation_id='c', scope=None, idempotency_key='k', base_length=0, base_hash=None, messages=history
+            )
+        )
+        activities = RecallActivities(store)
+        loaded = await activities.load_history(HistoryRequest(conversation_id='c', limit=8, max_bytes=1_000_000))
+        whole = await activities.load_history(HistoryRequest(conversation_id='c', max_bytes=1_000_000))
+    finally:
+        await store.close()
+    assert loaded.messages == history[-8:]
+    assert loaded.window is not None and loaded.window.offset == 12, 'twelve stored messages come before it'
+    assert loaded.window.base_hash == content_hash(history[11])
+    assert whole.messages == history and whole.window is None

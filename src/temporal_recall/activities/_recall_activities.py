@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from temporalio import activity
 
 from .._store_provider import StoreProvider
@@ -59,16 +65,20 @@ class RecallActivities:
         if record is None:
             return LoadedHistory(conversation_id=request.conversation_id, exists=False)
         try:
-            entries = await store.read_history(record.head_id, limit=request.limit)
+            entries = await store.read_history(record.head_id, limit=None if request.max_bytes else request.limit)
         except StoreUnavailable:
             raise
-        messages = [entry.message for entry in entries]
+        stored = [entry.message for entry in entries]
+        messages = stored
         window = None
         if request.max_bytes is not None:
-            offset = len(messages) - newest_turns(messages, min(request.max_bytes, MAX_HISTORY_PAYLOAD_BYTES))
+            # The whole branch is read so the window's offset counts from the conversation's start.
+            tail = stored if request.limit is None else stored[len(stored) - min(request.limit, len(stored)) :]
+            kept = newest_turns(tail, min(request.max_bytes, MAX_HISTORY_PAYLOAD_BYTES))
+            offset = len(stored) - kept
+            messages = stored[offset:]
             if offset:
-                window = HistoryWindow(offset=offset, base_hash=content_hash(messages[offset - 1]))
-                messages = messages[offset:]
+                window = HistoryWindow(offset=offset, base_hash=content_hash(stored[offset - 1]))
         size = len(ModelMessagesTypeAdapter.dump_json(messages))
         if size > MAX_HISTORY_PAYLOAD_BYTES:
             raise non_retryable(
@@ -101,7 +111,16 @@ def newest_turns(messages: Sequence[ModelMessage], max_bytes: int) -> int:
         message = messages[index]
         total += len(ModelMessagesTypeAdapter.dump_json([message])) - 1
         if total > max_bytes:
-            break
-        if isinstance(message, ModelRequest) and any(isinstance(part, UserPromptPart) for part in message.parts):
+            return kept
+        if _opens_a_turn(message):
             kept = len(messages) - index
-    return kept
+    return len(messages)  # all of it fits: the whole history, system prompts before the first turn included
+
+
+def _opens_a_turn(message: ModelMessage) -> bool:
+    """A request with a user prompt and no tool return (whose call would be left out of the window)."""
+    return (
+        isinstance(message, ModelRequest)
+        and any(isinstance(part, UserPromptPart) for part in message.parts)
+        and not any(isinstance(part, ToolReturnPart) for part in message.parts)
+    )

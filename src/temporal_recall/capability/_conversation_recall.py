@@ -260,8 +260,11 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         delta = self._tracker.pending(history)
         if delta is None:
             return
-        if not await self._write(ctx, delta):
-            await self._write(ctx, self._tracker.full(history))
+        if not await self._write(ctx, delta) and not await self._write(ctx, self._tracker.full(history)):
+            # Only a history loaded without its oldest turns can miss here: the stored conversation
+            # changed below its window (rewritten shorter, or deleted). Store it as a rewrite, a branch
+            # the head moves to, rather than lose the run's messages.
+            await self._write(ctx, self._tracker.full(history), windowed=False)
         self._tracker.assume_stored(history)
 
     def _check_sizes(self, delta: Delta | None) -> None:
@@ -278,22 +281,27 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
                     non_retryable=True,
                 )
 
-    async def _write(self, ctx: RunContext[AgentDepsT], delta: Delta) -> bool:
-        """Write `delta` in payload-sized pieces; `False` when the store could not attach it."""
+    async def _write(self, ctx: RunContext[AgentDepsT], delta: Delta, *, windowed: bool = True) -> bool:
+        """Write `delta` in payload-sized pieces; `False` when the store could not attach it.
+
+        `windowed=False` places it as if the run's history started the conversation, ignoring
+        `RecallDeps.history_window`.
+        """
         self._check_sizes(delta)
         for piece in self._tracker.split(delta, self.max_payload_bytes):
-            written = await self.store_step(ctx, self._step(ctx, piece))
+            written = await self.store_step(ctx, self._step(ctx, piece, windowed=windowed))
             if not written.attached:
                 return False
         return True
 
-    def _step(self, ctx: RunContext[AgentDepsT], delta: Delta) -> StepDelta:
+    def _step(self, ctx: RunContext[AgentDepsT], delta: Delta, *, windowed: bool = True) -> StepDelta:
         self._sequence += 1
         conversation_id = ctx.conversation_id
         if not conversation_id:
             raise RecallError('The run has no conversation_id; pass `conversation_id=` to `agent.run`.')
         origin = workflow.info().workflow_id if workflow.in_workflow() else 'local'
-        base_length, base_hash = in_stored_conversation(self.window_of(ctx), delta.base_length, delta.base_hash)
+        window = self.window_of(ctx) if windowed else None
+        base_length, base_hash = in_stored_conversation(window, delta.base_length, delta.base_hash)
         return StepDelta(
             conversation_id=conversation_id,
             scope=self.scope_of(ctx),
