@@ -14,6 +14,7 @@ from pydantic_ai.durable_exec.temporal import TemporalDurability
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
 
 from temporal_recall import ConversationRecall, RecallDeps
 from temporal_recall.testing import scripted_model, text, tool_call
@@ -322,3 +323,20 @@ late_attempt_agent = Agent(
 
 
 echo_agent = _durable('echo', scripted_model(text('repeat this exactly')), tools=())
+
+
+def _down_for_fail_prompts(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """A provider that fails every turn whose prompt starts with `fail`, and answers the others."""
+    last = messages[-1]
+    prompt = str(last.parts[-1].content) if isinstance(last, ModelRequest) and last.parts else ''  # type: ignore[union-attr]
+    if prompt.startswith('fail'):
+        raise ApplicationError('the provider is down', type='ProviderDown', non_retryable=True)
+    return ModelResponse(parts=[TextPart(f'ok: {prompt}')])
+
+
+flaky_agent = Agent(
+    FunctionModel(_down_for_fail_prompts, model_name='flaky'),
+    name='flaky',
+    deps_type=RecallDeps,
+    capabilities=[ConversationRecall(), TemporalDurability()],
+)

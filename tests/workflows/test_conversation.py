@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from temporal_recall import ConversationInput, ConversationWorkflow, SearchRequest, TurnInput
 from temporal_recall.testing import RunningWorker, history_cost, running_worker
 
-from .agents import slow_turn_agent, weather_agent
+from .agents import flaky_agent, slow_turn_agent, weather_agent
 from .test_run_prompt import BIG_PROMPTS, store_big_history
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
@@ -219,3 +219,18 @@ async def test_overlapping_sends_still_let_each_run_continue_as_new(
     entries = await read_store.load_entries('conv-busy')
     prompts = sorted(p.content for e in entries for p in e.message.parts if type(p).__name__ == 'UserPromptPart')
     assert prompts == sorted(f'{name} {turn}' for name in 'abc' for turn in range(5)), 'each turn once'
+
+
+async def test_failed_turns_take_no_share_of_a_run(temporal_client: Client, store_url: str):
+    """Four failed turns (a provider outage) must not use up the run's sends: the next ones are answered."""
+    async with running_worker(temporal_client, agents=[flaky_agent], store=store_url) as worker:
+        handle = await _start(
+            temporal_client, worker, ConversationInput(conversation_id='conv-flaky', agent='flaky', turns_per_run=2)
+        )
+        for n in range(4):
+            with pytest.raises(WorkflowUpdateFailedError):
+                await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt=f'fail {n}'))
+        answered = await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt='hello'))
+        await handle.signal(ConversationWorkflow.close)
+        await handle.result()
+    assert answered.output == 'ok: hello'

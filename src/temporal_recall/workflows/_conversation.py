@@ -53,8 +53,8 @@ class ConversationWorkflow:
         self._turns_total = input.turns_completed
         self._turns_this_run = 0
         self._sends_this_run = 0
-        """Sends accepted by this run, answered or waiting for their turn (counted by the handler, which
-        runs on replay too; a validator must not change state)."""
+        """Sends accepted by this run and answered or waiting for their turn, not those that failed
+        (counted by the handler, which runs on replay too; a validator must not change state)."""
         self._closing = False
 
     @workflow.run
@@ -86,6 +86,13 @@ class ConversationWorkflow:
     async def send(self, turn: TurnInput) -> TurnOutput:
         """Answer one user turn with an agent run; the capability persists it as it goes."""
         self._sends_this_run += 1
+        try:
+            return await self._answer(turn)
+        except BaseException:
+            self._sends_this_run -= 1  # A failed turn takes no share: it never counts towards rotation.
+            raise
+
+    async def _answer(self, turn: TurnInput) -> TurnOutput:
         async with self._turn_lock:
             if self._history is None:
                 loaded = await load_history(

@@ -16,7 +16,10 @@ with workflow.unsafe.imports_passed_through():
     from ._agents import agent_named
     from ._recall import load_history
 
-__all__ = ('BOUNDED_HISTORY', 'RunPromptWorkflow', 'agent_for', 'history_budget', 'require_prompt')
+__all__ = ('BOUNDED_HISTORY', 'PROMPT_BOUND', 'RunPromptWorkflow', 'agent_for', 'history_budget', 'require_prompt')
+
+PROMPT_BOUND = 'temporal-recall-prompt-bound'
+"""Patch marker: `RunPromptWorkflow` refuses a prompt over `max_prompt_bytes` before it runs."""
 
 BOUNDED_HISTORY = 'temporal-recall-bounded-history'
 """Patch marker: the shipped workflows load at most `DEFAULT_HISTORY_BYTES` of stored history, its
@@ -28,7 +31,7 @@ def history_budget() -> int | None:
     return DEFAULT_HISTORY_BYTES if workflow.patched(BOUNDED_HISTORY) else None
 
 
-def require_prompt(prompt: str, max_bytes: int) -> None:
+def require_prompt(prompt: str, max_bytes: int | None) -> None:
     """Refuse a prompt no model request could carry, before it is in the history.
 
     An oversized prompt would make scheduling the model request fail the workflow task, which
@@ -41,7 +44,7 @@ def require_prompt(prompt: str, max_bytes: int) -> None:
             non_retryable=True,
         )
     size = len(prompt.encode('utf-8', 'surrogatepass'))
-    if size > max_bytes:
+    if max_bytes is not None and size > max_bytes:
         raise ApplicationError(
             f'The prompt is {size:,} bytes (UTF-8), more than the {max_bytes:,} this workflow takes '
             '(`max_prompt_bytes`). Send a reference to a large document instead of its text, or raise '
@@ -68,7 +71,8 @@ class RunPromptWorkflow:
 
     @workflow.run
     async def run(self, input: RunPromptInput) -> RunPromptOutput:
-        require_prompt(input.prompt, input.max_prompt_bytes)
+        # Since PROMPT_BOUND: a run started before it, with a longer prompt, replays as it ran.
+        require_prompt(input.prompt, input.max_prompt_bytes if workflow.patched(PROMPT_BOUND) else None)
         agent = agent_for(input.agent)
         history = []
         window = None
