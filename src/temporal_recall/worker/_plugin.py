@@ -44,7 +44,7 @@ from .._store_provider import _WORKER_STORE, StoreProvider
 from ..activities import RecallActivities
 from ..errors import ConfigurationError, StoreUnavailable
 from ..workflows import ConversationWorkflow, RunPromptWorkflow
-from ..workflows._agents import register_agents, unregister_agents
+from ..workflows._agents import check_agents, register_agents, unregister_agents
 
 __all__ = ('SHIPPED_WORKFLOWS', 'RecallPlugin')
 
@@ -110,7 +110,7 @@ class RecallPlugin(SimplePlugin):
                 'The Temporal client has no PydanticAIPlugin; connect it with '
                 '`Client.connect(address, plugins=[PydanticAIPlugin()])`.'
             )
-        register_agents(self.agents, task_queue=config.get('task_queue'))
+        check_agents(self.agents)  # Registered for the task queue while the worker runs (`run_worker`).
         config = super().configure_worker(config)
         for plugin in self._agent_plugins:
             config = plugin.configure_worker(config)
@@ -124,9 +124,14 @@ class RecallPlugin(SimplePlugin):
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        if self._running == 0:
-            await self._open()
-        self._running += 1
+        register_agents(self.agents, task_queue=worker.task_queue)
+        try:
+            if self._running == 0:
+                await self._open()
+            self._running += 1
+        except BaseException:
+            unregister_agents(task_queue=worker.task_queue)
+            raise
         try:
             run = next
             for plugin in reversed(self._agent_plugins):

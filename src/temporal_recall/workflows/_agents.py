@@ -1,8 +1,8 @@
 """The agents the shipped workflows can run, registered per task queue by the worker that serves it.
 
 Workflow code imports this module through `imports_passed_through()`, so it reads the worker's own
-registry. A worker's agents are registered for its task queue when it is built (before it polls)
-and taken off when it stops, so two workers with different agents can share a process, one after
+registry. A worker's agents are registered for its task queue when it starts running (before it
+polls) and taken off when it stops, so two workers with different agents can share a process, one after
 the other (a test suite) or side by side, and a workflow only ever sees the agents of the worker it
 runs on. Nothing changes while a task queue's workflows run, so reading it is deterministic.
 
@@ -18,12 +18,27 @@ from typing import Any
 from pydantic_ai.agent.abstract import AbstractAgent
 from temporalio import workflow
 
-__all__ = ('agent_named', 'register_agents', 'unregister_agents')
+__all__ = ('agent_named', 'check_agents', 'register_agents', 'unregister_agents')
 
 _AGENTS: dict[str | None, dict[str, AbstractAgent[Any, Any]]] = {}
 """Agents by task queue, then by name, in registration order (the first is the default)."""
 _WORKERS: dict[str | None, int] = {}
 """How many registrations hold each task queue's agents (several workers can serve one queue)."""
+
+
+def check_agents(agents: Iterable[AbstractAgent[Any, Any]]) -> dict[str, AbstractAgent[Any, Any]]:
+    """`agents` by name, in order.
+
+    Raises:
+        ValueError: An agent has no name, or two different agents have one name.
+    """
+    named: dict[str, AbstractAgent[Any, Any]] = {}
+    for agent in agents:
+        if not agent.name:
+            raise ValueError('An agent run by temporal-recall workflows needs a `name=`; it is part of activity names.')
+        if named.setdefault(agent.name, agent) is not agent:
+            raise ValueError(f'Two different agents are named {agent.name!r}; agent names must be unique per worker.')
+    return named
 
 
 def register_agents(agents: Iterable[AbstractAgent[Any, Any]], *, task_queue: str | None) -> None:
@@ -32,22 +47,26 @@ def register_agents(agents: Iterable[AbstractAgent[Any, Any]], *, task_queue: st
     Raises:
         ValueError: An agent has no name, or two different agents have one name on one task queue.
     """
-    named: dict[str, AbstractAgent[Any, Any]] = {}
-    for agent in agents:
-        if not agent.name:
-            raise ValueError('An agent run by temporal-recall workflows needs a `name=`; it is part of activity names.')
-        if named.setdefault(agent.name, agent) is not agent:
-            raise ValueError(f'Two different agents are named {agent.name!r}; agent names must be unique per worker.')
+    named = check_agents(agents)
+    if task_queue is None:
+        # A replay's agents come first (its first is the default) and replace those of an earlier
+        # replay by name; several plugins of one replayer may each register theirs.
+        if named:
+            _AGENTS[None] = {
+                **named,
+                **{name: agent for name, agent in _AGENTS.get(None, {}).items() if name not in named},
+            }
+        return
     registry = _AGENTS.get(task_queue)
-    if registry is not None and task_queue is not None:  # Another worker of this process serves the queue.
+    if registry is None:
+        _AGENTS[task_queue] = named
+    else:  # Another running worker of this process serves the queue.
         for name, agent in named.items():
             if registry.setdefault(name, agent) is not agent:
                 raise ValueError(
                     f'Two different agents are named {name!r} on task queue {task_queue!r}; workers of one '
                     'task queue must run the same agents.'
                 )
-    else:
-        _AGENTS[task_queue] = {**(registry or {}), **named}  # A replay's agents replace earlier ones by name.
     _WORKERS[task_queue] = _WORKERS.get(task_queue, 0) + 1
 
 
