@@ -63,7 +63,7 @@ async def page_rows(
     doc_ids: Sequence[int],
     rows: Sequence[Row],
     *,
-    run_key: int | None = None,
+    run_id: str | None = None,
     exclude_run_id: str | None = None,
     limit: int | None = None,
 ) -> list[Row]:
@@ -74,7 +74,7 @@ async def page_rows(
     occurrences, content_hash)`. The result has their first nine columns, one row per occurrence:
     documents in `doc_ids` order (best first), each document's occurrences in the order of its
     membership rows and then by position, an entry at most once, none said in `exclude_run_id`, at
-    most `limit` of them. With `run_key` (a run-filtered search), only occurrences said in that run.
+    most `limit` of them. With `run_id` (a run-filtered search), only occurrences said in that run.
     A conversation's history is walked at most once, and only when the page reaches one of its
     repeated documents.
     """
@@ -93,12 +93,12 @@ async def page_rows(
             held: dict[bytes, list[Row]] = {}
             docs = session.dialect.array(sorted(repeated[conv_key]))
             for found in await session.rows(_chain_sql(session.dialect), conv_key, docs):
-                if run_key is None or found[3] == run_key:
+                if run_id is None or found[4] == run_id:
                     held.setdefault(bytes(found[0]), []).append(found)
             walked[conv_key] = held
         found = walked.get(conv_key, {}).get(bytes(row[10])) if int(row[9]) > 1 else None
         if not found:  # Said once, or only on a branch the conversation left: where it was first said.
-            return [tuple(row[:9])] if run_key is None or row[3] == run_key else []
+            return [tuple(row[:9])] if run_id is None or row[4] == run_id else []
         return [
             (row[0], entry_key, position, entry_run, run_id, entry_id, message, row[7], row[8])
             for _, entry_key, position, entry_run, run_id, entry_id, message in sorted(found, key=lambda f: int(f[2]))

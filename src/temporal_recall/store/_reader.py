@@ -342,12 +342,10 @@ async def documents(
         return []
     dialect = session.dialect
     ids = [int(doc_id) for doc_id in doc_ids]
-    of_run = target.run_id is not None
-    sql = _documents_sql(dialect, target.conversation_id is not None, of_run, target.role is not None)
+    sql = _documents_sql(
+        dialect, target.conversation_id is not None, target.run_id is not None, target.role is not None
+    )
     role = () if target.role is None else (target.role,)
     rows = await session.rows(sql, *_target_params(target), dialect.array(ids), *role)
-    run_key = None
-    if of_run and rows:
-        run_key = await session.value('SELECT run_key FROM runs WHERE run_id = $1', target.run_id)
-    page = await page_rows(session, ids, rows, run_key=run_key, exclude_run_id=exclude_run_id, limit=limit)
+    page = await page_rows(session, ids, rows, run_id=target.run_id, exclude_run_id=exclude_run_id, limit=limit)
     return await document_rows(page, hits_query(session), context)
