@@ -54,6 +54,10 @@ def _record(session: Session, row: Row) -> ConversationRecord:
     )
 
 
+_OF_TENANT = 'c.tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = $2)'
+"""The conversation is tenant `$2`'s (a scope key), compared in the statement that reads it."""
+
+
 def _limit(limit: int | None) -> int:
     """A `LIMIT` every backend binds: a limit beyond any log means all of it, as no limit does."""
     return _NO_LIMIT if limit is None else min(limit, _NO_LIMIT)
@@ -70,12 +74,8 @@ async def read_record(
     if scope_key is None:
         row = await session.one(_record_select(session) + 'WHERE c.conversation_id = $1', conversation_id)
     else:
-        row = await session.one(
-            _record_select(session) + 'WHERE c.conversation_id = $1 AND c.tenant_id = '  # noqa: S608 (constant SQL)
-            '(SELECT tenant_id FROM tenants WHERE scope_key = $2)',
-            conversation_id,
-            scope_key,
-        )
+        where = f'WHERE c.conversation_id = $1 AND {_OF_TENANT}'
+        row = await session.one(_record_select(session) + where, conversation_id, scope_key)
     return None if row is None else _record(session, row)
 
 
@@ -86,8 +86,7 @@ async def read_records(session: Session, *, scope_key: str | None, limit: int | 
     if scope_key is None:
         rows = await session.rows(_record_select(session) + order, count)
     else:
-        where = 'WHERE c.tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = $2) '
-        rows = await session.rows(_record_select(session) + where + order, count, scope_key)
+        rows = await session.rows(_record_select(session) + f'WHERE {_OF_TENANT} ' + order, count, scope_key)
     return [_record(session, row) for row in rows]
 
 

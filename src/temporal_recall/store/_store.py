@@ -102,11 +102,7 @@ class EngineStore(CheckedStore, StoredBodies):
         return await self._backend.run_read(lambda s: _log.read_record(s, conversation_id), snapshot=False)
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
-        if limit is not None and limit < 0:
-            raise UserError('`limit` must not be negative.')
-        check_optional_id(scope, 'scope')
-        key = None if scope is None else scope_key(scope)
-        return await self._backend.run_read(lambda s: _log.read_records(s, scope_key=key, limit=limit), snapshot=False)
+        return await self._records(scope, limit, any_scope=scope is None)
 
     async def read_scoped_record(self, conversation_id: str, scope: str | None) -> ConversationRecord | None:
         """The record of a conversation stored under exactly `scope`, else `None`.
@@ -124,10 +120,14 @@ class EngineStore(CheckedStore, StoredBodies):
 
     async def read_scoped_records(self, scope: str | None, *, limit: int | None = None) -> Sequence[ConversationRecord]:
         """The records stored under exactly `scope` (`None`: without one), newest first; see `read_scoped_record`."""
+        return await self._records(scope, limit, any_scope=False)
+
+    async def _records(self, scope: str | None, limit: int | None, *, any_scope: bool) -> Sequence[ConversationRecord]:
+        """Records newest first: of `scope`'s tenant, or of every tenant with `any_scope`."""
         if limit is not None and limit < 0:
             raise UserError('`limit` must not be negative.')
         check_optional_id(scope, 'scope')
-        key = scope_key(scope)
+        key = None if any_scope else scope_key(scope)
         return await self._backend.run_read(lambda s: _log.read_records(s, scope_key=key, limit=limit), snapshot=False)
 
     async def read_entry(self, entry_id: str) -> ConversationEntry:
