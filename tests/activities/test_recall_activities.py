@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -15,6 +16,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from temporalio.exceptions import ApplicationError
 
 from temporal_recall.activities._recall_activities import RecallActivities, newest_turns
 from temporal_recall.content import content_hash
@@ -89,3 +91,22 @@ async def test_a_window_counts_from_the_conversations_start_with_a_limit_too(tmp
     assert loaded.window is not None and loaded.window.offset == 12, 'twelve stored messages come before it'
     assert loaded.window.base_hash == content_hash(history[11])
     assert whole.messages == history and whole.window is None
+
+
+async def test_a_branch_past_one_payload_is_refused_whole_and_windowed_within_the_budget(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / 'recall.db')
+    history = [message for n in range(5) for message in _turn(n, 200_000)]  # about 2 MB
+    try:
+        await store.append(
+            AppendRequest(
+                conversation_id='c', scope=None, idempotency_key='k', base_length=0, base_hash=None, messages=history
+            )
+        )
+        activities = RecallActivities(store)
+        with pytest.raises(ApplicationError) as refused:
+            await activities.load_history(HistoryRequest(conversation_id='c'))
+        windowed = await activities.load_history(HistoryRequest(conversation_id='c', max_bytes=1_000_000))
+    finally:
+        await store.close()
+    assert refused.value.type == 'PayloadTooLarge' and refused.value.non_retryable
+    assert windowed.messages == history[-8:] and _size(windowed.messages) <= 1_000_000

@@ -69,18 +69,16 @@ class RecallActivities:
         except StoreUnavailable:
             raise
         stored = [entry.message for entry in entries]
-        messages = stored
-        window = None
+        messages, window = stored, None
         if request.max_bytes is not None:
-            # The whole branch is read so the window's offset counts from the conversation's start.
+            # The whole branch is read so the window's offset counts from the conversation's start;
+            # newest_turns measures what it keeps, which is at most one payload.
             tail = stored if request.limit is None else stored[len(stored) - min(request.limit, len(stored)) :]
-            kept = newest_turns(tail, min(request.max_bytes, MAX_HISTORY_PAYLOAD_BYTES))
-            offset = len(stored) - kept
+            offset = len(stored) - newest_turns(tail, min(request.max_bytes, MAX_HISTORY_PAYLOAD_BYTES))
             messages = stored[offset:]
             if offset:
                 window = HistoryWindow(offset=offset, base_hash=content_hash(stored[offset - 1]))
-        size = len(ModelMessagesTypeAdapter.dump_json(messages))
-        if size > MAX_HISTORY_PAYLOAD_BYTES:
+        elif (size := len(ModelMessagesTypeAdapter.dump_json(messages))) > MAX_HISTORY_PAYLOAD_BYTES:
             raise non_retryable(
                 PayloadTooLarge(
                     f'Conversation {request.conversation_id!r} is {size:,} bytes serialized, more than the '
