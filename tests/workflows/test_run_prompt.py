@@ -27,10 +27,12 @@ def _shape(messages):
     ]
 
 
-async def _run(client: Client, task_queue: str, prompt: str, conversation_id: str, **extra) -> object:
+async def _run(
+    client: Client, task_queue: str, prompt: str, conversation_id: str, agent: str = 'weather', **extra
+) -> object:
     return await client.execute_workflow(
         RunPromptWorkflow.run,
-        RunPromptInput(prompt=prompt, conversation_id=conversation_id, agent='weather', **extra),
+        RunPromptInput(prompt=prompt, conversation_id=conversation_id, agent=agent, **extra),
         id=f'run-{uuid.uuid4()}',
         task_queue=task_queue,
     )
@@ -116,13 +118,7 @@ async def test_an_unknown_agent_fails_the_workflow_instead_of_retrying_its_task(
     async with running_worker(temporal_client, agents=[weather_agent], store=store_url) as worker:
         with pytest.raises(WorkflowFailureError) as failure:
             await asyncio.wait_for(
-                temporal_client.execute_workflow(
-                    RunPromptWorkflow.run,
-                    RunPromptInput(prompt='hi', conversation_id='conv-nope', agent='nope'),
-                    id=f'run-{uuid.uuid4()}',
-                    task_queue=worker.task_queue,
-                ),
-                timeout=30,
+                _run(temporal_client, worker.task_queue, 'hi', 'conv-nope', agent='nope'), timeout=30
             )
     cause = failure.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == 'UnknownAgent'
@@ -138,12 +134,7 @@ async def test_a_history_larger_than_a_payload_is_continued_from_its_newest_turn
     async with running_worker(temporal_client, agents=[weather_agent, output_tool_agent], store=store_url) as worker:
         await _run(temporal_client, worker.task_queue, 'Weather in Oslo?', 'conv-big')
         # Ends in an output tool: its return is written by store_step, from workflow code.
-        await temporal_client.execute_workflow(
-            RunPromptWorkflow.run,
-            RunPromptInput(prompt='And in Bergen?', conversation_id='conv-big', agent='output_tool'),
-            id=f'run-{uuid.uuid4()}',
-            task_queue=worker.task_queue,
-        )
+        await _run(temporal_client, worker.task_queue, 'And in Bergen?', 'conv-big', agent='output_tool')
     entries = await read_store.load_entries('conv-big')
     assert entries is not None
     prompts = [p.content for e in entries for p in e.message.parts if isinstance(p, UserPromptPart)]
