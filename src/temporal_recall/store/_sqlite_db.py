@@ -39,8 +39,6 @@ __all__ = (
 
 Synchronous = Literal['NORMAL', 'FULL']
 
-_SQLITE_HEADER = b'SQLite format 3\x00'
-
 SYNCHRONOUS: dict[str, str] = {
     # NORMAL is crash-safe in WAL mode: a crash or kill never corrupts the database or tears a
     # transaction; only the last transactions before a power loss or OS crash may be rolled back.
@@ -249,7 +247,12 @@ def translate_error(error: sqlite3.Error, path: Path, busy_timeout_ms: int) -> S
             'file and its directory (SQLite creates -wal and -shm files next to it); fix the '
             'permissions or the mount.'
         )
-    if 'not a database' in text or 'malformed' in text:
+    if 'not a database' in text:
+        return NotADatabase(
+            f'{path} is not a SQLite database (SQLite reports {error!s}). '
+            'Pass the path of a temporal-recall store, or a new path to create one.'
+        )
+    if 'malformed' in text:
         return NotADatabase(f'{path} is not a temporal-recall store: SQLite reports {error!s}.')
     if 'unable to open' in text or 'disk i/o' in text or 'disk is full' in text:
         return StoreUnavailable(
@@ -264,9 +267,17 @@ def _writable(path: Path) -> bool:
 
 
 def check_file(path: Path, *, read_only: bool) -> str | None:
-    """Refuse a path that exists but cannot be a SQLite database, before SQLite touches it.
+    """Refuse a path that cannot hold a store, from its metadata alone; never open the file.
 
     Returns why a store opened for writing can only be read (permissions), or `None`.
+
+    Only `stat` and `access` are used here: POSIX advisory locks belong to the process, and closing
+    *any* descriptor of the database file drops every lock this process's SQLite connections hold on
+    it (SQLite's "How To Corrupt An SQLite Database File", first item). Another process could then
+    take itself for the last connection, checkpoint and delete the write-ahead log, and committed
+    writes would be lost. Whether the file's contents are a SQLite database is SQLite's to say, on
+    the connection's first read (`translate_error` turns its "file is not a database" into
+    `NotADatabase`), which happens before anything is written.
     """
     if path.is_dir():
         raise NotADatabase(f'{path} is a directory, not a temporal-recall store. Pass the path of a database file.')
@@ -280,13 +291,6 @@ def check_file(path: Path, *, read_only: bool) -> str | None:
                 'Choose a writable location or fix the permissions.'
             )
         return None
-    with path.open('rb') as file:
-        header = file.read(len(_SQLITE_HEADER))
-    if header and header != _SQLITE_HEADER:
-        raise NotADatabase(
-            f'{path} is not a SQLite database (its first bytes are not the SQLite header). '
-            'Pass the path of a temporal-recall store, or a new path to create one.'
-        )
     if read_only:
         return None
     if not _writable(path):
