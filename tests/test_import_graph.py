@@ -125,12 +125,13 @@ BELOW_THE_STORE = {
     'temporal_recall.errors',
     'temporal_recall.content',
     'temporal_recall._validation',
+    'temporal_recall._body_references',
     'temporal_recall.text',
     'temporal_recall.text._analyzer',
     'temporal_recall.text._documents',
 }
-"""What the store may import from the rest of the package: errors, message content, input rules and
-text analysis, all pure and themselves importing nothing above the store."""
+"""What the store may import from the rest of the package: errors, message content, input rules, the
+codec bodies' reference format and text analysis, all pure and themselves importing nothing above the store."""
 
 
 def _reach(graph: dict[str, set[str]], start: set[str]) -> set[str]:

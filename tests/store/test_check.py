@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from collections.abc import Sequence
 from contextlib import closing
@@ -189,3 +190,24 @@ async def test_each_kind_of_damage_is_found(site: Site, damage: str, monkeypatch
     assert not report.clean
     assert kind in _kinds(report), _details(report)
     assert any(finding.kind == kind and detail in finding.detail for finding in report.findings), _details(report)
+
+
+async def test_a_body_that_references_a_missing_body_is_found(recall_store: AnyStore):
+    """A codec body names the bodies it is made of; one the store lost (or never got) is a finding."""
+
+    def body(value: object) -> tuple[str, bytes]:
+        data = json.dumps(value, separators=(',', ':')).encode()
+        return hashlib.sha256(data).hexdigest(), data
+
+    leaf_hash, leaf = body({'kind': 'request', 'parts': []})
+    chunk_hash, chunk = body([{'$recall': leaf_hash}])
+    root_hash, root = body({'messages': [{'$recall-items': chunk_hash}]})
+    await recall_store.put_bodies('acme', {root_hash: root, chunk_hash: chunk})
+    await recall_store.put_bodies('globex', {leaf_hash: leaf})  # another scope's copy does not count
+    report = await recall_store.check()
+    assert _details(report) == (
+        f"body: message body {chunk_hash} (tenant 's:acme'): references body {leaf_hash}, "
+        'which the store does not hold in its scope'
+    )
+    await recall_store.put_bodies('acme', {leaf_hash: leaf})
+    assert (await recall_store.check()).clean

@@ -18,16 +18,13 @@ import json
 from collections import OrderedDict
 from typing import Any
 
+from .._body_references import REF, RESERVED, SPLICE, reference, references_in
 from ..errors import RecallError
 
 __all__ = ('CHUNK', 'Addresser', 'MissingMessageBody', 'ReservedKey', 'dump', 'references_in', 'restore')
 
 CHUNK = 32
 """Items per stored chunk of a long list (a message history, most often)."""
-
-_REF = '$recall'
-_SPLICE = '$recall-items'
-_RESERVED = (_REF, _SPLICE)
 
 
 class MissingMessageBody(RecallError):
@@ -46,15 +43,6 @@ def _is_message(value: dict[str, Any]) -> bool:
     return value.get('kind') in ('request', 'response') and isinstance(value.get('parts'), list)
 
 
-def _reference(value: Any, key: str = _REF) -> str | None:
-    """The hash `value` refers to under `key`, if it is exactly such a reference."""
-    if isinstance(value, dict) and len(value) == 1:  # pyright: ignore[reportUnknownArgumentType]
-        digest = value.get(key)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if isinstance(digest, str):
-            return digest
-    return None
-
-
 @dataclasses.dataclass
 class Addresser:
     """One payload's walk: replaces large subtrees by references, collecting the bodies by hash."""
@@ -71,17 +59,17 @@ class Addresser:
 
     def address(self, value: Any) -> Any:
         if isinstance(value, dict):
-            if any(key in _RESERVED for key in value):  # pyright: ignore[reportUnknownVariableType]
+            if any(key in RESERVED for key in value):  # pyright: ignore[reportUnknownVariableType]
                 raise ReservedKey
             node = {key: self.address(item) for key, item in value.items()}  # pyright: ignore[reportUnknownVariableType]
             if _is_message(value):  # pyright: ignore[reportUnknownArgumentType]
-                return {_REF: self.store(node)}
+                return {REF: self.store(node)}
             return self._maybe_store(node)
         if isinstance(value, list):
             items = [self.address(item) for item in value]  # pyright: ignore[reportUnknownVariableType]
             if len(items) > CHUNK:
                 full = len(items) - len(items) % CHUNK
-                chunks = [{_SPLICE: self.store(items[i : i + CHUNK])} for i in range(0, full, CHUNK)]
+                chunks = [{SPLICE: self.store(items[i : i + CHUNK])} for i in range(0, full, CHUNK)]
                 items = [*chunks, *items[full:]]
             return self._maybe_store(items)
         return value
@@ -89,25 +77,12 @@ class Addresser:
     def _maybe_store(self, node: Any) -> Any:
         body = dump(node)
         if len(body) >= self.subtree_bytes:
-            return {_REF: self.store(node, body)}
+            return {REF: self.store(node, body)}
         return node
 
 
-def references_in(value: Any, found: set[str]) -> None:
-    if isinstance(value, dict):
-        digest = _reference(value) or _reference(value, _SPLICE)
-        if digest is not None:
-            found.add(digest)
-            return
-        for item in value.values():  # pyright: ignore[reportUnknownVariableType]
-            references_in(item, found)
-    elif isinstance(value, list):
-        for item in value:  # pyright: ignore[reportUnknownVariableType]
-            references_in(item, found)
-
-
 def restore(value: Any, bodies: OrderedDict[str, tuple[Any, int]]) -> Any:
-    digest = _reference(value)
+    digest = reference(value)
     if digest is not None:
         return restore(bodies[digest][0], bodies)
     if isinstance(value, dict):
@@ -115,7 +90,7 @@ def restore(value: Any, bodies: OrderedDict[str, tuple[Any, int]]) -> Any:
     if isinstance(value, list):
         restored: list[Any] = []
         for item in value:  # pyright: ignore[reportUnknownVariableType]
-            spliced = _reference(item, _SPLICE)
+            spliced = reference(item, SPLICE)
             if spliced is None:
                 restored.append(restore(item, bodies))
                 continue

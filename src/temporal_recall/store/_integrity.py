@@ -14,6 +14,8 @@ Every rule the writers keep is verified from the rows themselves, in one consist
   and the per-tenant and per-conversation counters match the memberships; every membership's entry
   holds its document's content, and its `occurrences` counts the indexed entries of the
   conversation (head and kept branches) that hold it.
+- `body`: every body a stored codec body references (the parts of a message, the chunks of a long
+  history) is stored in the same scope, so a history whose root body is readable decodes whole.
 
 It reads through a `Session` inside the snapshot the store opened; the SQL is plain and shared.
 """
@@ -21,11 +23,13 @@ It reads through a `Session` inside the snapshot the store opened; the SQL is pl
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from temporal_recall._body_references import references_in
 from temporal_recall.content import content_hash, load_message
 
 from ._blocks import decode, decode_front
@@ -34,7 +38,7 @@ from ._session import Session
 
 __all__ = ('CHECK_STEPS', 'CheckReport', 'Finding', 'FindingKind', 'run_check')
 
-FindingKind = Literal['chain', 'content_hash', 'scope', 'index']
+FindingKind = Literal['chain', 'content_hash', 'scope', 'index', 'body']
 """What a finding is about (see the module notes)."""
 
 CHECK_STEPS = ('checking entries and chains', 'checking conversations', 'checking the index', 'checking message bodies')
@@ -394,9 +398,20 @@ async def _counters(session: Session, report: CheckReport) -> None:
 async def _bodies(session: Session, report: CheckReport) -> None:
     rows = await session.rows('SELECT scope_key, content_hash, body FROM message_bodies')
     report.bodies = len(rows)
+    stored = {(key, digest) for key, digest, _ in rows}
     for key, digest, body in rows:
-        if hashlib.sha256(_bytes(body)).hexdigest() != digest:
-            report.add('content_hash', f'message body {digest} (tenant {key!r})', 'holds bytes with another SHA-256')
+        where, data = f'message body {digest} (tenant {key!r})', _bytes(body)
+        if hashlib.sha256(data).hexdigest() != digest:
+            report.add('content_hash', where, 'holds bytes with another SHA-256')
+            continue
+        try:
+            value = json.loads(data)
+        except ValueError:
+            continue  # Not a body the codec wrote (they are all JSON): it references nothing.
+        referenced: set[str] = set()
+        references_in(value, referenced)
+        for missing in sorted(digest for digest in referenced if (key, digest) not in stored):
+            report.add('body', where, f'references body {missing}, which the store does not hold in its scope')
 
 
 def _bytes(value: Any) -> bytes:
