@@ -8,6 +8,8 @@ this process with SIGKILL right after the commit, before the activity can report
 `tool-call-response` (a model response calling a tool, mid-run) or `final-response` (a text answer).
 RECALL_TEST_START_AFTER=<path>: start polling only once that file exists, so a test can start the
 process (a few seconds of imports) ahead of the moment it needs the worker.
+RECALL_TEST_CODEC=1: the worker's client carries `message_codec_plugin(RECALL_TEST_STORE)`, as the
+README's codec section sets it up: on SQLite, two stores of this process on one file.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelResponse
 
+from temporal_recall import message_codec_plugin
 from temporal_recall.store import open_store
 from temporal_recall.testing import connect, running_worker
 
@@ -59,7 +62,8 @@ async def main() -> None:
     marker = os.environ.get('RECALL_TEST_KILL_AFTER_COMMIT')
     kill_on = os.environ.get('RECALL_TEST_KILL_ON', 'any')
     served = KillAfterCommit(store, Path(marker), kill_on) if marker else store
-    client = await connect(os.environ['RECALL_TEST_ADDRESS'])
+    codec = message_codec_plugin(os.environ['RECALL_TEST_STORE']) if os.environ.get('RECALL_TEST_CODEC') else None
+    client = await connect(os.environ['RECALL_TEST_ADDRESS'], plugins=[codec] if codec else [])
     start_after = os.environ.get('RECALL_TEST_START_AFTER')
     while start_after and not Path(start_after).exists():  # noqa: ASYNC110 - another process creates it
         await asyncio.sleep(0.05)
@@ -75,6 +79,8 @@ async def main() -> None:
     ):
         await stop.wait()
     await store.close()
+    if codec is not None:
+        await codec.codec.aclose()
 
 
 if __name__ == '__main__':
