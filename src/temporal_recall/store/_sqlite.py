@@ -36,8 +36,10 @@ class SqliteConversationStore(EngineStore):
 
     Open it with [`open`][temporal_recall.store.SqliteConversationStore.open] and close it when done
     (or use `async with`). One store holds one connection; several stores, threads or processes may
-    use the same file, SQLite serialising their writes (each waits up to `busy_timeout_ms` for the
-    write lock, then raises `StoreUnavailable`).
+    use the same file on a local disk, SQLite serialising their writes (each waits up to
+    `busy_timeout_ms` for the write lock, then raises `StoreUnavailable`). Nothing else may open the
+    file or its `-wal`/`-shm` while a store has it open: see the README's "One SQLite file, many
+    stores and processes".
 
     Durability: `synchronous='NORMAL'` (the default) is crash-safe in WAL mode — a crash or kill never
     corrupts the database or leaves part of a transaction — but a power loss or OS crash may roll back
