@@ -153,8 +153,8 @@ def test_the_store_depends_on_nothing_above_it() -> None:
     assert not above, f'The store imports modules above it (move the shared piece into the store or below it): {above}'
 
 
-DRIVERS = ('_sqlite', '_postgres', '_open')
-"""Module name prefixes of the store's drivers (and `open_store`, which picks one by URL)."""
+DRIVERS = ('sqlite', 'postgres', '_open')
+"""The store's drivers (folders) and `open_store`, which picks one by URL."""
 
 
 def test_the_store_engine_knows_no_backend() -> None:
@@ -162,15 +162,20 @@ def test_the_store_engine_knows_no_backend() -> None:
     a dialect which backend it is (it asks what the dialect can do)."""
     graph = import_graph(PACKAGE)
     store = PACKAGE / 'store'
-    engine = {
-        f'temporal_recall.store.{path.stem}'
-        for path in store.glob('_*.py')
-        if path.stem != '__init__' and not path.stem.startswith(DRIVERS)
+    files = {
+        'temporal_recall.store.' + '.'.join(path.relative_to(store).with_suffix('').parts): path
+        for path in store.rglob('*.py')
+        if path.relative_to(store).parts[0] not in DRIVERS and path.stem not in DRIVERS and path.stem != '__init__'
     }
+    engine = set(files)
+
+    def is_driver(target: str) -> bool:
+        return target.removeprefix('temporal_recall.store.').split('.')[0] in DRIVERS
+
     for module in sorted(engine):
-        drivers = {target for target in graph[module] if target.rsplit('.', 1)[-1].startswith(DRIVERS)}
+        drivers = {target for target in graph[module] if is_driver(target)}
         assert not drivers, f'{module} imports the drivers {drivers}: ask the session or its dialect instead'
-        tree = ast.parse((store / f'{module.rsplit(".", 1)[-1]}.py').read_text(encoding='utf-8'))
+        tree = ast.parse(files[module].read_text(encoding='utf-8'))
         libraries = {
             alias.name.split('.')[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
         } | {node.module.split('.')[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}

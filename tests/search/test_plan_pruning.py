@@ -14,7 +14,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import _plan
 from temporal_recall.search._plan import search_history
-from temporal_recall.store import AppendRequest, DeltaWriter, SearchTarget, SqliteConversationStore, _blocks, open_store
+from temporal_recall.store import AppendRequest, DeltaWriter, SearchTarget, SqliteConversationStore, open_store
+from temporal_recall.store.postings import _blocks
 
 from ..store._support import RowsReader
 

@@ -4,7 +4,7 @@ Everything this package exports (analysing text, parsing the query, BM25 ranking
 shaping) is a pure function: nothing here touches a database, the clock or randomness. That is what
 lets the same code run inside Temporal's deterministic workflow sandbox and in activities, and what
 makes the SQLite and PostgreSQL backends rank identically: a backend only fetches postings and rows
-(`temporal_recall.store._protocol.IndexReader`), and every decision about what matches, in what
+(`temporal_recall.store.protocol.IndexReader`), and every decision about what matches, in what
 order and how it is shown is made here, once.
 
 The plan (`temporal_recall.search._plan.search_history`) decides which postings to read, through

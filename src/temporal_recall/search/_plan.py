@@ -33,7 +33,7 @@ from temporal_recall.search._bm25 import (
 )
 from temporal_recall.search._query import parse_query
 from temporal_recall.search._results import SearchOptions, SearchResult
-from temporal_recall.store._protocol import BlockReader, IndexReader, IndexStats, PostingColumns, SearchTarget
+from temporal_recall.store.protocol import BlockReader, IndexReader, IndexStats, PostingColumns, SearchTarget
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

@@ -62,7 +62,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._protocol import (
+from .protocol import (
     AppendRequest,
     AppendResult,
     DeltaWriter,
@@ -79,8 +79,8 @@ if TYPE_CHECKING:
     from ._bodies import BodyScopeStats, PruneResult
     from ._integrity import CheckReport, Finding
     from ._open import open_store
-    from ._postgres import PostgresConversationStore, PostgresStoreStats
-    from ._sqlite import SqliteConversationStore, StoreStats
+    from .postgres._store import PostgresConversationStore, PostgresStoreStats
+    from .sqlite._store import SqliteConversationStore, StoreStats
 
 __all__ = (
     'AppendRequest',
@@ -110,10 +110,10 @@ _LAZY = {
     'CheckReport': '._integrity',
     'Finding': '._integrity',
     'open_store': '._open',
-    'SqliteConversationStore': '._sqlite',
-    'StoreStats': '._sqlite',
-    'PostgresConversationStore': '._postgres',
-    'PostgresStoreStats': '._postgres',
+    'SqliteConversationStore': '.sqlite._store',
+    'StoreStats': '.sqlite._store',
+    'PostgresConversationStore': '.postgres._store',
+    'PostgresStoreStats': '.postgres._store',
 }
 
 

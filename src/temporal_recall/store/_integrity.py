@@ -28,9 +28,9 @@ from typing import Any, Literal
 
 from temporal_recall.content import content_hash, load_message
 
-from ._blocks import decode, decode_front
-from ._serialization import decode_term_ids, hash_bytes, index_terms, scope_key
-from ._session import Session
+from .log._columns import decode_term_ids, hash_bytes, index_terms, scope_key
+from .postings._blocks import decode, decode_front
+from .sql._session import Session
 
 __all__ = ('CHECK_STEPS', 'CheckReport', 'Finding', 'FindingKind', 'run_check')
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._serialization import PreparedMessage
+from ._columns import PreparedMessage
 
 __all__ = ('ConversationRow', 'Member')
 

@@ -13,13 +13,13 @@ from typing import Any
 
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry
 
+from ..index._documents import intern_runs
+from ..sql._bulk import allocate_keys, insert_rows
+from ..sql._schema import CONVERSATION_ID_UNIQUE
+from ..sql._session import Session
 from . import _statements as statements
-from ._bulk import allocate_keys, insert_rows
-from ._index import intern_runs
+from ._columns import PreparedMessage, RecordColumns
 from ._rows import ConversationRow, Member
-from ._schema import CONVERSATION_ID_UNIQUE
-from ._serialization import PreparedMessage, RecordColumns
-from ._session import Session
 from ._statements import record_values
 
 __all__ = (

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 
+from ..index._documents import add_members, lock_tenants, tenant_of
+from ..index._membership import index_conversation, release_members
+from ..sql._session import Backend, Session
 from . import _entries as entries
-from ._index import add_members, lock_tenants, tenant_of
-from ._membership import index_conversation, release_members
-from ._serialization import PreparedMessage, RecordColumns
-from ._session import Backend, Session
+from ._columns import PreparedMessage, RecordColumns
 
 __all__ = ('apply', 'write_record')
 

@@ -26,8 +26,8 @@ from temporal_recall.errors import MessageNotSerializable, UnknownEntry
 from temporal_recall.text._analyzer import term_frequencies
 from temporal_recall.text._documents import SummaryRule, message_role, searchable_text
 
-from ._context import ContextHit, HitsQuery, read_neighbours
-from ._protocol import DocumentRow
+from ..index._context import ContextHit, HitsQuery, read_neighbours
+from ..protocol import DocumentRow
 
 __all__ = (
     'IndexTerms',

@@ -47,9 +47,9 @@ from operator import itemgetter
 import numpy as np
 from numpy.typing import NDArray
 
-from ._bulk import select_batch
-from ._protocol import Posting, PostingColumns
-from ._session import Dialect, Row, Session
+from ..protocol import Posting, PostingColumns
+from ..sql._bulk import select_batch
+from ..sql._session import Dialect, Row, Session
 
 __all__ = (
     'BLOCK',

@@ -16,12 +16,12 @@ from urllib.parse import quote
 
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly, StoreUnavailable
 
-from . import _sqlite_dialect as sql
-from ._migrate import apply, recorded_version
-from ._migrations import Migration, latest_version
-from ._session import Session
-from ._sqlite_db import SYNCHRONOUS, Database, Synchronous, check_file, translate_error
-from ._sqlite_thread import RecallConnection
+from .._migrate import apply, recorded_version
+from ..sql._migrations import Migration, latest_version
+from ..sql._session import Session
+from . import _dialect as sql
+from ._connection import SYNCHRONOUS, Database, Synchronous, check_file, translate_error
+from ._thread import RecallConnection
 
 __all__ = ('connect',)
 

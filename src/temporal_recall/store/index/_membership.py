@@ -15,12 +15,12 @@ from itertools import groupby
 
 from temporal_recall.text._analyzer import ANALYZER
 
-from ._bulk import delete_rows, run_batch
-from ._index import CHUNK, add_members
-from ._rows import Member
-from ._segments import remove_postings
-from ._serialization import decode_term_ids
-from ._session import Session
+from ..log._columns import decode_term_ids
+from ..log._rows import Member
+from ..postings._segments import remove_postings
+from ..sql._bulk import delete_rows, run_batch
+from ..sql._session import Session
+from ._documents import CHUNK, add_members
 
 __all__ = ('chain_members', 'conversation_tips', 'index_conversation', 'rebuild_index', 'release_members')
 

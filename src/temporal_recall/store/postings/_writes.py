@@ -27,10 +27,10 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from ..sql._bulk import CHUNK, delete_rows, insert_rows, run_batch
+from ..sql._session import Row, Session
 from . import _blocks
 from ._blocks import WORDS, decode, decode_front, encode, run_starts, select_overlapping
-from ._bulk import CHUNK, delete_rows, insert_rows, run_batch
-from ._session import Row, Session
 
 __all__ = ('SMALL_WRITE', 'NewPostings', 'append_to_blocks', 'block_rows', 'check_postings', 'remove_postings')
 

@@ -24,9 +24,9 @@ from asyncpg import exceptions as pg
 
 from temporal_recall.errors import ConfigurationError, NotADatabase, RecallError, StoreReadOnly, StoreUnavailable
 
-from ._postgres_dialect import POSTGRESQL
-from ._postgres_url import PostgresOptions
-from ._session import Dialect, Session
+from ..sql._session import Dialect, Session
+from ._dialect import POSTGRESQL
+from ._url import PostgresOptions
 
 __all__ = ('Conn', 'Database', 'PostgresSession', 'create_pool', 'quote_ident', 'translate_error')
 
@@ -266,6 +266,6 @@ class Database:
 
 
 if TYPE_CHECKING:
-    from ._session import Backend
+    from ..sql._session import Backend
 
     _BACKEND: type[Backend] = Database  # pyright checks that the database is the engine's `Backend`

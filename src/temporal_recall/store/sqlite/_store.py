@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from ._protocol import BlockReader, BodyStore, RecallStore
-from ._sqlite_db import Database, Synchronous
-from ._sqlite_migrate import connect
-from ._store import EngineStore, StoreSizes, refuse_unopened
+from .._engine import EngineStore, StoreSizes, refuse_unopened
+from ..protocol import BlockReader, BodyStore, RecallStore
+from ._connection import Database, Synchronous
+from ._opener import connect
 
 __all__ = ('SqliteConversationStore', 'StoreStats')
 

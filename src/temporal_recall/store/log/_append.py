@@ -35,13 +35,12 @@ from pydantic_ai.usage import RunUsage
 
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
+from ..index._documents import add_members, lock_tenants, tenant_of
+from ..protocol import AppendRequest, AppendResult, fence_row_key
+from ..sql._session import Backend, Session
 from . import _entries as entries
 from . import _statements as statements
-from ._ids import new_id, now
-from ._index import add_members, lock_tenants, tenant_of
-from ._protocol import AppendRequest, AppendResult, fence_row_key
-from ._rows import ConversationRow
-from ._serialization import (
+from ._columns import (
     PreparedMessage,
     RecordColumns,
     dump_usage,
@@ -50,7 +49,8 @@ from ._serialization import (
     prepare_message,
     timestamp_order,
 )
-from ._session import Backend, Session
+from ._ids import new_id, now
+from ._rows import ConversationRow
 
 __all__ = ('Prepared', 'append', 'apply', 'prepare')
 

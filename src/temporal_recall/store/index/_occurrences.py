@@ -27,8 +27,8 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from ._session import Dialect, Session
-from ._statements import run_id_of
+from ..log._statements import run_id_of
+from ..sql._session import Dialect, Session
 
 __all__ = ('page_rows',)
 

@@ -20,13 +20,13 @@ from asyncpg import exceptions as pg
 
 from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly
 
-from . import _postgres_dialect as sql
-from ._migrate import apply
-from ._migrate import recorded_version as _recorded_version
-from ._migrations import Migration, latest_version
-from ._postgres_db import Database, create_pool, quote_ident
-from ._postgres_url import PostgresOptions
-from ._session import Session
+from .._migrate import apply
+from .._migrate import recorded_version as _recorded_version
+from ..sql._migrations import Migration, latest_version
+from ..sql._session import Session
+from . import _dialect as sql
+from ._connection import Database, create_pool, quote_ident
+from ._url import PostgresOptions
 
 __all__ = ('migration_lock_key', 'open_database', 'recorded_version')
 

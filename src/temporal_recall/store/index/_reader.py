@@ -26,13 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ._blocks import BLOCK, postings_of, read_blocks, read_overlapping
+from ..log._columns import document_rows, scope_key
+from ..log._statements import run_id_of
+from ..postings._blocks import BLOCK, postings_of, read_blocks, read_overlapping
+from ..protocol import DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
+from ..sql._session import Dialect, Session
 from ._context import hits_query
 from ._occurrences import page_rows
-from ._protocol import DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
-from ._serialization import document_rows, scope_key
-from ._session import Dialect, Session
-from ._statements import run_id_of
 
 __all__ = ('Target', 'document_frequencies', 'documents', 'index_stats', 'posting_columns', 'postings', 'resolve')
 

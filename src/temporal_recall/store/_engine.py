@@ -21,15 +21,17 @@ from typing import Any, ClassVar, NoReturn, Self
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 from pydantic_ai.exceptions import UserError
 
-from . import _append, _entries, _log, _reader, _write
 from ._bodies import BodyEngine, StoredBodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
-from ._index import lock_tenants
 from ._integrity import CheckReport, run_check
-from ._membership import rebuild_index
-from ._protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
-from ._serialization import MissingEntry, prepare_message, record_columns, scope_key
-from ._session import Backend, Session
+from .index import _reader
+from .index._documents import lock_tenants
+from .index._membership import rebuild_index
+from .log import _append, _entries, _write
+from .log import _reads as _log
+from .log._columns import MissingEntry, prepare_message, record_columns, scope_key
+from .protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
+from .sql._session import Backend, Session
 
 __all__ = ('EngineStore', 'StoreSizes', 'refuse_unopened')
 

@@ -17,9 +17,9 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._migrations import Migration
-from ._schema import render
-from ._session import Dialect, Session
+from ..sql._migrations import Migration
+from ..sql._schema import render
+from ..sql._session import Dialect, Session
 
 __all__ = ('MIGRATIONS', 'SQLITE', 'SqliteDialect')
 

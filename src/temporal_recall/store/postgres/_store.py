@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Self
 
 from asyncpg import exceptions as pg
 
-from ._postgres_db import Database
-from ._postgres_migrate import open_database
-from ._postgres_url import PostgresOptions, parse_postgres_url
-from ._protocol import BlockReader, BodyStore, RecallStore
-from ._store import EngineStore, StoreSizes, refuse_unopened
+from .._engine import EngineStore, StoreSizes, refuse_unopened
+from ..protocol import BlockReader, BodyStore, RecallStore
+from ._connection import Database
+from ._opener import open_database
+from ._url import PostgresOptions, parse_postgres_url
 
 __all__ = ('PostgresConversationStore', 'PostgresStoreStats')
 

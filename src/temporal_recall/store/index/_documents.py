@@ -39,12 +39,12 @@ from typing import Any, Literal
 
 from temporal_recall.content import load_message
 
-from ._block_writes import NewPostings
-from ._bulk import CHUNK, insert_rows, run_batch
-from ._rows import Member
-from ._segments import add_postings
-from ._serialization import IndexTerms, encode_term_ids, index_terms, scope_key
-from ._session import Session
+from ..log._columns import IndexTerms, encode_term_ids, index_terms, scope_key
+from ..log._rows import Member
+from ..postings._segments import add_postings
+from ..postings._writes import NewPostings
+from ..sql._bulk import CHUNK, insert_rows, run_batch
+from ..sql._session import Session
 
 __all__ = (
     'CHUNK',

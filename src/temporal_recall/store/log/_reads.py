@@ -14,10 +14,10 @@ from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 
 from temporal_recall.content import load_message
 
+from ..index._membership import release_members
+from ..sql._session import Row, Session
 from . import _statements as statements
-from ._membership import release_members
-from ._serialization import record_from_columns
-from ._session import Row, Session
+from ._columns import record_from_columns
 
 __all__ = ('delete_conversation', 'history', 'read_entry_row', 'read_record', 'read_records')
 

@@ -55,11 +55,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._block_writes import NewPostings, append_to_blocks, block_rows, check_postings
-from ._block_writes import remove_postings as remove_from_blocks
+from ..sql._bulk import insert_rows
+from ..sql._session import Dialect, Row, Session
 from ._blocks import SEGMENTS, postings_by_term
-from ._bulk import insert_rows
-from ._session import Dialect, Row, Session
+from ._writes import NewPostings, append_to_blocks, block_rows, check_postings
+from ._writes import remove_postings as remove_from_blocks
 
 __all__ = (
     'DIRECT_WRITE',

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._serialization import RecordColumns
+from ._columns import RecordColumns
 
 __all__ = (
     'DELETE_CONVERSATION_ROWS',

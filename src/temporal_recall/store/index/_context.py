@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._session import Session
+from ..sql._session import Session
 
 __all__ = ('CHAIN_SQL', 'STEP_SQL', 'ContextHit', 'HitsQuery', 'hits_query', 'read_neighbours')
 

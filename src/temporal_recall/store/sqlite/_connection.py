@@ -24,8 +24,8 @@ import aiosqlite
 
 from temporal_recall.errors import NotADatabase, StoreError, StoreReadOnly, StoreUnavailable
 
-from ._session import Dialect, Session
-from ._sqlite_dialect import SQLITE
+from ..sql._session import Dialect, Session
+from ._dialect import SQLITE
 
 __all__ = (
     'SYNCHRONOUS',
@@ -297,6 +297,6 @@ def check_file(path: Path, *, read_only: bool) -> str | None:
 
 
 if TYPE_CHECKING:
-    from ._session import Backend
+    from ..sql._session import Backend
 
     _BACKEND: type[Backend] = Database  # pyright checks that the database is the engine's `Backend`

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._migrations import Migration
-from ._schema import CONVERSATION_ID_UNIQUE, render
-from ._session import Dialect, Session
+from ..sql._migrations import Migration
+from ..sql._schema import CONVERSATION_ID_UNIQUE, render
+from ..sql._session import Dialect, Session
 
 __all__ = ('MIGRATIONS', 'POSTGRESQL', 'PostgresDialect')
 
