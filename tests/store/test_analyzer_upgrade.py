@@ -22,7 +22,7 @@ import pytest
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import ANALYZER
-from temporal_recall.search._plan import search_history
+from temporal_recall.search.plan import search_history
 from temporal_recall.store.postgres import _dialect as _postgres_dialect
 from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
 

@@ -20,11 +20,9 @@ from temporal_recall.store import (
     SearchTarget,
     SqliteConversationStore,
     StoreStats,
-    _blocks,
-    _membership,
-    _reader,
-    _segments,
 )
+from temporal_recall.store.index import _membership, _reader
+from temporal_recall.store.postings import _blocks, _segments
 
 from ._support import (
     AnyStore,

@@ -376,7 +376,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
                 and tool calls), 'tool' (tool results) or 'system' (system prompts).
         """
         from ..search import render_for_model
-        from ..search._plan import search_history
+        from ..search.plan import search_history
 
         conversation_id = ctx.conversation_id
         if not conversation_id:

@@ -77,12 +77,13 @@ from .protocol import (
 
 if TYPE_CHECKING:
     from ._bodies import BodyScopeStats, PruneResult
-    from ._integrity import CheckReport, Finding
+    from ._integrity import CHECK_STEPS, CheckReport, Finding
     from ._open import open_store
     from .postgres._store import PostgresConversationStore, PostgresStoreStats
     from .sqlite._store import SqliteConversationStore, StoreStats
 
 __all__ = (
+    'CHECK_STEPS',
     'AppendRequest',
     'AppendResult',
     'BodyScopeStats',
@@ -107,6 +108,7 @@ __all__ = (
 _LAZY = {
     'BodyScopeStats': '._bodies',
     'PruneResult': '._bodies',
+    'CHECK_STEPS': '._integrity',
     'CheckReport': '._integrity',
     'Finding': '._integrity',
     'open_store': '._open',

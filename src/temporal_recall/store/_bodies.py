@@ -35,8 +35,8 @@ from typing import Any
 from temporal_recall.errors import ConfigurationError, PruneRefused, StoreReadOnly
 
 from ._checks import check_optional_id
-from .log._columns import scope_key, scope_of_key
 from .protocol import BODY_TOUCH_INTERVAL
+from .sql._keys import scope_key, scope_of_key
 from .sql._session import Backend, Session
 
 __all__ = (

@@ -21,16 +21,19 @@ from typing import Any, ClassVar, NoReturn, Self
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 from pydantic_ai.exceptions import UserError
 
+from ..errors import UnknownEntry
 from ._bodies import BodyEngine, StoredBodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
 from ._integrity import CheckReport, run_check
 from .index import _reader
-from .index._documents import lock_tenants
 from .index._membership import rebuild_index
+from .index._terms import prepare_message
 from .log import _append, _entries, _write
 from .log import _reads as _log
-from .log._columns import MissingEntry, prepare_message, record_columns, scope_key
+from .log._columns import record_columns
+from .log._tenants import lock_tenants
 from .protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
+from .sql._keys import scope_key
 from .sql._session import Backend, Session
 
 __all__ = ('EngineStore', 'StoreSizes', 'refuse_unopened')
@@ -142,7 +145,7 @@ class EngineStore(CheckedStore, StoredBodies):
         check_id(entry_id, 'entry id')
         entry = await self._backend.run_read(lambda s: _log.read_entry_row(s, entry_id), snapshot=False)
         if entry is None:
-            raise MissingEntry(entry_id)
+            raise UnknownEntry(entry_id)
         return entry
 
     async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
@@ -159,7 +162,7 @@ class EngineStore(CheckedStore, StoredBodies):
             return []
         entries = await self._backend.run_read(lambda s: _log.history(s, head_id, limit), snapshot=False)
         if entries is None:
-            raise MissingEntry(head_id)
+            raise UnknownEntry(head_id)
         return entries
 
     async def write_record(

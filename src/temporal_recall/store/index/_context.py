@@ -28,11 +28,15 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from temporal_recall.content import load_message
+
+from ..protocol import DocumentRow
 from ..sql._session import Session
 
-__all__ = ('CHAIN_SQL', 'STEP_SQL', 'ContextHit', 'HitsQuery', 'hits_query', 'read_neighbours')
+__all__ = ('CHAIN_SQL', 'STEP_SQL', 'ContextHit', 'HitsQuery', 'document_rows', 'hits_query', 'read_neighbours')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,3 +220,40 @@ async def _resolve(
                     break
                 later[hit.entry_key].append((int(row[5]), row[6], row[7]))
             break
+
+
+async def document_rows(
+    rows: Sequence[Sequence[Any]], read_context: HitsQuery | None, context: int = 0
+) -> list[DocumentRow]:
+    """One `DocumentRow` per row, in order: the page `_occurrences.page_rows` chose.
+
+    `rows` are `(doc_id, entry_key, position, run_key, run_id, entry_id, message JSON, conversation_id,
+    conv_key)`. `read_context` is the backend's query for `_context.read_neighbours`, which reads up to
+    `context` neighbours on each side, on the hit's own conversation only; `None` when no context was asked for.
+    """
+    chosen = list(rows)
+    around: dict[int, list[tuple[int, str]]] = {}
+    if read_context is not None and context > 0 and chosen:
+        hits = [
+            ContextHit(entry_key=int(row[1]), conv_key=int(row[8]), position=int(row[2]), run_key=row[3])
+            for row in chosen
+        ]
+        around = await read_neighbours(hits, context, read_context)
+    found: list[DocumentRow] = []
+    for row in chosen:
+        doc_id, entry_key, position, _, run_id, entry_id, message_json, conversation_id, _ = row
+        message = load_message(message_json)
+        stamp = getattr(message, 'timestamp', None)
+        found.append(
+            DocumentRow(
+                doc_id=int(doc_id),
+                conversation_id=conversation_id,
+                entry_id=entry_id,
+                run_id=run_id,
+                position=position,
+                message=message,
+                timestamp=stamp if isinstance(stamp, datetime) else None,
+                neighbours=[(item, load_message(text)) for item, text in around.get(int(entry_key), ())],
+            )
+        )
+    return found

@@ -35,23 +35,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import chain, repeat
-from typing import Any, Literal
+from typing import Any
 
 from temporal_recall.content import load_message
 
-from ..log._columns import IndexTerms, encode_term_ids, index_terms, scope_key
-from ..log._rows import Member
 from ..postings._segments import add_postings
 from ..postings._writes import NewPostings
-from ..sql._bulk import CHUNK, insert_rows, run_batch
+from ..sql._bulk import CHUNK, insert_rows, intern, run_batch
 from ..sql._session import Session
+from ._terms import IndexTerms, Member, encode_term_ids, index_terms
 
 __all__ = (
     'CHUNK',
     'add_members',
-    'intern_runs',
-    'lock_tenants',
-    'tenant_of',
 )
 
 _BLOBS = 500
@@ -61,61 +57,6 @@ builds allow 999 parameters)."""
 
 def _chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
     return (items[start : start + size] for start in range(0, len(items), size))
-
-
-async def tenant_of(session: Session, scope: str | None) -> int:
-    """The tenant id of `scope`, created on first use (a concurrent creator's row is read back)."""
-    key = scope_key(scope)
-    found = await session.value('SELECT tenant_id FROM tenants WHERE scope_key = $1', key)
-    if found is None:
-        found = await session.value(
-            'INSERT INTO tenants (scope_key) VALUES ($1) ON CONFLICT (scope_key) DO NOTHING RETURNING tenant_id', key
-        )
-    if found is None:  # Another transaction created it; our insert waited for its commit, so we can see it now.
-        found = await session.value('SELECT tenant_id FROM tenants WHERE scope_key = $1', key)
-    return int(found)
-
-
-async def lock_tenants(session: Session, tenant_ids: Iterable[int]) -> None:
-    """Lock tenant rows in id order until the transaction ends: one writer per tenant at a time (module doc).
-
-    Nothing to do where there is one writer at a time anyway (SQLite's `BEGIN IMMEDIATE`).
-    """
-    dialect = session.dialect
-    if not dialect.locks_rows:
-        return
-    await session.run(
-        f'SELECT 1 FROM tenants WHERE tenant_id {dialect.in_array(1, "bigint")} ORDER BY tenant_id{dialect.for_update}',  # noqa: S608
-        dialect.array(sorted(set(tenant_ids))),
-    )
-
-
-async def _intern(session: Session, table: Literal['terms', 'runs'], values: Iterable[str]) -> dict[str, int]:
-    """`value -> key` in `terms` or `runs`, inserting missing values in sorted order (see module doc)."""
-    column, key = ('term', 'term_id') if table == 'terms' else ('run_id', 'run_key')
-    dialect = session.dialect
-    select = f'SELECT {column}, {key} FROM {table} WHERE {column} {dialect.in_array(1, "text")}'  # noqa: S608
-    ids: dict[str, int] = {}
-    for chunk in _chunks(sorted(set(values))):
-        ids.update((str(row[0]), int(row[1])) for row in await session.rows(select, dialect.array(chunk)))
-        missing = [value for value in chunk if value not in ids]
-        if not missing:
-            continue
-        rows = await session.rows(
-            f'INSERT INTO {table} ({column}) SELECT value FROM {dialect.each(1, "text")} '  # noqa: S608 (fixed names)
-            f'WHERE true ORDER BY value{dialect.byte_order} '
-            f'ON CONFLICT ({column}) DO NOTHING RETURNING {column}, {key}',
-            dialect.array(missing),
-        )
-        ids.update((str(row[0]), int(row[1])) for row in rows)
-        late = [value for value in missing if value not in ids]
-        if late:  # Inserted by a concurrent transaction that has committed since.
-            ids.update((str(row[0]), int(row[1])) for row in await session.rows(select, dialect.array(late)))
-    return ids
-
-
-async def intern_runs(session: Session, run_ids: Iterable[str | None]) -> dict[str, int]:
-    return await _intern(session, 'runs', (run_id for run_id in run_ids if run_id is not None))
 
 
 async def _documents_by_hash(session: Session, tenant_id: int, hashes: Sequence[bytes]) -> dict[bytes, tuple[int, int]]:
@@ -182,7 +123,7 @@ async def _create_documents(
     """
     if not new:
         return {}
-    term_ids = await _intern(session, 'terms', (word for _, terms in new for word in terms.frequencies))
+    term_ids = await intern(session, 'terms', (word for _, terms in new for word in terms.frequencies))
     hashes = [member.content_hash for member, _ in new]
     lengths = [terms.length for _, terms in new]
     ids_of = [[term_ids[word] for word in terms.frequencies] for _, terms in new]

@@ -15,12 +15,11 @@ from itertools import groupby
 
 from temporal_recall.text._analyzer import ANALYZER
 
-from ..log._columns import decode_term_ids
-from ..log._rows import Member
 from ..postings._segments import remove_postings
 from ..sql._bulk import delete_rows, run_batch
 from ..sql._session import Session
 from ._documents import CHUNK, add_members
+from ._terms import Member, decode_term_ids
 
 __all__ = ('chain_members', 'conversation_tips', 'index_conversation', 'rebuild_index', 'release_members')
 

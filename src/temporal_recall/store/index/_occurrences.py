@@ -27,7 +27,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from ..log._statements import run_id_of
+from ..sql._keys import run_id_of
 from ..sql._session import Dialect, Session
 
 __all__ = ('page_rows',)

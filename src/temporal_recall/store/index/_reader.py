@@ -26,12 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ..log._columns import document_rows, scope_key
-from ..log._statements import run_id_of
 from ..postings._blocks import BLOCK, postings_of, read_blocks, read_overlapping
 from ..protocol import DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
+from ..sql._keys import run_id_of, scope_key
 from ..sql._session import Dialect, Session
-from ._context import hits_query
+from ._context import document_rows, hits_query
 from ._occurrences import page_rows
 
 __all__ = ('Target', 'document_frequencies', 'documents', 'index_stats', 'posting_columns', 'postings', 'resolve')

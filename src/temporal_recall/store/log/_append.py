@@ -35,22 +35,17 @@ from pydantic_ai.usage import RunUsage
 
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
-from ..index._documents import add_members, lock_tenants, tenant_of
+from ..index._documents import add_members
+from ..index._terms import PreparedMessage, prepare_message
 from ..protocol import AppendRequest, AppendResult, fence_row_key
+from ..sql._keys import hash_bytes
 from ..sql._session import Backend, Session
 from . import _entries as entries
 from . import _statements as statements
-from ._columns import (
-    PreparedMessage,
-    RecordColumns,
-    dump_usage,
-    hash_bytes,
-    load_usage,
-    prepare_message,
-    timestamp_order,
-)
+from ._columns import RecordColumns, dump_usage, load_usage, timestamp_order
 from ._ids import new_id, now
 from ._rows import ConversationRow
+from ._tenants import lock_tenants, tenant_of
 
 __all__ = ('Prepared', 'append', 'apply', 'prepare')
 

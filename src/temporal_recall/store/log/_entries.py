@@ -13,14 +13,15 @@ from typing import Any
 
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry
 
-from ..index._documents import intern_runs
+from ..index._terms import Member, PreparedMessage
 from ..sql._bulk import allocate_keys, insert_rows
 from ..sql._schema import CONVERSATION_ID_UNIQUE
 from ..sql._session import Session
 from . import _statements as statements
-from ._columns import PreparedMessage, RecordColumns
-from ._rows import ConversationRow, Member
+from ._columns import RecordColumns
+from ._rows import ConversationRow
 from ._statements import record_values
+from ._tenants import intern_runs
 
 __all__ = (
     'conversation_row',

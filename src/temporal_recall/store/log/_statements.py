@@ -21,7 +21,6 @@ __all__ = (
     'UNREACHABLE',
     'UPDATE_CONVERSATION',
     'record_values',
-    'run_id_of',
 )
 
 HISTORY = """
@@ -36,13 +35,6 @@ FROM chain JOIN entries e ON e.entry_key = chain.k LEFT JOIN entries p ON p.entr
 ORDER BY chain.n DESC
 """
 """The history ending at entry `$1`, oldest first, at most `$2` entries: one recursive query."""
-
-
-def run_id_of(run_key: str) -> str:
-    """The run id of the row's `run_key` column, as a scalar subquery: a key lookup per row. As a
-    `LEFT JOIN`, PostgreSQL hashed the whole `runs` table for a page of ten rows (0.37 against 0.23 ms
-    with 1,000 runs, growing with the runs)."""
-    return f'(SELECT r.run_id FROM runs r WHERE r.run_key = {run_key})'  # noqa: S608 (a column name)
 
 
 HEAD_CHAIN = """

@@ -18,11 +18,13 @@ from collections.abc import Sequence
 
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 
-from ..index._documents import add_members, lock_tenants, tenant_of
+from ..index._documents import add_members
 from ..index._membership import index_conversation, release_members
+from ..index._terms import PreparedMessage
 from ..sql._session import Backend, Session
 from . import _entries as entries
-from ._columns import PreparedMessage, RecordColumns
+from ._columns import RecordColumns
+from ._tenants import lock_tenants, tenant_of
 
 __all__ = ('apply', 'write_record')
 

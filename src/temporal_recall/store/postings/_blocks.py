@@ -18,7 +18,7 @@ block's, for an exact top-k that skips blocks. A write merges it with the new po
 and a minimum, without reading the block's postings. Stores written by version 7 hold
 the exact Pareto front instead (several pairs); both bound every posting, and a write replaces
 either with one pair. (Today's scope-wide search scores whole lists as arrays instead, see
-`search._plan._rank_columns`: on real text almost every block of a common term can reach the
+`search.plan._rank_columns`: on real text almost every block of a common term can reach the
 page.) A conversation's search reads only the blocks overlapping its documents' id ranges.
 
 The encoding: a block's postings are one array of unsigned 32-bit little-endian integers,

@@ -12,12 +12,12 @@ Keys a table allocates are taken beforehand with `allocate_keys`, in the order t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from ._session import Row, Session
 
-__all__ = ('CHUNK', 'allocate_keys', 'delete_rows', 'insert_rows', 'run_batch', 'select_batch')
+__all__ = ('CHUNK', 'allocate_keys', 'delete_rows', 'insert_rows', 'intern', 'run_batch', 'select_batch')
 
 CHUNK = 5000
 """The most values one statement takes in an array parameter."""
@@ -87,3 +87,29 @@ async def allocate_keys(session: Session, table: Literal['entries', 'documents']
     if count == 0:
         return []
     return await session.dialect.allocate_keys(session, table, 'entry_key' if table == 'entries' else 'doc_id', count)
+
+
+async def intern(session: Session, table: Literal['terms', 'runs'], values: Iterable[str]) -> dict[str, int]:
+    """`value -> key` in `terms` or `runs`, inserting missing values in sorted order: two writers adding the same
+    new values queue in one order and never deadlock; the loser of an insert reads the winner's keys."""
+    column, key = ('term', 'term_id') if table == 'terms' else ('run_id', 'run_key')
+    dialect = session.dialect
+    select = f'SELECT {column}, {key} FROM {table} WHERE {column} {dialect.in_array(1, "text")}'  # noqa: S608
+    ids: dict[str, int] = {}
+    ordered = sorted(set(values))
+    for chunk in (ordered[start : start + CHUNK] for start in range(0, len(ordered), CHUNK)):
+        ids.update((str(row[0]), int(row[1])) for row in await session.rows(select, dialect.array(chunk)))
+        missing = [value for value in chunk if value not in ids]
+        if not missing:
+            continue
+        rows = await session.rows(
+            f'INSERT INTO {table} ({column}) SELECT value FROM {dialect.each(1, "text")} '  # noqa: S608 (fixed names)
+            f'WHERE true ORDER BY value{dialect.byte_order} '
+            f'ON CONFLICT ({column}) DO NOTHING RETURNING {column}, {key}',
+            dialect.array(missing),
+        )
+        ids.update((str(row[0]), int(row[1])) for row in rows)
+        late = [value for value in missing if value not in ids]
+        if late:  # Inserted by a concurrent transaction that has committed since.
+            ids.update((str(row[0]), int(row[1])) for row in await session.rows(select, dialect.array(late)))
+    return ids
