@@ -18,7 +18,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
-from temporal_recall.search._plan import search_history
+from temporal_recall.search.plan import search_history
 from temporal_recall.store import AppendRequest, open_store
 
 SCOPE = 'bench'

@@ -28,7 +28,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from bench._scale_corpus import LONG_CONVERSATION, Unit
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
-from temporal_recall.search._plan import search_history  # the product's search entry point
+from temporal_recall.search.plan import search_history  # the product's search entry point
 from temporal_recall.store import AppendRequest, open_store
 
 __all__ = (

@@ -22,7 +22,7 @@ from temporal_recall.content import content_hash, load_message
 from temporal_recall.harness_import import HarnessImportError, import_harness, read_harness_runs
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import searchable_text
-from temporal_recall.search._plan import search_history
+from temporal_recall.search.plan import search_history
 from temporal_recall.store import SqliteConversationStore, open_store
 
 DATA = Path(__file__).parent / 'data'

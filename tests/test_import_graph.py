@@ -154,8 +154,8 @@ def test_the_store_depends_on_nothing_above_it() -> None:
     assert not above, f'The store imports modules above it (move the shared piece into the store or below it): {above}'
 
 
-DRIVERS = ('_sqlite', '_postgres', '_open')
-"""Module name prefixes of the store's drivers (and `open_store`, which picks one by URL)."""
+DRIVERS = ('sqlite', 'postgres', '_open')
+"""The store's drivers (folders) and `open_store`, which picks one by URL."""
 
 
 def test_the_store_engine_knows_no_backend() -> None:
@@ -163,15 +163,20 @@ def test_the_store_engine_knows_no_backend() -> None:
     a dialect which backend it is (it asks what the dialect can do)."""
     graph = import_graph(PACKAGE)
     store = PACKAGE / 'store'
-    engine = {
-        f'temporal_recall.store.{path.stem}'
-        for path in store.glob('_*.py')
-        if path.stem != '__init__' and not path.stem.startswith(DRIVERS)
+    files = {
+        'temporal_recall.store.' + '.'.join(path.relative_to(store).with_suffix('').parts): path
+        for path in store.rglob('*.py')
+        if path.relative_to(store).parts[0] not in DRIVERS and path.stem not in DRIVERS and path.stem != '__init__'
     }
+    engine = set(files)
+
+    def is_driver(target: str) -> bool:
+        return target.removeprefix('temporal_recall.store.').split('.')[0] in DRIVERS
+
     for module in sorted(engine):
-        drivers = {target for target in graph[module] if target.rsplit('.', 1)[-1].startswith(DRIVERS)}
+        drivers = {target for target in graph[module] if is_driver(target)}
         assert not drivers, f'{module} imports the drivers {drivers}: ask the session or its dialect instead'
-        tree = ast.parse((store / f'{module.rsplit(".", 1)[-1]}.py').read_text(encoding='utf-8'))
+        tree = ast.parse(files[module].read_text(encoding='utf-8'))
         libraries = {
             alias.name.split('.')[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
         } | {node.module.split('.')[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
@@ -185,3 +190,96 @@ def test_the_store_engine_knows_no_backend() -> None:
             and (node.value.attr if isinstance(node.value, ast.Attribute) else node.value.id) == 'dialect'
         ]
         assert not names, f'{module} asks the dialect for its name (lines {names}): branch on a capability instead'
+
+
+STORE_LAYERS: dict[str, set[str]] = {
+    'protocol': set(),
+    'sql': set(),
+    'postings': {'sql'},
+    'index': {'sql', 'postings'},
+    'log': {'sql', 'index'},
+    'engine': {'sql', 'postings', 'index', 'log'},
+    'sqlite': {'sql', 'engine'},
+    'postgres': {'sql', 'engine'},
+    'open': {'sqlite', 'postgres'},
+}
+"""Which parts of the store each part may import, besides itself and `protocol` (the seam everyone shares).
+
+A part is a folder of `store/`, or: `protocol`; `engine`, the store's own top-level modules (the store
+class, bodies, integrity, input checks, applying migrations); `open`, which picks a driver by URL. The
+package `__init__` may import anything (it only re-exports). docs/store.md draws the map."""
+
+
+def store_part(module: str, package: str = 'temporal_recall') -> str | None:
+    """The part of the store (`STORE_LAYERS`) `module` belongs to, `'init'` for the package, `None` outside."""
+    store = f'{package}.store'
+    if module == store:
+        return 'init'
+    if not module.startswith(f'{store}.'):
+        return None
+    first = module.removeprefix(f'{store}.').split('.')[0]
+    if first in STORE_LAYERS:
+        return first
+    return 'open' if first == '_open' else 'engine'
+
+
+def disallowed_arrows(graph: dict[str, set[str]], package: str = 'temporal_recall') -> list[tuple[str, str]]:
+    """`(importer, imported)` pairs of store modules whose parts `STORE_LAYERS` does not connect."""
+    found: list[tuple[str, str]] = []
+    for module in sorted(graph):
+        part = store_part(module, package)
+        if part is None or part == 'init':
+            continue
+        for target in sorted(graph[module]):
+            other = store_part(target, package)
+            if other is not None and other not in {part, 'protocol', 'init'} and other not in STORE_LAYERS[part]:
+                found.append((module, target))
+    return found
+
+
+def private_imports(graph: dict[str, set[str]], package: str = 'temporal_recall') -> list[tuple[str, str]]:
+    """`(importer, imported)` pairs where a module outside `store` or `search` imports one of their private
+    modules (a `_name` anywhere below the package): callers use the package's public names."""
+    found: list[tuple[str, str]] = []
+    for guarded in (f'{package}.store', f'{package}.search'):
+        for module in sorted(graph):
+            if module == guarded or module.startswith(f'{guarded}.'):
+                continue
+            for target in sorted(graph[module]):
+                inside = target.removeprefix(f'{guarded}.').split('.') if target.startswith(f'{guarded}.') else []
+                if any(part.startswith('_') for part in inside):
+                    found.append((module, target))
+    return found
+
+
+def test_the_store_parts_import_only_what_the_layout_allows() -> None:
+    arrows = disallowed_arrows(import_graph(PACKAGE))
+    assert not arrows, f'Imports between store parts that STORE_LAYERS does not allow (see docs/store.md): {arrows}'
+
+
+def test_no_module_outside_the_store_or_search_imports_their_private_modules() -> None:
+    found = private_imports(import_graph(PACKAGE))
+    assert not found, f'Import the public names (store, store.protocol, search) instead: {found}'
+
+
+def test_the_layout_checks_find_a_wrong_arrow_and_a_private_import(tmp_path: Path) -> None:
+    package = tmp_path / 'temporal_recall'
+    for folder in ('store', 'store/sql', 'store/index', 'store/log', 'search', 'cli'):
+        (package / folder).mkdir(parents=True, exist_ok=True)
+        (package / folder / '__init__.py').write_text('')
+    (package / '__init__.py').write_text('')
+    (package / 'store' / 'protocol.py').write_text('')
+    (package / 'store' / 'sql' / '_session.py').write_text('from .. import protocol\n')
+    (package / 'store' / 'log' / '_reads.py').write_text('from ..sql import _session\nfrom ..index import _reader\n')
+    (package / 'store' / 'index' / '_reader.py').write_text('from ..log import _reads\n')
+    (package / 'search' / '_plan.py').write_text('from temporal_recall.store.protocol import x\n')
+    (package / 'cli' / '_run.py').write_text(
+        'from ..store.log import _reads\nfrom ..search._plan import y\n'
+        'from ..store import protocol\nfrom .. import search\n'
+    )
+    graph = import_graph(package)
+    assert disallowed_arrows(graph) == [('temporal_recall.store.index._reader', 'temporal_recall.store.log._reads')]
+    assert private_imports(graph) == [
+        ('temporal_recall.cli._run', 'temporal_recall.store.log._reads'),
+        ('temporal_recall.cli._run', 'temporal_recall.search._plan'),
+    ]

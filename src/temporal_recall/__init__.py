@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         search_messages,
     )
     from .search import SearchHit
-    from .search._plan import search_history
+    from .search.plan import search_history
     from .settings import Settings
     from .store import SqliteConversationStore, open_store
     from .worker import RecallPlugin, build_worker
@@ -90,7 +90,7 @@ _LOCATIONS = {
     'RecallDataCodec': '.codec',
     'message_codec_plugin': '.codec',
     'prometheus_runtime': '._metrics',
-    'search_history': '.search._plan',
+    'search_history': '.search.plan',
     'StoreProvider': '._store_provider',
     'LOAD_HISTORY_ACTIVITY': '.activities',
     'SEARCH_ACTIVITY': '.activities',

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from .store._protocol import RecallStore
+    from .store.protocol import RecallStore
 
 __all__ = ('StoreProvider', 'store_for')
 

@@ -17,7 +17,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from ._validation import Identifier, QueryText
-from .search._results import RoleFilter, SearchResult
+from .search import RoleFilter, SearchResult
 
 __all__ = (
     'ConversationInput',

@@ -31,7 +31,7 @@ from pydantic_ai.messages import ModelMessage
 from .errors import InvalidSearchParameters, UnknownConversation
 from .models import SearchRequest
 from .search import Role, SearchResult, message_role, parse_query, transcript_text
-from .search._plan import search_history
+from .search.plan import search_history
 from .store import IndexReader
 
 __all__ = (

@@ -18,7 +18,7 @@ from schemathesis import GenerationMode
 from temporal_recall.api import MAX_BODY_BYTES, create_app, load_tokens
 from temporal_recall.errors import ConfigurationError
 from temporal_recall.models import SearchRequest
-from temporal_recall.search._plan import search_history
+from temporal_recall.search.plan import search_history
 from temporal_recall.store import open_store
 
 from ._http import Client, Response, serving

@@ -28,7 +28,7 @@ from temporalio.client import Client
 from temporal_recall.cli import app, to_yaml
 from temporal_recall.demo._run import DEMO_TURNS
 from temporal_recall.models import RunPromptInput, SearchRequest
-from temporal_recall.search._plan import search_history
+from temporal_recall.search.plan import search_history
 from temporal_recall.testing import DevServer, replay, running_worker
 from temporal_recall.workflows import RunPromptWorkflow
 

@@ -18,7 +18,7 @@ from temporalio.api.common.v1 import Payload
 from temporal_recall.codec import ENCODING, MissingMessageBody, RecallDataCodec
 from temporal_recall.models import StepDelta
 from temporal_recall.store import SqliteConversationStore
-from temporal_recall.store._protocol import BODY_TOUCH_INTERVAL
+from temporal_recall.store.protocol import BODY_TOUCH_INTERVAL
 
 HISTORY = [
     ModelRequest(parts=[UserPromptPart('Where is order A-1042? ' + 'x' * 3000)]),

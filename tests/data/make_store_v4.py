@@ -27,7 +27,7 @@ from pydantic_ai import messages as m
 
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
-from temporal_recall.search._plan import search_history
+from temporal_recall.search.plan import search_history
 from temporal_recall.store import AppendRequest, SqliteConversationStore
 
 HERE = Path(__file__).parent

@@ -21,7 +21,7 @@ from temporal_recall.search import (
     build_hits,
     render_for_model,
 )
-from temporal_recall.store._protocol import DocumentRow
+from temporal_recall.store.protocol import DocumentRow
 
 
 def user(text: str) -> m.ModelRequest:

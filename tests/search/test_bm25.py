@@ -20,7 +20,7 @@ from temporal_recall.search import (
     term_frequencies,
     tokenize,
 )
-from temporal_recall.store._protocol import IndexStats, Posting
+from temporal_recall.store.protocol import IndexStats, Posting
 
 VOCABULARY = ('apple', 'banana', 'cherry', 'date', 'elder')
 

@@ -18,7 +18,7 @@ from bench._workload import Generator
 from pydantic_ai import messages as m
 
 from temporal_recall.search import parse_query, rank, searchable_text, term_frequencies
-from temporal_recall.store._protocol import IndexStats, Posting
+from temporal_recall.store.protocol import IndexStats, Posting
 
 _VERSION_1_WORD = re.compile(r'\w+')
 

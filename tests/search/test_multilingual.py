@@ -7,7 +7,7 @@ from collections import defaultdict
 import pytest
 
 from temporal_recall.search import parse_query, rank, term_frequencies
-from temporal_recall.store._protocol import IndexStats, Posting
+from temporal_recall.store.protocol import IndexStats, Posting
 
 from ._multilingual import CORPUS, QUERIES
 

@@ -25,7 +25,7 @@ from temporal_recall.content import content_hash
 from temporal_recall.errors import InvalidQuery, UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import transcript_text
-from temporal_recall.search._plan import search_history
+from temporal_recall.search.plan import search_history
 from temporal_recall.store import AppendRequest, SqliteConversationStore
 
 from ..store._support import AnyStore, open_site

@@ -12,9 +12,10 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from temporal_recall.models import SearchRequest
-from temporal_recall.search import _plan
-from temporal_recall.search._plan import search_history
-from temporal_recall.store import AppendRequest, DeltaWriter, SearchTarget, SqliteConversationStore, _blocks, open_store
+from temporal_recall.search import plan as _plan
+from temporal_recall.search.plan import search_history
+from temporal_recall.store import AppendRequest, DeltaWriter, SearchTarget, SqliteConversationStore, open_store
+from temporal_recall.store.postings import _blocks
 
 from ..store._support import RowsReader
 

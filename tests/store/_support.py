@@ -19,8 +19,8 @@ from pydantic_ai.conversation_store import ConversationStore, InMemoryConversati
 
 from temporal_recall.content import content_hash
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
-from temporal_recall.store._blocks import decode
-from temporal_recall.store._protocol import DocumentRow, IndexReader, IndexStats, Posting, SearchTarget
+from temporal_recall.store.postings._blocks import decode
+from temporal_recall.store.protocol import DocumentRow, IndexReader, IndexStats, Posting, SearchTarget
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[ConversationStore]]
 AnyStore = SqliteConversationStore | PostgresConversationStore
@@ -281,7 +281,8 @@ async def append_after(
 
 def _released_postings_ddl(store: AnyStore) -> list[str]:
     """The `postings` table and its impact index as migrations 1 and 2 created them, in the store's spelling."""
-    from temporal_recall.store import _postgres_dialect, _sqlite_dialect
+    from temporal_recall.store.postgres import _dialect as _postgres_dialect
+    from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
 
     released = (_sqlite_dialect if isinstance(store, SqliteConversationStore) else _postgres_dialect).MIGRATIONS
     return [s for s in released[0].statements if 'CREATE TABLE postings' in s] + list(released[1].statements)
@@ -297,7 +298,7 @@ UNDO_SEGMENTS = (
 
 async def merge_everything(store: AnyStore) -> None:
     """Merge every tenant's pending postings into its blocks (`_segments.merge_pending`)."""
-    from temporal_recall.store._segments import merge_pending
+    from temporal_recall.store.postings._segments import merge_pending
 
     for (tenant_id,) in await rows_of(store, 'SELECT tenant_id FROM tenants'):
         await store._backend.run_write(lambda s, t=tenant_id: merge_pending(s, t))  # pyright: ignore[reportPrivateUsage]

@@ -22,8 +22,9 @@ import pytest
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import ANALYZER
-from temporal_recall.search._plan import search_history
-from temporal_recall.store import _postgres_dialect, _sqlite_dialect
+from temporal_recall.search.plan import search_history
+from temporal_recall.store.postgres import _dialect as _postgres_dialect
+from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
 
 from ._support import AnyStore, PostgresSite, Site, SqliteSite, with_options
 

@@ -248,14 +248,14 @@ async def test_unwritable_file_opens_read_only(
     def nothing(path: Path) -> bool:
         return False
 
-    monkeypatch.setattr('temporal_recall.store._sqlite_db._writable', all_but_the_file)
+    monkeypatch.setattr('temporal_recall.store.sqlite._connection._writable', all_but_the_file)
     async with await SqliteConversationStore.open(db_path) as store:
         assert await snapshot(store) == before
         with pytest.raises(StoreReadOnly, match=f'the file {db_path} is not writable') as raised:
             await store.save(Conversation(messages=turn(3)))
         assert 'fix the permissions' in str(raised.value)
         assert await snapshot(store) == before
-    monkeypatch.setattr('temporal_recall.store._sqlite_db._writable', nothing)
+    monkeypatch.setattr('temporal_recall.store.sqlite._connection._writable', nothing)
     with pytest.raises(StoreReadOnly, match=r'directory .* is not writable'):
         await SqliteConversationStore.open(db_path.with_name('new.db'))
 

@@ -7,7 +7,9 @@ import struct
 
 import pytest
 
-from temporal_recall.store import Posting, _block_writes, _blocks
+from temporal_recall.store import Posting
+from temporal_recall.store.postings import _blocks
+from temporal_recall.store.postings import _writes as _block_writes
 
 
 def _row(term_id: int, postings: list[Posting]) -> tuple[int, int, bytes]:

@@ -9,8 +9,8 @@ import pytest
 from pydantic_ai.conversation import Conversation
 
 from temporal_recall.models import SearchRequest
-from temporal_recall.search._plan import search_history
-from temporal_recall.store._migrations import latest_version
+from temporal_recall.search.plan import search_history
+from temporal_recall.store.sql._migrations import latest_version
 
 from ._support import Site, back_to_version_6, back_to_version_7, column_of, problems_of, turn, user
 

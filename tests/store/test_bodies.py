@@ -19,8 +19,8 @@ from temporal_recall.errors import ConfigurationError, PruneRefused
 from temporal_recall.models import StepDelta
 from temporal_recall.store import SqliteConversationStore, _bodies
 from temporal_recall.store._bodies import PRUNE_MARGIN
-from temporal_recall.store._protocol import BODY_TOUCH_INTERVAL
-from temporal_recall.store._sqlite_db import sqlite_spelling
+from temporal_recall.store.protocol import BODY_TOUCH_INTERVAL
+from temporal_recall.store.sqlite._connection import sqlite_spelling
 
 from ._support import AnyStore
 

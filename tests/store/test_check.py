@@ -10,7 +10,9 @@ from contextlib import closing
 
 import pytest
 
-from temporal_recall.store import CheckReport, _segments, _session
+from temporal_recall.store import CheckReport
+from temporal_recall.store.postings import _segments
+from temporal_recall.store.sql import _session
 
 from ._support import AnyStore, PostgresSite, Site, append_after, column_of, turn, with_options
 

@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import SearchResult
-from temporal_recall.search._plan import search_history
+from temporal_recall.search.plan import search_history
 
 from ._support import AnyStore, append_after
 

@@ -20,11 +20,9 @@ from temporal_recall.store import (
     SearchTarget,
     SqliteConversationStore,
     StoreStats,
-    _blocks,
-    _membership,
-    _reader,
-    _segments,
 )
+from temporal_recall.store.index import _membership, _reader
+from temporal_recall.store.postings import _blocks, _segments
 
 from ._support import (
     AnyStore,
@@ -98,7 +96,7 @@ async def test_a_failure_while_indexing_rolls_back_the_entries_too(
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError('disk gremlin')
 
-    monkeypatch.setattr('temporal_recall.store._write.add_members', broken)
+    monkeypatch.setattr('temporal_recall.store.log._write.add_members', broken)
     with pytest.raises(RuntimeError, match='gremlin'):
         await save(recall_store, 'c', turn(2))
     assert await row_counts(recall_store) == counts

@@ -11,9 +11,10 @@ import pytest
 from pydantic_ai.conversation import Conversation
 
 from temporal_recall.errors import SchemaTooNew, StoreReadOnly
-from temporal_recall.store import SearchTarget, SqliteConversationStore, _sqlite_dialect
-from temporal_recall.store._migrations import Migration, latest_version
-from temporal_recall.store._sqlite_dialect import MIGRATIONS
+from temporal_recall.store import SearchTarget, SqliteConversationStore
+from temporal_recall.store.sql._migrations import Migration, latest_version
+from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
+from temporal_recall.store.sqlite._dialect import MIGRATIONS
 
 from ._support import UNDO_SEGMENTS, index_problems, turn
 
@@ -178,8 +179,8 @@ async def test_a_version_5_store_keeps_its_bodies_and_stamps_them_with_the_upgra
 async def test_the_store_checkpoints_its_write_ahead_log_in_large_batches(db_path: Path) -> None:
     """An indexed write dirties a page per term: checkpointing at SQLite's default of 1,000 pages would
     copy the hottest pages into the database after every commit (`CHECKPOINT_PAGES`)."""
-    from temporal_recall.store._session import Session
-    from temporal_recall.store._sqlite_migrate import CHECKPOINT_PAGES
+    from temporal_recall.store.sql._session import Session
+    from temporal_recall.store.sqlite._opener import CHECKPOINT_PAGES
 
     async def settings(session: Session) -> tuple[int, int]:
         return await session.value('PRAGMA wal_autocheckpoint'), await session.value('PRAGMA journal_size_limit')

@@ -26,7 +26,7 @@ from temporal_recall.errors import (
     StoreUnavailable,
 )
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SearchTarget, open_store
-from temporal_recall.store._postgres_db import translate_error
+from temporal_recall.store.postgres._connection import translate_error
 
 from ._support import PostgresSite, hex_hash, postgres_url, turn, with_options
 
@@ -277,8 +277,8 @@ async def test_someone_elses_schema_is_not_a_store(pg_site: PostgresSite) -> Non
 
 async def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, 'asyncpg', None)
-    for name in [name for name in sys.modules if name.startswith('temporal_recall.store._postgres')]:
-        if name != 'temporal_recall.store._postgres_url':
+    for name in [name for name in sys.modules if name.startswith('temporal_recall.store.postgres')]:
+        if name != 'temporal_recall.store.postgres._url':
             monkeypatch.delitem(sys.modules, name)
     with pytest.raises(ConfigurationError, match=r'pip install "temporal-recall\[postgres\]"'):
         await open_store('postgresql://user@127.0.0.1:1/db')

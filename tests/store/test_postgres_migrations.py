@@ -20,9 +20,10 @@ from asyncpg import exceptions as pg
 from pydantic_ai.conversation import Conversation
 
 from temporal_recall.errors import SchemaTooNew, StoreReadOnly
-from temporal_recall.store import SearchTarget, _postgres_dialect
-from temporal_recall.store._migrations import Migration, latest_version
-from temporal_recall.store._postgres_dialect import MIGRATIONS
+from temporal_recall.store import SearchTarget
+from temporal_recall.store.postgres import _dialect as _postgres_dialect
+from temporal_recall.store.postgres._dialect import MIGRATIONS
+from temporal_recall.store.sql._migrations import Migration, latest_version
 
 from ._support import UNDO_SEGMENTS, PostgresSite, postgres_url, problems_of, turn
 
@@ -184,8 +185,9 @@ async def test_stores_opening_an_empty_schema_at_once_migrate_it_once(
 
 _OPENER = """
 import asyncio, sys, time
-from temporal_recall.store import _postgres_dialect, open_store
-from temporal_recall.store._migrations import Migration, latest_version
+from temporal_recall.store import open_store
+from temporal_recall.store.postgres import _dialect as _postgres_dialect
+from temporal_recall.store.sql._migrations import Migration, latest_version
 
 _postgres_dialect.MIGRATIONS = (
     *_postgres_dialect.MIGRATIONS,

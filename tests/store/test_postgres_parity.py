@@ -29,7 +29,7 @@ from temporal_recall.content import content_hash
 from temporal_recall.errors import RecallError
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import SearchResult
-from temporal_recall.search._plan import BlockReader, search_history
+from temporal_recall.search.plan import BlockReader, search_history
 from temporal_recall.store import AppendRequest, IndexReader, PostgresConversationStore, SqliteConversationStore
 
 from ._support import AT, AnyStore, PostgresSite, RowsReader, postgres_url, problems_of

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from pydantic_ai.conversation import Conversation
 
-from temporal_recall.store import SearchTarget, _blocks, _reader
+from temporal_recall.store import SearchTarget
+from temporal_recall.store.index import _reader
+from temporal_recall.store.postings import _blocks
 
 from ._support import AnyStore, user
 

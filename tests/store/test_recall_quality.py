@@ -22,7 +22,7 @@ from temporal_recall.content import content_hash
 from temporal_recall.errors import UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import SearchResult
-from temporal_recall.search._plan import search_history
+from temporal_recall.search.plan import search_history
 from temporal_recall.store import AppendRequest
 from temporal_recall.text._documents import SUMMARY_METADATA
 

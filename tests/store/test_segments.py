@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 from pydantic_ai.conversation import Conversation
 
-from temporal_recall.store import SearchTarget, _block_writes, _segments, _session
-from temporal_recall.store._protocol import Posting
+from temporal_recall.store import SearchTarget
+from temporal_recall.store.postings import _segments
+from temporal_recall.store.postings import _writes as _block_writes
+from temporal_recall.store.protocol import Posting
+from temporal_recall.store.sql import _session
 
 from ._support import AnyStore, column_of, merge_everything, problems_of, reply, rows_of, user
 

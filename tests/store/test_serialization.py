@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from temporal_recall.store._serialization import decode_term_ids, encode_term_ids
+from temporal_recall.store.index._terms import decode_term_ids, encode_term_ids
 
 
 def test_a_term_list_decodes_to_its_sorted_ids() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from temporal_recall.store._session import Session
+from temporal_recall.store.sql._session import Session
 
 from ._support import AnyStore
 

@@ -11,7 +11,7 @@ import temporal_recall.models
 import temporal_recall.search
 import temporal_recall.workflows  # noqa: F401
 
-FORBIDDEN = ('aiosqlite', 'asyncpg', 'sqlite3', 'temporal_recall.store._sqlite', 'temporal_recall.store._postgres')
+FORBIDDEN = ('aiosqlite', 'asyncpg', 'sqlite3', 'temporal_recall.store.sqlite', 'temporal_recall.store.postgres')
 
 
 @workflow.defn(name='tests.SandboxModules')

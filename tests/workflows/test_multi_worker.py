@@ -24,7 +24,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporal_recall import RunPromptInput, RunPromptOutput, RunPromptWorkflow
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
-from temporal_recall.search._plan import search_history
+from temporal_recall.search.plan import search_history
 from temporal_recall.store import PostgresConversationStore
 from temporal_recall.testing import DevServer
 

@@ -24,7 +24,7 @@ from .._store_provider import StoreProvider
 from ..content import content_hash
 from ..errors import PayloadTooLarge, RecallError, StoreUnavailable, UnknownConversation, non_retryable
 from ..models import HistoryRequest, HistoryWindow, LoadedHistory, SearchRequest, SearchResult
-from ..search._plan import search_history
+from ..search.plan import search_history
 from ._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
 
 __all__ = ('MAX_HISTORY_PAYLOAD_BYTES', 'RecallActivities')

@@ -56,7 +56,7 @@ from ._delta import Delta, DeltaTracker
 from ._persisting_model import PersistingModel, ViewCheck, in_stored_conversation, persistable, take_marker
 
 if TYPE_CHECKING:
-    from ..store._protocol import AppendResult
+    from ..store.protocol import AppendResult
 
 __all__ = ('ConversationRecall', 'ScopeResolver')
 
@@ -326,7 +326,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
     @durable_operation(name='store_step')
     async def store_step(self, ctx: RunContext[Any], step: StepDelta) -> StepWritten:
         """Append one boundary's messages to the store, exactly once per idempotency key."""
-        from ..store._protocol import AppendRequest
+        from ..store.protocol import AppendRequest
 
         store = await store_for(self.store)
         request = AppendRequest(
@@ -376,7 +376,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
                 and tool calls), 'tool' (tool results) or 'system' (system prompts).
         """
         from ..search import render_for_model
-        from ..search._plan import search_history
+        from ..search.plan import search_history
 
         conversation_id = ctx.conversation_id
         if not conversation_id:

@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from .._store_provider import StoreProvider
     from ..models import HistoryWindow
     from ..search import SummaryRule
-    from ..store._protocol import AppendRequest, AppendResult, Fence
+    from ..store.protocol import AppendRequest, AppendResult, Fence
 
 __all__ = ('MARKER_KEY', 'PersistingModel', 'persistable', 'take_marker')
 
@@ -291,7 +291,7 @@ class _Step:
         view: list[ModelMessage],
         parameters: ModelRequestParameters,
     ) -> _Step:
-        from ..store._protocol import Fence
+        from ..store.protocol import Fence
 
         conversation_id = ctx.conversation_id
         if not conversation_id:
@@ -332,7 +332,7 @@ class _Step:
         return ViewCheck(length=len(self.view), start=start, digest=view_digest(hashes))
 
     def _request(self, key: str, base: int, messages: Sequence[ModelMessage], usage: RunUsage | None) -> AppendRequest:
-        from ..store._protocol import AppendRequest
+        from ..store.protocol import AppendRequest
 
         base_length, base_hash = in_stored_conversation(
             self.window, base, content_hash(self.view[base - 1]) if base else None

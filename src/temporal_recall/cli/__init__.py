@@ -268,7 +268,7 @@ async def check(*, store: Store = None) -> int:
 
     Example: recall check --store sqlite:///recall.db
     """
-    from ..store._integrity import CHECK_STEPS
+    from ..store import CHECK_STEPS
 
     steps = len(CHECK_STEPS)
     async with _opened(store) as opened:

@@ -44,7 +44,7 @@ from temporalio.plugin import SimplePlugin
 
 from .._store_provider import StoreProvider
 from ..errors import RecallError
-from ..store._protocol import BODY_TOUCH_INTERVAL, BodyStore
+from ..store.protocol import BODY_TOUCH_INTERVAL, BodyStore
 from ._tree import CHUNK, Addresser, MissingMessageBody, ReservedKey, dump, references_in, restore
 
 __all__ = (

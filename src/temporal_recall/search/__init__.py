@@ -4,13 +4,13 @@ Everything this package exports (analysing text, parsing the query, BM25 ranking
 shaping) is a pure function: nothing here touches a database, the clock or randomness. That is what
 lets the same code run inside Temporal's deterministic workflow sandbox and in activities, and what
 makes the SQLite and PostgreSQL backends rank identically: a backend only fetches postings and rows
-(`temporal_recall.store._protocol.IndexReader`), and every decision about what matches, in what
+(`temporal_recall.store.protocol.IndexReader`), and every decision about what matches, in what
 order and how it is shown is made here, once.
 
-The plan (`temporal_recall.search._plan.search_history`) decides which postings to read, through
+The plan (`temporal_recall.search.plan.search_history`) decides which postings to read, through
 that reader protocol, for a conversation-driven search or a scope-wide one scored as arrays. It awaits
 the store, so this module does not import it: activity code, the CLI and the API import it from
-`_plan` (and the library exports it as `temporal_recall.search_history`).
+`plan` (and the library exports it as `temporal_recall.search_history`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from temporal_recall.search._results import (
     ROLES,
     ContextMessage,
     Role,
+    RoleFilter,
     SearchHit,
     SearchOptions,
     SearchResult,
@@ -70,6 +71,7 @@ __all__ = (
     'ContextMessage',
     'Query',
     'Role',
+    'RoleFilter',
     'ScoredDocument',
     'SearchHit',
     'SearchOptions',

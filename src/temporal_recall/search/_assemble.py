@@ -20,7 +20,7 @@ from temporal_recall.search._results import (
     SearchHit,
     SearchResult,
 )
-from temporal_recall.store._protocol import DocumentRow
+from temporal_recall.store.protocol import DocumentRow
 from temporal_recall.text._documents import message_role, searchable_text
 
 __all__ = ('build_hits', 'render_for_model')

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from temporal_recall.errors import InvalidSearchParameters
-from temporal_recall.store._protocol import IndexStats, Posting
+from temporal_recall.store.protocol import IndexStats, Posting
 
 __all__ = ('DEFAULT_PARAMETERS', 'BM25Parameters', 'ScoredDocument', 'idf', 'rank')
 

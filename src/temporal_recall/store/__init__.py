@@ -62,7 +62,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._protocol import (
+from .protocol import (
     AppendRequest,
     AppendResult,
     DeltaWriter,
@@ -77,12 +77,13 @@ from ._protocol import (
 
 if TYPE_CHECKING:
     from ._bodies import BodyScopeStats, PruneResult
-    from ._integrity import CheckReport, Finding
+    from ._integrity import CHECK_STEPS, CheckReport, Finding
     from ._open import open_store
-    from ._postgres import PostgresConversationStore, PostgresStoreStats
-    from ._sqlite import SqliteConversationStore, StoreStats
+    from .postgres._store import PostgresConversationStore, PostgresStoreStats
+    from .sqlite._store import SqliteConversationStore, StoreStats
 
 __all__ = (
+    'CHECK_STEPS',
     'AppendRequest',
     'AppendResult',
     'BodyScopeStats',
@@ -107,13 +108,14 @@ __all__ = (
 _LAZY = {
     'BodyScopeStats': '._bodies',
     'PruneResult': '._bodies',
+    'CHECK_STEPS': '._integrity',
     'CheckReport': '._integrity',
     'Finding': '._integrity',
     'open_store': '._open',
-    'SqliteConversationStore': '._sqlite',
-    'StoreStats': '._sqlite',
-    'PostgresConversationStore': '._postgres',
-    'PostgresStoreStats': '._postgres',
+    'SqliteConversationStore': '.sqlite._store',
+    'StoreStats': '.sqlite._store',
+    'PostgresConversationStore': '.postgres._store',
+    'PostgresStoreStats': '.postgres._store',
 }
 
 

@@ -35,9 +35,9 @@ from typing import Any
 from temporal_recall.errors import ConfigurationError, PruneRefused, StoreReadOnly
 
 from ._checks import check_optional_id
-from ._protocol import BODY_TOUCH_INTERVAL
-from ._serialization import scope_key, scope_of_key
-from ._session import Backend, Session
+from .protocol import BODY_TOUCH_INTERVAL
+from .sql._keys import scope_key, scope_of_key
+from .sql._session import Backend, Session
 
 __all__ = (
     'PRUNE_BATCH',

@@ -18,7 +18,7 @@ from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 
 from .._validation import check_id, check_optional_id
-from ._protocol import AppendRequest, SearchTarget
+from .protocol import AppendRequest, SearchTarget
 
 __all__ = ('CheckedStore', 'check_append', 'check_id', 'check_optional_id', 'check_record', 'check_target')
 

@@ -32,9 +32,10 @@ from typing import Any, Literal
 from temporal_recall._body_references import references_in
 from temporal_recall.content import content_hash, load_message
 
-from ._blocks import decode, decode_front
-from ._serialization import decode_term_ids, hash_bytes, index_terms, scope_key
-from ._session import Session
+from .index._terms import decode_term_ids, index_terms
+from .postings._blocks import decode, decode_front
+from .sql._keys import hash_bytes, scope_key
+from .sql._session import Session
 
 __all__ = ('CHECK_STEPS', 'CheckReport', 'Finding', 'FindingKind', 'run_check')
 

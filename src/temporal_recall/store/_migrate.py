@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
-from ._membership import rebuild_index
-from ._migrations import MIGRATIONS_TABLE, Migration, pending, reindex_progress
-from ._session import Session
+from .index._membership import rebuild_index
+from .sql._migrations import MIGRATIONS_TABLE, Migration, pending, reindex_progress
+from .sql._session import Session
 
 __all__ = ('apply', 'recorded_version')
 

@@ -9,12 +9,12 @@ from urllib.parse import parse_qs
 
 from temporal_recall.errors import ConfigurationError
 
-from ._postgres_url import SCHEMES, parse_postgres_url, url_flag
-from ._sqlite import SqliteConversationStore
-from ._sqlite_db import Synchronous
+from .postgres._url import SCHEMES, parse_postgres_url, url_flag
+from .sqlite._connection import Synchronous
+from .sqlite._store import SqliteConversationStore
 
 if TYPE_CHECKING:
-    from ._postgres import PostgresConversationStore
+    from .postgres._store import PostgresConversationStore
 
 __all__ = ('open_store',)
 
@@ -107,7 +107,7 @@ async def _open_postgres(url: str) -> PostgresConversationStore:
     """Validate the URL's options first, then import the driver: a typo is reported even without asyncpg."""
     options = parse_postgres_url(url)
     try:
-        from ._postgres import PostgresConversationStore
+        from .postgres._store import PostgresConversationStore
     except ModuleNotFoundError as error:
         if error.name != 'asyncpg':
             raise

@@ -1,0 +1,290 @@
+"""The search plan: one search over the persisted history, shared by the activity, the model tool, the CLI and the API.
+
+It decides which postings to read, through the store's reader protocol, and ranks them. A
+`BlockReader` reads posting lists as arrays: a search narrowed to a conversation, a run or a role
+reads the postings of its documents, a scope-wide search reads whole lists, and both are scored as
+arrays (`_rank_columns`, the same arithmetic as the pure `rank`, bit for bit). A reader that is only
+an `IndexReader` hands over posting tuples, which `rank` ranks.
+The backend only fetches rows, so SQLite and PostgreSQL give the same answers by construction.
+
+This module awaits the store and records metrics, so `temporal_recall.search` does not import it:
+the package stays pure and safe in the workflow sandbox, and activity-side code imports the plan
+from here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+
+from temporal_recall._metrics import record_search
+from temporal_recall.errors import InvalidSearchParameters, UnknownConversation
+from temporal_recall.models import SearchRequest
+from temporal_recall.search._assemble import build_hits
+from temporal_recall.search._bm25 import (
+    BM25Parameters,
+    ScoredDocument,
+    rank,
+    term_idf,
+)
+from temporal_recall.search._query import parse_query
+from temporal_recall.search._results import SearchOptions, SearchResult
+from temporal_recall.store.protocol import BlockReader, IndexReader, IndexStats, PostingColumns, SearchTarget
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+__all__ = ('BlockReader', 'search_history', 'target_of')
+
+
+def target_of(request: SearchRequest) -> SearchTarget:
+    """The trusted target of a request, refusing an ambiguous one instead of widening it."""
+    if request.all_conversations:
+        if request.conversation_id is not None:
+            raise InvalidSearchParameters(
+                'Pass either `conversation_id` or `all_conversations=True`, not both: '
+                'an explicit conversation narrows the search, `all_conversations` widens it.'
+            )
+        return SearchTarget(scope=request.scope, conversation_id=None, run_id=request.run_id, role=request.role)
+    if not request.conversation_id:
+        raise InvalidSearchParameters(
+            "No conversation id to search: pass the calling conversation's id, or `all_conversations=True` "
+            'for a store isolated to one principal. Nothing was searched.'
+        )
+    return SearchTarget(
+        scope=request.scope, conversation_id=request.conversation_id, run_id=request.run_id, role=request.role
+    )
+
+
+async def search_history(reader: IndexReader, request: SearchRequest) -> SearchResult:
+    """Run `request` against the index; inside an activity, its latency and hits go to the worker's metrics.
+
+    Raises:
+        InvalidQuery: the query is empty or too large.
+        InvalidSearchParameters: limit, context or BM25 parameters out of range, or no target.
+        UnknownConversation: the conversation does not exist in the request's scope (the same
+            answer whether it does not exist at all or belongs to another scope).
+    """
+    started = time.perf_counter()
+    result = await _search(reader, request)
+    record_search(time.perf_counter() - started, len(result.hits))
+    return result
+
+
+async def _search(reader: IndexReader, request: SearchRequest) -> SearchResult:
+    query = parse_query(request.query)
+    options = SearchOptions(
+        limit=request.limit,
+        context_lines=request.context_lines,
+        parameters=BM25Parameters(k1=request.k1, b=request.b),
+    )
+    target = target_of(request)
+    stats = await reader.index_stats(target)
+    if stats is None:
+        raise UnknownConversation(target.conversation_id or '')
+    fetch = options.limit
+    while True:
+        ranked, candidates = await _ranked(reader, target, stats, query.terms, options.parameters, fetch)
+        # One row per occurrence, documents in ranked order: `limit` counts occurrences.
+        rows = await reader.documents(
+            target,
+            [scored.doc_id for scored in ranked],
+            context=options.context_lines,
+            limit=options.limit,
+            exclude_run_id=request.exclude_run_id,
+        )
+        # Excluded occurrences leave gaps: widen the ranking until the page is full or nothing is left.
+        if len(rows) >= options.limit or len(ranked) < fetch or fetch >= candidates:
+            break
+        fetch *= 4
+    kept = {row.doc_id for row in rows}
+    ranked = [scored for scored in ranked if scored.doc_id in kept]
+    hits = build_hits(ranked, rows, query.terms, context_lines=options.context_lines)
+    return SearchResult(
+        query=request.query[:200],
+        hits=hits,
+        searched_documents=stats.document_count,
+        truncated_query=query.truncated,
+    )
+
+
+async def _ranked(
+    reader: IndexReader,
+    target: SearchTarget,
+    stats: IndexStats,
+    terms: Sequence[str],
+    parameters: BM25Parameters,
+    limit: int,
+) -> tuple[list[ScoredDocument], int]:
+    """The exact top `limit` documents, and how many documents matched at all (an upper bound)."""
+    if isinstance(reader, BlockReader):
+        found = await _ranked_as_arrays(reader, target, stats, terms, parameters, limit)
+        if found is not None:
+            return found
+    postings = await reader.postings(target, terms)
+    frequencies = None
+    if target.role is not None:
+        frequencies = await _unfiltered_frequencies(reader, replace(target, role=None), terms)
+    ranked = rank(stats, postings, terms, parameters=parameters, limit=limit, document_frequencies=frequencies)
+    return ranked, sum(len(found) for found in postings.values())
+
+
+async def _ranked_as_arrays(
+    reader: BlockReader,
+    target: SearchTarget,
+    stats: IndexStats,
+    terms: Sequence[str],
+    parameters: BM25Parameters,
+    limit: int,
+) -> tuple[list[ScoredDocument], int] | None:
+    """`_ranked`'s answer from the target's posting lists read as arrays; `None` if the reader declines.
+
+    Each term's document frequency is its list's length over the target, as `rank` takes it. A role
+    filter is ranked with the frequencies of the whole target instead, as `rank` is given them.
+    """
+    columns = await reader.posting_columns(target, terms)
+    if columns is None:
+        return None
+    frequencies = {term: len(found.doc_ids) for term, found in columns.items()}
+    matched = sum(frequencies.values())
+    if target.role is not None:
+        unfiltered = await _unfiltered_frequencies(reader, replace(target, role=None), terms)
+        frequencies = {term: unfiltered.get(term, count) for term, count in frequencies.items()}
+    return _rank_columns(stats, columns, frequencies, terms, parameters, limit), matched
+
+
+async def _unfiltered_frequencies(reader: IndexReader, target: SearchTarget, terms: Sequence[str]) -> dict[str, int]:
+    """Each term's document frequency over the whole target: a role filter narrows the hits, and
+    ranking it with the idf of the whole conversation (or scope) keeps every hit's score what it is
+    without the filter."""
+    if isinstance(reader, BlockReader):
+        frequencies = await reader.document_frequencies(target, terms)
+        if frequencies is not None:
+            return frequencies
+        columns = await reader.posting_columns(target, terms)
+        if columns is not None:
+            return {term: len(found.doc_ids) for term, found in columns.items()}
+    return {term: len(found) for term, found in (await reader.postings(target, terms)).items()}
+
+
+def _best(
+    weighted: Sequence[tuple[NDArray[np.int64], NDArray[np.float64]]], limit: int
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Each document's score, its weights added term by term in query order, and of those the
+    documents that can be on a page of `limit`: `(doc_ids, scores)`, every document scoring at least
+    the `limit`-th best score (ties included), in no particular order.
+
+    Each weight is added once, in term order, starting from 0.0 (which `summed`'s first copy equals),
+    exact because a term holds a document once. Where the ids are dense (one tenant's documents, the
+    usual case) each term's weights go into an array indexed by id with `bincount` (one pass; a
+    document the term lacks gets 0.0, which adds nothing), and the arrays are added in term order;
+    otherwise the sums go into the sorted union of the ids. Measured on the benchmark's 100k store,
+    common-word queries (200,000 postings): 0.44 ms for the sums and the selection, against 1.7 ms
+    for a fancy-indexed addition per term followed by `np.partition` over every held document.
+    """
+    low = min(int(docs[0]) for docs, _ in weighted)
+    span = max(int(docs[-1]) for docs, _ in weighted) - low + 1
+    if span > 4 * sum(len(docs) for docs, _ in weighted):
+        doc_ids = np.unique(np.concatenate([docs for docs, _ in weighted]))
+        scores = np.zeros(len(doc_ids))
+        for docs, weights in weighted:
+            at = np.searchsorted(doc_ids, docs)
+            scores[at] = scores[at] + weights
+        return _at_least_kth(doc_ids, scores, limit)
+    # With weights, `bincount` sums float64 (numpy's stubs type every result as integers).
+    dense = cast('NDArray[np.float64]', np.bincount(weighted[0][0] - low, weighted[0][1], minlength=span))
+    for docs, weights in weighted[1:]:
+        np.add(dense, np.bincount(docs - low, weights, minlength=span), out=dense)
+    # Every weight is positive, so a held document's sum is too. The `limit`-th best of every 16th
+    # document is at most the page's last score: only documents reaching it are candidates.
+    sample = dense[::16]
+    floor = np.partition(sample, len(sample) - limit)[len(sample) - limit] if len(sample) > limit else 0.0
+    held = np.flatnonzero(dense >= floor) if floor > 0 else np.flatnonzero(dense)
+    return _at_least_kth(held + low, dense[held], limit)
+
+
+def _at_least_kth(
+    doc_ids: NDArray[np.int64], scores: NDArray[np.float64], limit: int
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """The documents scoring at least the `limit`-th best score."""
+    if len(scores) <= limit:
+        return doc_ids, scores
+    kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
+    chosen = np.flatnonzero(scores >= kth)
+    return doc_ids[chosen], scores[chosen]
+
+
+def _weights(
+    frequencies: NDArray[np.uint32], lengths: NDArray[np.uint32], idf: float, k1: float, b: float, average_length: float
+) -> NDArray[np.float64]:
+    """`term_weights`' formula over arrays: `idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`.
+
+    The same operations on the same operands in the same grouping, so each weight is bitwise the one
+    `term_weights` computes (IEEE addition and multiplication are commutative, which is all the operand
+    order written here changes). Computed in place in two arrays: a common term of a 100k store has
+    100k postings, and each temporary array of that size costs page faults as well as a pass.
+    """
+    tf = frequencies.astype(np.float64)
+    denominator = lengths.astype(np.float64)
+    if average_length > 0:
+        np.multiply(denominator, b, out=denominator)  # b * dl
+        np.divide(denominator, average_length, out=denominator)  # ... / avgdl
+        np.add(denominator, 1 - b, out=denominator)  # (1 - b) + ...
+    else:
+        denominator.fill((1 - b) + 0.0)
+    np.multiply(denominator, k1, out=denominator)  # k1 * norm
+    np.add(denominator, tf, out=denominator)  # tf + ...
+    np.multiply(tf, idf, out=tf)  # idf * tf
+    np.multiply(tf, k1 + 1, out=tf)  # ... * (k1 + 1)
+    return np.divide(tf, denominator, out=tf)
+
+
+def _rank_columns(
+    stats: IndexStats,
+    columns: dict[str, PostingColumns],
+    frequencies: dict[str, int],
+    terms: Sequence[str],
+    parameters: BM25Parameters,
+    limit: int,
+) -> list[ScoredDocument]:
+    """The exact BM25 top-k of posting lists read as arrays (`BlockReader.posting_columns`): `rank`'s
+    answer, at C speed. `frequencies` holds each term of `columns`' document frequency over the target.
+
+    Used for every search a `BlockReader` serves. A scope-wide search over a common term reads a list
+    that holds most of the tenant, and the block bounds (`_blocks`) cannot skip much
+    of it: measured on the benchmark's 100k corpus, the documents whose bound (the sum of the best
+    weights of the blocks around them) reaches the page's tenth score are 7% to 97% of those holding
+    any query term, 68% at the median, because in every block of 64 some document weighs near the
+    term's best. Scoring every posting as arrays costs less than deciding which to skip. The arithmetic is `rank`'s, in
+    its order: each weight is `term_weights`' formula evaluated operation by operation in IEEE
+    doubles, and a document's weights are added term by term in query order starting from the
+    first, so every score is bitwise the one `rank` computes from the same postings, and the order
+    (score, then smaller `doc_id`) is the same.
+    """
+    if stats.document_count <= 0:
+        return []  # As `rank`: an empty target (or one emptied since its stats were read) ranks nothing.
+    average_length = stats.total_length / stats.document_count
+    k1, b = parameters.k1, parameters.b
+    weighted: list[tuple[NDArray[np.int64], NDArray[np.float64]]] = []
+    for term in dict.fromkeys(terms):  # Each distinct term once, in query order, as `rank` adds them.
+        found = columns.get(term)
+        if found is None or not len(found.doc_ids):
+            continue
+        doc_ids, tf, dl = found
+        if not tf.all():  # A stored frequency is at least 1; `term_weights` skips 0 all the same.
+            keep = tf > 0
+            doc_ids, tf, dl = doc_ids[keep], tf[keep], dl[keep]
+        weighted.append(
+            (doc_ids, _weights(tf, dl, term_idf(stats.document_count, frequencies[term]), k1, b, average_length))
+        )
+    if not weighted:
+        return []
+    doc_ids, scores = _best(weighted, limit)
+    best = np.lexsort((doc_ids, -scores))[:limit]
+    return [
+        ScoredDocument(int(doc_id), float(score)) for doc_id, score in zip(doc_ids[best], scores[best], strict=True)
+    ]

@@ -1,0 +1,306 @@
+"""`EngineStore`: pydantic-ai's `ConversationStore` and the recall seams, written once over a driver's `Backend`.
+
+Every method checks its input (`_checks`), then runs engine code in one transaction the backend
+opens: a read (`run_read`) or a write (`run_write`, which PostgreSQL retries after a conflict it
+resolved by aborting). `SqliteConversationStore` and `PostgresConversationStore` are this class
+with an `open()` that connects their driver, and what only that backend reports (its location and
+sizes).
+
+The log, the records and the search index change in the same transactions, so a conflict, a crash
+or a kill never leaves an index row without its entry or an entry without its index rows.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, ClassVar, NoReturn, Self
+
+from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
+from pydantic_ai.exceptions import UserError
+
+from ..errors import UnknownEntry
+from ._bodies import BodyEngine, StoredBodies
+from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
+from ._integrity import CheckReport, run_check
+from .index import _reader
+from .index._membership import rebuild_index
+from .index._terms import prepare_message
+from .log import _append, _entries, _write
+from .log import _reads as _log
+from .log._columns import record_columns
+from .log._tenants import lock_tenants
+from .protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
+from .sql._keys import scope_key
+from .sql._session import Backend, Session
+
+__all__ = ('EngineStore', 'StoreSizes', 'refuse_unopened')
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreSizes:
+    """The counts and size every store reports; each backend's stats add where the store is."""
+
+    conversations: int
+    entries: int
+    """Stored messages: each message is stored once, however many conversations or branches share it."""
+    documents: int
+    postings: int
+    database_bytes: int
+    """What the database takes on disk for the store (each backend's stats say how it is measured)."""
+
+
+def refuse_unopened(store: str, value: object, *, shown: str, noun: str, argument: str) -> NoReturn:
+    """Refuse what a store class was given instead of an opened database, naming the coroutine to await.
+
+    `shown` is how the value is quoted back in the fix (`'path.db'`; a URL is not: it may hold a password).
+    """
+    if isinstance(value, str | os.PathLike):
+        raise TypeError(
+            f'{store}({shown}) got {noun}, but a store is opened (connected, checked, migrated) '
+            f'with an await: use `await open_store({shown})` or `await {store}.open({shown})`.'
+        )
+    raise TypeError(
+        f'{store}() takes an opened database, not {type(value).__name__}; '
+        f'use `await open_store(url)` or `await {store}.open({argument})`.'
+    )
+
+
+class EngineStore(CheckedStore, StoredBodies):
+    """A `ConversationStore` that is also a `DeltaWriter`, an `IndexReader` and a `BlockReader`.
+
+    A subclass is a backend: it opens its driver's `Backend` and passes it to `__init__`.
+    """
+
+    _search_snapshot: ClassVar[bool] = True
+    """Whether a search read runs in a snapshot. Free where the database is in-process (SQLite); a
+    server would pay a BEGIN and a COMMIT round trip per read, so PostgreSQL reads without one."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._bodies = BodyEngine(backend)
+
+    @staticmethod
+    def _retry_delete(error: BaseException) -> bool:
+        """Whether a failed delete transaction should run again: a backend whose writers run side by side
+        answers yes when a concurrent write started referencing an entry the delete removed."""
+        return False
+
+    async def close(self) -> None:
+        """Close the connections. Safe to call twice; any later use raises `StoreUnavailable`."""
+        await self._backend.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # --- ConversationStore primitives -------------------------------------------------------------
+
+    async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        check_id(conversation_id, 'conversation id')
+        return await self._backend.run_read(lambda s: _log.read_record(s, conversation_id), snapshot=False)
+
+    async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
+        return await self._records(scope, limit, any_scope=scope is None)
+
+    async def read_scoped_record(self, conversation_id: str, scope: str | None) -> ConversationRecord | None:
+        """The record of a conversation stored under exactly `scope`, else `None`.
+
+        pydantic-ai's `scope=None` means "any scope"; here `None` is the tenant of conversations stored
+        without one, as in search, so a caller confined to a tenant can never widen it. The tenant is
+        compared in the statement: another tenant's conversation costs what a missing one does.
+        """
+        check_id(conversation_id, 'conversation id')
+        check_optional_id(scope, 'scope')
+        key = scope_key(scope)
+        return await self._backend.run_read(
+            lambda s: _log.read_record(s, conversation_id, scope_key=key), snapshot=False
+        )
+
+    async def read_scoped_records(self, scope: str | None, *, limit: int | None = None) -> Sequence[ConversationRecord]:
+        """The records stored under exactly `scope` (`None`: without one), newest first; see `read_scoped_record`."""
+        return await self._records(scope, limit, any_scope=False)
+
+    async def _records(self, scope: str | None, limit: int | None, *, any_scope: bool) -> Sequence[ConversationRecord]:
+        """Records newest first: of `scope`'s tenant, or of every tenant with `any_scope`."""
+        if limit is not None and limit < 0:
+            raise UserError('`limit` must not be negative.')
+        check_optional_id(scope, 'scope')
+        key = None if any_scope else scope_key(scope)
+        return await self._backend.run_read(lambda s: _log.read_records(s, scope_key=key, limit=limit), snapshot=False)
+
+    async def read_entry(self, entry_id: str) -> ConversationEntry:
+        """The entry with this id.
+
+        Raises:
+            UnknownEntry: No such entry (the exception is also a `LookupError`, as pydantic-ai expects).
+            InvalidIdentifier: `entry_id` is too long or not printable text.
+        """
+        check_id(entry_id, 'entry id')
+        entry = await self._backend.run_read(lambda s: _log.read_entry_row(s, entry_id), snapshot=False)
+        if entry is None:
+            raise UnknownEntry(entry_id)
+        return entry
+
+    async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
+        """The history ending at `head_id`, oldest first, or only its last `limit` entries, in one query.
+
+        Raises:
+            UnknownEntry: `head_id` is not stored (also a `LookupError`).
+            UserError: `limit` is negative.
+        """
+        if limit is not None and limit < 0:
+            raise UserError('`limit` must not be negative.')
+        check_optional_id(head_id, 'entry id')
+        if head_id is None or limit == 0:
+            return []
+        entries = await self._backend.run_read(lambda s: _log.history(s, head_id, limit), snapshot=False)
+        if entries is None:
+            raise UnknownEntry(head_id)
+        return entries
+
+    async def write_record(
+        self,
+        record: ConversationRecord,
+        *,
+        new_entries: Sequence[ConversationEntry] = (),
+        expected_revision: str | None,
+    ) -> None:
+        """Store `record`, its `new_entries` and their index rows in one transaction.
+
+        The revision check happens inside the transaction (on PostgreSQL after locking the
+        conversation's row, so of two writers that loaded the same revision exactly one succeeds), so a
+        conflict leaves nothing behind. A record created over entries that are already stored (a fork)
+        gets those entries indexed into its membership; documents are per scope, so a fork into another
+        scope gets its own. Entry ids are immutable: an entry whose id is already stored is not written again.
+
+        Raises:
+            ConversationConflict: The stored revision is not `expected_revision` (or the conversation was
+                created concurrently), or the head, a branch or a new entry's parent names an entry that
+                is not stored (a concurrent delete released it).
+            MessageNotSerializable: A message cannot be stored as JSON (checked before anything is written).
+        """
+        check_record(record, new_entries)
+        prepared = [prepare_message(entry.message) for entry in new_entries]
+        columns = record_columns(record)
+        await _write.write_record(self._backend, record, new_entries, prepared, columns, expected_revision)
+
+    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        """Delete a conversation and everything only it holds, in one transaction.
+
+        Removed: the record; the entries no remaining record reaches (through its head or any of its
+        branches), so a fork, or a conversation this one was forked from, keeps every entry it shares;
+        the conversation's index membership; the documents no other conversation of the same scope
+        still holds, with their postings; and the idempotency keys of its appends. If a concurrent
+        write starts sharing an entry the delete was about to remove, the delete is retried and keeps it.
+
+        Kept: entries other conversations reach, their documents, and the interned vocabulary
+        (`terms`) and run ids, which `reindex` prunes. SQLite is built with `SECURE_DELETE` in the
+        standard Python builds, overwriting freed pages; check `PRAGMA secure_delete` if erasure of
+        the bytes on disk matters.
+
+        Raises:
+            ConversationConflict: No record with `expected_revision` is stored.
+        """
+        check_id(conversation_id, 'conversation id')
+
+        async def body(session: Session) -> None:
+            # First the conversation's row, locked as every write locks it, then its tenant's: the order
+            # every write takes, so a delete queues behind a concurrent append instead of deadlocking.
+            row = await _entries.conversation_row(session, conversation_id)
+            if row is None or row.revision != expected_revision:
+                raise ConversationConflict(conversation_id)
+            await lock_tenants(session, [row.tenant_id])
+            await _log.delete_conversation(session, row.conv_key)
+
+        await self._backend.run_write(body, retry=self._retry_delete)
+
+    # --- DeltaWriter ------------------------------------------------------------------------------
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        """Apply one step boundary's delta in a single transaction, index included (see `_append`).
+
+        Raises:
+            UnknownConversation: The conversation is missing (and `create=False`) or has another scope.
+            HistoryMismatch: The delta does not follow the stored history; resend with `base_length=0`.
+            MessageNotSerializable: A message cannot be stored as JSON (nothing is written).
+            InvalidIdentifier: The conversation id, scope or run id is too long or not printable text.
+        """
+        check_append(request)
+        return await _append.append(self._backend, request)
+
+    # --- IndexReader and BlockReader --------------------------------------------------------------
+
+    # Each call resolves its target and reads in one backend call (on SQLite one thread hop). A write
+    # landing between two calls only makes the later answer that of a moment later; the target is
+    # enforced again inside every query.
+
+    async def _search(self, read: Callable[[Session], Any]) -> Any:
+        return await self._backend.run_read(read, snapshot=self._search_snapshot)
+
+    async def index_stats(self, target: SearchTarget) -> IndexStats | None:
+        check_target(target)  # Every search starts here.
+        return await self._search(lambda s: _reader.index_stats(s, target))
+
+    async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
+        return await self._search(lambda s: _reader.postings(s, target, terms))
+
+    async def documents(
+        self,
+        target: SearchTarget,
+        doc_ids: Sequence[int],
+        *,
+        context: int = 0,
+        limit: int | None = None,
+        exclude_run_id: str | None = None,
+    ) -> list[DocumentRow]:
+        if context < 0:
+            raise ValueError('context must not be negative.')
+        return await self._search(
+            lambda s: _reader.documents(s, target, doc_ids, context=context, limit=limit, exclude_run_id=exclude_run_id)
+        )
+
+    async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
+        return await self._search(lambda s: _reader.document_frequencies(s, target, terms))
+
+    async def posting_columns(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, PostingColumns] | None:
+        return await self._search(lambda s: _reader.posting_columns(s, target, terms))
+
+    # --- Maintenance ------------------------------------------------------------------------------
+
+    async def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Drop and rebuild the index from the log in one transaction; returns the number of documents.
+
+        The rebuild replays membership in the order the writes happened, so document ids keep the
+        incremental order (the ranking tie-break). One exception: a document whose first appearance
+        was in a since-deleted conversation is ordered by its first surviving appearance.
+        `progress(done, total)` is called as (conversation, entry) memberships are replayed. Writers
+        wait for the rebuild; on PostgreSQL, readers do not.
+        """
+        return await self._backend.run_write(lambda s: rebuild_index(s, progress))
+
+    async def check(self, progress: Callable[[str], None] | None = None) -> CheckReport:
+        """Verify the store's integrity in one read snapshot (see `_integrity`); writers are not blocked."""
+        return await self._backend.run_read(lambda s: run_check(s, progress))
+
+    async def _sizes(self, size_sql: str, *params: object) -> dict[str, int]:
+        """The counts every store's stats report, and `database_bytes` as `size_sql` (a scalar subquery) measures it."""
+        sql = (
+            'SELECT (SELECT count(*) FROM conversations), (SELECT count(*) FROM entries), '  # noqa: S608
+            f'(SELECT count(*) FROM documents), (SELECT coalesce(sum(count), 0) FROM posting_blocks) '
+            f'+ (SELECT coalesce(sum(pending_postings), 0) FROM tenants), ({size_sql})'
+        )
+
+        async def body(session: Session) -> Any:
+            return await session.one(sql, *params)
+
+        row = await self._backend.run_read(body)
+        assert row is not None
+        names = ('conversations', 'entries', 'documents', 'postings', 'database_bytes')
+        return {name: int(value) for name, value in zip(names, row, strict=True)}

@@ -1,0 +1,297 @@
+"""Keeping the BM25 index in step with the log, inside the caller's write transaction, on any backend.
+
+A conversation's index membership is the set of documents its reachable entries hold, each
+remembered at the first entry where it appeared. Documents are per tenant (scope), keyed by content
+hash, so a message re-sent by a later run, re-instantiated by Temporal, or shared by a fork of the
+same scope is indexed once; a fork into another scope gets its own documents.
+
+Ordering is what makes `reindex` reproduce the incremental index: documents are numbered in the
+order their first membership event happened. An event is "entry E joined conversation C", which
+happens either when E was written to C (ordered by E's key) or when C was created over entries that
+already existed (ordered by `C.created_seq`, the largest entry key at that moment, then by C, then
+by entry key). The write path follows that rule by construction, and `_membership.rebuild_index`
+states it as the order it replays the events in (`_EVENTS`).
+
+Concurrency. SQLite serialises every write. PostgreSQL runs writers to different tenants side by
+side and serialises writers to one tenant with `lock_tenants`, which every write takes right after
+locking its conversation row and before touching entries or the index:
+
+- documents are deduplicated per tenant by reading then inserting, which is only sound if no
+  other writer of the tenant is between those two statements;
+- `doc_id`s are then allocated in the order writes happened, the ranking tie-break `reindex`
+  reproduces;
+- the tenant's counters change on every write anyway, so their row lock would serialise the end
+  of every write of a tenant regardless;
+- one lock order (conversation row, tenant rows by id, then entries) cannot deadlock with a
+  delete, which frees entries only while holding the tenant lock.
+
+The shared tables every tenant writes to (`terms`, `runs`, `term_documents`) are written in sorted
+order with `ON CONFLICT`, so two writers adding the same new words queue in one order and never
+deadlock; the loser of an insert just reads the winner's ids.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from itertools import chain, repeat
+from typing import Any
+
+from temporal_recall.content import load_message
+
+from ..postings._segments import add_postings
+from ..postings._writes import NewPostings
+from ..sql._bulk import CHUNK, insert_rows, intern, run_batch
+from ..sql._session import Session
+from ._terms import IndexTerms, Member, encode_term_ids, index_terms
+
+__all__ = (
+    'CHUNK',
+    'add_members',
+)
+
+_BLOBS = 500
+"""The most blobs one statement takes where arrays cannot hold them (one placeholder each; older SQLite
+builds allow 999 parameters)."""
+
+
+def _chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
+    return (items[start : start + size] for start in range(0, len(items), size))
+
+
+async def _documents_by_hash(session: Session, tenant_id: int, hashes: Sequence[bytes]) -> dict[bytes, tuple[int, int]]:
+    """`content_hash -> (doc_id, length)` of the tenant's documents among `hashes`."""
+    found: dict[bytes, tuple[int, int]] = {}
+    dialect = session.dialect
+    for chunk in _chunks(hashes, CHUNK if dialect.binds_arrays else _BLOBS):
+        if dialect.binds_arrays:
+            match, params = dialect.in_array(2, 'bytea'), [list(chunk)]
+        else:  # Blobs do not travel in JSON: one placeholder each.
+            match = f'IN ({", ".join(f"${index}" for index in range(2, len(chunk) + 2))})'
+            params: list[Any] = list(chunk)
+        rows = await session.rows(
+            f'SELECT content_hash, doc_id, length FROM documents WHERE tenant_id = $1 AND content_hash {match}',  # noqa: S608
+            tenant_id,
+            *params,
+        )
+        found.update((bytes(row[0]), (int(row[1]), int(row[2]))) for row in rows)
+    return found
+
+
+async def _terms_of(session: Session, members: Sequence[Member]) -> list[tuple[Member, IndexTerms]]:
+    """The indexable members among `members` with their terms, read back from the log when not prepared."""
+    stored: dict[int, str] = {}
+    dialect = session.dialect
+    unprepared = [member.entry_key for member in members if member.prepared is None]
+    for chunk in _chunks(unprepared):
+        rows = await session.rows(
+            f'SELECT entry_key, message FROM entries WHERE entry_key {dialect.in_array(1, "bigint")}',  # noqa: S608
+            dialect.array(chunk),
+        )
+        stored.update((int(row[0]), str(row[1])) for row in rows)
+    indexable: list[tuple[Member, IndexTerms]] = []
+    for member in members:
+        terms = (
+            member.prepared.terms
+            if member.prepared is not None
+            else index_terms(load_message(stored[member.entry_key]))
+        )
+        if terms is not None:
+            indexable.append((member, terms))
+    return indexable
+
+
+_DOCUMENT_COLUMNS = (
+    ('tenant_id', 'bigint'),
+    ('content_hash', 'bytea'),
+    ('length', 'int'),
+    ('term_ids', 'bytea'),
+    ('role', 'text'),
+    ('refs', 'int'),
+)
+
+
+async def _create_documents(
+    session: Session, tenant_id: int, new: Sequence[tuple[Member, IndexTerms]]
+) -> dict[bytes, tuple[int, int]]:
+    """Create the documents (and postings) for `new`, numbered in its order; `content_hash -> (doc_id, length)`.
+
+    A new document is created for the member about to join it, so it starts with one reference. The
+    tenant's counters are the caller's (`_join`). Where the dialect `binds_arrays`, one statement
+    inserts the documents, which take their ids from the identity as `unnest` yields them, in
+    `new`'s order. The postings go to the index as a segment (`_segments`).
+    """
+    if not new:
+        return {}
+    term_ids = await intern(session, 'terms', (word for _, terms in new for word in terms.frequencies))
+    hashes = [member.content_hash for member, _ in new]
+    lengths = [terms.length for _, terms in new]
+    ids_of = [[term_ids[word] for word in terms.frequencies] for _, terms in new]
+    term_lists = [encode_term_ids(ids) for ids in ids_of]
+    roles = [terms.role for _, terms in new]
+    if not session.dialect.binds_arrays:
+        documents = [(tenant_id, *row, 1) for row in zip(hashes, lengths, term_lists, roles, strict=True)]
+        await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, documents)
+        created = await _documents_by_hash(session, tenant_id, hashes)
+    else:
+        rows = await session.rows(
+            'INSERT INTO documents (tenant_id, content_hash, length, refs, term_ids, role) '
+            'SELECT $1, h, l, 1, t, r FROM unnest($2::bytea[], $3::int[], $4::bytea[], $5::text[]) AS x(h, l, t, r) '
+            'RETURNING doc_id, content_hash',
+            tenant_id,
+            hashes,
+            lengths,
+            term_lists,
+            roles,
+        )
+        ids = {bytes(row[1]): int(row[0]) for row in rows}
+        created = {member.content_hash: (ids[member.content_hash], terms.length) for member, terms in new}
+    per_document = [len(ids) for ids in ids_of]
+    doc_ids = [created[content][0] for content in hashes]  # Ascending: creation order.
+    postings = NewPostings(
+        list(chain.from_iterable(ids_of)),
+        list(chain.from_iterable(map(repeat, doc_ids, per_document))),
+        [count for _, terms in new for count in terms.frequencies.values()],
+        list(chain.from_iterable(map(repeat, lengths, per_document))),
+    )
+    await add_postings(session, tenant_id, postings)
+    # A document holds a term once, so a term's new document count is its number of new postings.
+    # Rows in term order, as every writer takes them, so two writers sharing terms cannot deadlock.
+    await insert_rows(
+        session,
+        'term_documents',
+        (('tenant_id', 'bigint'), ('term_id', 'bigint'), ('document_count', 'bigint')),
+        [(tenant_id, term_id, count) for term_id, count in sorted(Counter(postings.term_ids).items())],
+        order_by='d.term_id',
+        on_conflict='ON CONFLICT (tenant_id, term_id) DO UPDATE '
+        'SET document_count = term_documents.document_count + excluded.document_count',
+    )
+    return created
+
+
+async def _join(
+    session: Session,
+    conv_key: int,
+    tenant_id: int,
+    joining: Sequence[tuple[Member, int, int, int]],
+    existing: Sequence[int],
+    created: tuple[int, int],
+) -> None:
+    """Membership rows (with their occurrence counts), a reference more on `existing` documents, and the
+    counters of the conversation and of the tenant (`created` = count and total length of the documents
+    just made). In one statement where the dialect `binds_arrays`."""
+    joined = (len(joining), sum(length for _, _, length, _ in joining))
+    members = [
+        (conv_key, doc_id, member.entry_key, member.run_key, member.position, count)
+        for member, doc_id, _, count in joining
+    ]
+    if session.dialect.binds_arrays:
+        await session.run(
+            """
+            WITH member AS (
+                INSERT INTO conversation_documents (conv_key, doc_id, entry_key, run_key, position, occurrences)
+                SELECT $1, * FROM unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::int[], $12::int[])
+            ), referenced AS (
+                UPDATE documents SET refs = refs + 1 WHERE doc_id = ANY($7::bigint[])
+            ), tenant AS (
+                UPDATE tenants SET document_count = document_count + $8, total_length = total_length + $9
+                WHERE tenant_id = $2 AND $8 > 0
+            )
+            UPDATE conversations SET document_count = document_count + $10, total_length = total_length + $11
+            WHERE conv_key = $1
+            """,
+            conv_key,
+            tenant_id,
+            *(list(column) for column in list(zip(*members, strict=True))[1:5]),  # doc_id … position
+            list(existing),
+            *created,
+            *joined,
+            [count for *_, count in members],
+        )
+        return
+    await insert_rows(
+        session,
+        'conversation_documents',
+        (
+            ('conv_key', 'bigint'),
+            ('doc_id', 'bigint'),
+            ('entry_key', 'bigint'),
+            ('run_key', 'bigint'),
+            ('position', 'int'),
+            ('occurrences', 'int'),
+        ),
+        members,
+    )
+    if existing:
+        await session.run(
+            f'UPDATE documents SET refs = refs + 1 WHERE doc_id {session.dialect.in_array(1, "bigint")}',  # noqa: S608
+            session.dialect.array(existing),
+        )
+    if created[0]:
+        await session.run(
+            'UPDATE tenants SET document_count = document_count + $1, total_length = total_length + $2 '
+            'WHERE tenant_id = $3',
+            *created,
+            tenant_id,
+        )
+    await session.run(
+        'UPDATE conversations SET document_count = document_count + $1, total_length = total_length + $2 '
+        'WHERE conv_key = $3',
+        *joined,
+        conv_key,
+    )
+
+
+async def add_members(session: Session, conv_key: int, tenant_id: int, members: Sequence[Member]) -> None:
+    """Index `members` (in order) into the conversation, creating the tenant's documents they lack.
+
+    Set-oriented, so a fork or a rebuild costs a handful of statements rather than several per entry.
+    Documents are created in the order their content first occurs in `members` (their ids are the
+    ranking tie-break). Summaries and messages without searchable words are skipped. A document
+    already a member keeps the entry where it first appeared; otherwise the first member holding it
+    becomes its membership row. Either way the membership counts the entries holding the document
+    (`occurrences`), so a search knows which documents were said more than once. The caller holds
+    the tenant's lock.
+    """
+    first: dict[bytes, Member] = {}
+    counts: Counter[bytes] = Counter()
+    for member in members:
+        if member.kept_out:
+            continue
+        first.setdefault(member.content_hash, member)
+        counts[member.content_hash] += 1
+    if not first:
+        return
+    dialect = session.dialect
+    docs = await _documents_by_hash(session, tenant_id, list(first))
+    held: set[int] = set()
+    for chunk in _chunks([doc_id for doc_id, _ in docs.values()]):
+        rows = await session.rows(
+            f'SELECT doc_id FROM conversation_documents WHERE conv_key = $1 AND doc_id {dialect.in_array(2, "bigint")}',  # noqa: S608
+            conv_key,
+            dialect.array(chunk),
+        )
+        held.update(int(row[0]) for row in rows)
+    existing = [doc_id for doc_id, _ in docs.values() if doc_id not in held]
+    new = await _terms_of(session, [member for content, member in first.items() if content not in docs])
+    created = await _create_documents(session, tenant_id, new)
+    docs.update(created)
+    columns = (('conv_key', 'bigint'), ('doc_id', 'bigint'), ('count', 'int'))
+    await run_batch(
+        session,
+        f'UPDATE conversation_documents AS c SET occurrences = c.occurrences + d.count FROM {dialect.batch(columns)} '  # noqa: S608
+        'WHERE c.conv_key = d.conv_key AND c.doc_id = d.doc_id',
+        [
+            (conv_key, docs[content][0], counts[content])
+            for content in first
+            if content in docs and docs[content][0] in held
+        ],
+    )
+    joining = [
+        (member, *docs[content], counts[content])
+        for content, member in first.items()
+        if content in docs and docs[content][0] not in held
+    ]
+    if joining:
+        totals = (len(created), sum(length for _, length in created.values()))
+        await _join(session, conv_key, tenant_id, joining, existing, totals)

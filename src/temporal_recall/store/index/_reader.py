@@ -1,0 +1,350 @@
+"""The search reads (`IndexReader`, `BlockReader`): stats, postings and document rows for a `SearchTarget`.
+
+Scope confinement is this module's first rule: every statement enforces the target in SQL (tenant,
+conversation membership, run, role), so a row outside the target is never read, let alone filtered
+afterwards. A conversation target must exist with exactly the target's scope (`None` included);
+otherwise the reader answers exactly as if it did not exist. Both backends give the same answers
+(same rows, same order), which is what makes `search_history` rank the same hits with the same
+scores on both.
+
+Every statement is written once for both backends: the target's resolution together with the
+query terms' ids and counters (`_RESOLVE`), the stats, the document rows (one statement that
+resolves its target itself, `_TARGET`, with the join order as the only dialect switch) and the
+posting lists. Posting lists are read as arrays (`posting_columns`), which the search scores at C
+speed; `postings` turns them into tuples. A target spanning its whole tenant reads each query
+term's blocks whole (`_blocks.read_blocks`); a narrower one (a conversation, a run, a role) first
+reads its documents' ids as one array, then only the blocks around them, every term in one
+statement (`_blocks.read_overlapping`), and keeps the postings of its own documents.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..postings._blocks import BLOCK, postings_of, read_blocks, read_overlapping
+from ..protocol import DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
+from ..sql._keys import run_id_of, scope_key
+from ..sql._session import Dialect, Session
+from ._context import document_rows, hits_query
+from ._occurrences import page_rows
+
+__all__ = ('Target', 'document_frequencies', 'documents', 'index_stats', 'posting_columns', 'postings', 'resolve')
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """A `SearchTarget`'s keys and counters, as `resolve` found them."""
+
+    tenant_id: int
+    conv_key: int | None
+    run_key: int | None
+    """Only meaningful when `filtered`."""
+    filtered: bool
+    """A run-filtered target: only documents said in run `run_key`."""
+    role: str | None
+    document_count: int
+    """The conversation's documents (the tenant's for a scope-wide target)."""
+    total_length: int
+    tenant_document_count: int
+
+
+_RESOLVE = (
+    'SELECT t.tenant_id, t.document_count, t.total_length, c.conv_key, c.document_count, c.total_length, '
+    '(SELECT r.run_key FROM runs r WHERE r.run_id = $3), w.term, w.term_id, (SELECT s.document_count '
+    'FROM term_documents s WHERE s.tenant_id = t.tenant_id AND s.term_id = w.term_id) '
+    'FROM tenants t LEFT JOIN conversations c ON c.conversation_id = $2 AND c.tenant_id = t.tenant_id '
+    'LEFT JOIN ({terms} {join} terms w ON w.term = value) ON true '
+    'WHERE t.scope_key = $1'
+)
+"""The target's keys and counters, one row per query term ($4) known to the store (one row with NULL
+terms when none is): from the query's few terms to their ids and tenant counts, never the reverse."""
+
+
+@functools.lru_cache(maxsize=4)
+def _resolve_sql(dialect: Dialect) -> str:
+    return _RESOLVE.format(terms=dialect.each(4, 'text'), join=dialect.join_in_order)
+
+
+TermRow = tuple[str, int, int]
+"""A query term the target's tenant holds: `(term, term_id, tenant document count)`."""
+
+
+async def resolve(
+    session: Session, target: SearchTarget, terms: Sequence[str] = ()
+) -> tuple[Target, list[TermRow]] | None:
+    """The target's keys, and those of the `terms` its tenant holds, in one statement; `None` when
+    nothing can match (unknown tenant, conversation or run)."""
+    dialect = session.dialect
+    rows = await session.rows(_resolve_sql(dialect), *_target_params(target), dialect.array(dict.fromkeys(terms)))
+    if not rows:
+        return None
+    row = rows[0]
+    filtered = target.run_id is not None
+    if filtered and row[6] is None:
+        return None
+    own = target.conversation_id is not None
+    if own and row[3] is None:
+        return None
+    resolved = Target(
+        tenant_id=row[0],
+        conv_key=row[3],
+        run_key=row[6],
+        filtered=filtered,
+        role=target.role,
+        document_count=row[4] if own else row[1],
+        total_length=row[5] if own else row[2],
+        tenant_document_count=row[1],
+    )
+    return resolved, [(str(row[7]), int(row[8]), int(row[9])) for row in rows if row[9]]
+
+
+def _target_params(target: SearchTarget) -> tuple[object, ...]:
+    """`$1` scope key, `$2` conversation id, `$3` run id: what `resolve` and `_TARGET` read."""
+    return (scope_key(target.scope), target.conversation_id, target.run_id)
+
+
+async def index_stats(session: Session, target: SearchTarget) -> IndexStats | None:
+    found = await resolve(session, target)
+    if found is None:
+        # Fail closed: a conversation outside the scope is reported exactly like a missing one.
+        exists = target.conversation_id is None or await session.one(
+            'SELECT 1 FROM conversations c JOIN tenants t ON t.tenant_id = c.tenant_id '
+            'WHERE c.conversation_id = $1 AND t.scope_key = $2',
+            target.conversation_id,
+            scope_key(target.scope),
+        )
+        return IndexStats(document_count=0, total_length=0) if exists else None
+    resolved = found[0]
+    if not resolved.filtered:
+        return IndexStats(document_count=resolved.document_count, total_length=resolved.total_length)
+    sql, params = _run_documents(resolved, with_role=False)
+    counted = 'SELECT count(*), coalesce(sum(d.length), 0) FROM run_documents r JOIN documents d ON d.doc_id = r.doc_id'
+    row = await session.one(sql + counted, *params)
+    assert row is not None
+    return IndexStats(document_count=int(row[0]), total_length=int(row[1]))
+
+
+_RUN_DOCUMENTS = (
+    'WITH RECURSIVE convs(conv_key) AS ({conversations}), '
+    'chain(k) AS (SELECT c.head_key FROM conversations c WHERE c.conv_key IN (SELECT conv_key FROM convs) '
+    'AND c.head_key IS NOT NULL UNION SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k '
+    'WHERE e.parent_key IS NOT NULL), '
+    'run_documents(doc_id) AS ('
+    'SELECT d.doc_id FROM chain JOIN entries e ON e.entry_key = chain.k JOIN documents d '
+    'ON d.tenant_id = $1 AND d.content_hash = e.content_hash WHERE e.run_key = $2 AND NOT e.unindexed{role} '
+    'UNION SELECT m.doc_id FROM conversation_documents m JOIN documents d ON d.doc_id = m.doc_id '
+    'WHERE m.run_key = $2 AND m.conv_key IN (SELECT conv_key FROM convs){role}) '
+)
+"""The documents said in run `$2`: those an entry of the run holds on the current history of the
+target's conversation, or of each of the tenant's (`$1`) conversations the run said something new in,
+and those first said in the run (found once, as `_occurrences` shows them). Membership rows remember
+only a document's first run, so a run that repeated earlier words is found by its entries."""
+
+_RUN_CONVERSATIONS = (
+    'SELECT DISTINCT m.conv_key FROM conversation_documents m JOIN conversations c ON c.conv_key = m.conv_key '
+    'WHERE m.run_key = $2 AND c.tenant_id = $1'
+)
+
+
+def _run_documents(resolved: Target, *, with_role: bool) -> tuple[str, list[object]]:
+    """`_RUN_DOCUMENTS` for a run-filtered target (the role filter too, with `with_role`), and its parameters."""
+    params: list[object] = [resolved.tenant_id, resolved.run_key]
+    if resolved.conv_key is None:
+        conversations = _RUN_CONVERSATIONS
+    else:
+        params.append(resolved.conv_key)
+        conversations = 'SELECT conv_key FROM conversations WHERE conv_key = $3'
+    role = ''
+    if with_role and resolved.role is not None:
+        params.append(resolved.role)
+        role = f' AND d.role = ${len(params)}'
+    return _RUN_DOCUMENTS.format(conversations=conversations, role=role), params
+
+
+async def document_frequencies(session: Session, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
+    """How many of the tenant's documents hold each term, for a target spanning its tenant (`None` for
+    a narrower one, or an unknown tenant): the counters kept at write time, no posting read."""
+    if target.conversation_id is not None or target.run_id is not None or target.role is not None:
+        return None
+    found = await resolve(session, target, terms)
+    return None if found is None else {term: count for term, _, count in found[1]}
+
+
+async def postings(session: Session, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
+    """Each term's postings among the target's documents, in `doc_id` order (terms with none are left out)."""
+    found = await posting_columns(session, target, terms)
+    return {term: postings_of(columns) for term, columns in found.items()}
+
+
+async def posting_columns(session: Session, target: SearchTarget, terms: Sequence[str]) -> dict[str, PostingColumns]:
+    """Each term's postings among the target's documents as arrays, in `doc_id` order (terms with none
+    are left out, the others in the order of `terms`).
+
+    A target narrower than its tenant (a conversation, a run, a role) first reads its documents'
+    ids, then only the blocks that can hold them (`_blocks.read_overlapping`): the cost follows the
+    target's size, not the length of a common term's list across the tenant. A term with fewer
+    blocks than the target has separate id ranges is read whole instead.
+    """
+    wanted = list(dict.fromkeys(terms))
+    if not wanted:
+        return {}
+    found = await resolve(session, target, wanted)
+    if found is None or not found[1]:
+        return {}
+    resolved, term_rows = found
+    names = {term_id: term for term, term_id, _ in term_rows}
+    allowed = await _documents_of(session, resolved)
+    if allowed is None:
+        stored = await read_blocks(session, resolved.tenant_id, list(names))
+    elif not len(allowed):
+        return {}
+    else:
+        spans = _spans(allowed)
+        # A term in fewer blocks than the target has ranges is read whole: one range over every id.
+        ranges = [
+            (term_id, low, high)
+            for _, term_id, count in term_rows
+            for low, high in (spans if len(spans) <= count // BLOCK else [(0, _EVERY_ID)])
+        ]
+        stored = await read_overlapping(session, resolved.tenant_id, ranges)
+        for term_id, columns in stored.items():  # Only the target's documents are kept.
+            doc_ids, frequencies, lengths = columns
+            keep = np.isin(doc_ids, allowed)
+            stored[term_id] = PostingColumns(doc_ids[keep], frequencies[keep], lengths[keep])
+    by_name = {names[term_id]: columns for term_id, columns in stored.items() if len(columns.doc_ids)}
+    return {term: by_name[term] for term in wanted if term in by_name}
+
+
+_SPAN_GAP = BLOCK
+"""Ids of the target's documents this close together are read as one range."""
+
+_EVERY_ID = 2**62
+"""Above every document id (they are 64-bit and allocated from 1)."""
+
+
+def _spans(doc_ids: NDArray[np.int64]) -> list[tuple[int, int]]:
+    """Sorted `doc_ids` as `(low, high)` ranges, split where two neighbours lie more than `_SPAN_GAP` apart."""
+    breaks = np.flatnonzero(np.diff(doc_ids) > _SPAN_GAP)
+    lows = doc_ids[np.concatenate(([0], breaks + 1))].tolist()
+    highs = doc_ids[np.concatenate((breaks, [len(doc_ids) - 1]))].tolist()
+    return list(zip(lows, highs, strict=True))
+
+
+_MEMBERS = 'SELECT m.doc_id AS value FROM conversation_documents m '
+_OF_DOCUMENTS = 'JOIN documents d ON d.doc_id = m.doc_id '
+"""A narrowed target's documents: memberships, joined to their documents where the tenant or the role is checked."""
+
+
+async def _documents_of(session: Session, resolved: Target) -> NDArray[np.int64] | None:
+    """The sorted ids of the target's documents; `None` when they are all of its tenant's."""
+    dialect = session.dialect
+    if resolved.filtered:
+        sql, run_params = _run_documents(resolved, with_role=True)
+        ids = dialect.array_of('SELECT doc_id AS value FROM run_documents')
+        value = await session.value(f'{sql}SELECT {ids}', *run_params)
+        return np.sort(np.array(dialect.read_array(value), dtype=np.int64))
+    role = resolved.role is not None
+    conditions: list[str] = []
+    params: list[object] = []
+
+    def where(condition: str, value: object) -> None:
+        params.append(value)
+        conditions.append(condition.format(f'${len(params)}'))
+
+    if resolved.conv_key is not None:
+        if not role and resolved.document_count == resolved.tenant_document_count:
+            return None
+        where('m.conv_key = {}', resolved.conv_key)
+        select = _MEMBERS + (_OF_DOCUMENTS if role else '') + 'WHERE '
+    elif role:
+        where('d.tenant_id = {}', resolved.tenant_id)
+        select = 'SELECT d.doc_id AS value FROM documents d WHERE '
+    else:
+        return None
+    if role:
+        where('d.role = {}', resolved.role)
+    value = await session.value(f'SELECT {dialect.array_of(select + " AND ".join(conditions))}', *params)
+    return np.sort(np.array(dialect.read_array(value), dtype=np.int64))
+
+
+# --- Document rows: one statement on both backends ---------------------------------------------------
+
+_TARGET = (
+    'WITH tenant AS (SELECT tenant_id, document_count FROM tenants WHERE scope_key = $1), '
+    'conv AS (SELECT conv_key, document_count * 4 <= (SELECT document_count FROM tenant) AS small '
+    'FROM conversations WHERE conversation_id = $2 AND tenant_id = (SELECT tenant_id FROM tenant)), '
+    'run AS (SELECT run_key FROM runs WHERE run_id = $3) '
+)
+"""Resolves a target inside the statement that uses it (`_target_params`): one round trip instead of
+two. A part that does not exist resolves to NULL, which matches no row, so an unknown tenant,
+conversation or run answers nothing, exactly as a failed `resolve` does. Read alike by both backends."""
+
+_ROW_COLUMNS = (
+    f'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, {run_id_of("cd.run_key")}, e.entry_id, e.message, '
+    'c.conversation_id, c.conv_key, cd.occurrences, d.content_hash '
+)
+_ROW_JOINS = (
+    'JOIN documents d ON d.doc_id = cd.doc_id JOIN entries e ON e.entry_key = cd.entry_key '
+    'JOIN conversations c ON c.conv_key = cd.conv_key '
+)
+
+
+@functools.lru_cache(maxsize=32)
+def _documents_sql(dialect: Dialect, in_conversation: bool, of_run: bool, with_role: bool) -> str:
+    """The membership rows of the wanted documents ($4) in the target, first appearance first."""
+    if in_conversation:
+        sql = (
+            _ROW_COLUMNS  # noqa: S608 (constant SQL fragments only; values are parameters)
+            + 'FROM conversation_documents cd '
+            + _ROW_JOINS
+            + f'WHERE cd.conv_key = (SELECT conv_key FROM conv) AND cd.doc_id {dialect.in_array(4, "bigint")}'  # noqa: S608
+        )
+    else:
+        # The document must be the tenant's, and so (documents being per tenant) is every conversation
+        # holding it. A planner that takes the ids as an index condition (`= ANY`) chooses the order
+        # itself; otherwise the read is driven from the wanted ids (SQLite's `CROSS JOIN` fixes its
+        # join order), so the cost follows the page, not the tenant's number of conversations.
+        if dialect.plans_joins:
+            source, wanted = 'FROM conversation_documents cd ', f' AND cd.doc_id {dialect.in_array(4, "bigint")}'
+        else:
+            ids = dialect.each(4, 'bigint')
+            source, wanted = f'FROM {ids} {dialect.join_in_order} conversation_documents cd ON cd.doc_id = value ', ''
+        sql = (
+            _ROW_COLUMNS  # noqa: S608 (constant SQL fragments only; values are parameters)
+            + source
+            + _ROW_JOINS
+            + 'WHERE d.tenant_id = (SELECT tenant_id FROM tenant) AND c.tenant_id = (SELECT tenant_id FROM tenant)'
+            + wanted
+        )
+    if of_run:  # A repeated document may have been said in the run after its first time (`page_rows`).
+        sql += ' AND (cd.run_key = (SELECT run_key FROM run) OR cd.occurrences > 1)'
+    if with_role:
+        sql += ' AND d.role = $5'
+    return _TARGET + sql + ' ORDER BY cd.entry_key, cd.conv_key'
+
+
+async def documents(
+    session: Session,
+    target: SearchTarget,
+    doc_ids: Sequence[int],
+    *,
+    context: int = 0,
+    limit: int | None = None,
+    exclude_run_id: str | None = None,
+) -> list[DocumentRow]:
+    if not doc_ids:
+        return []
+    dialect = session.dialect
+    ids = [int(doc_id) for doc_id in doc_ids]
+    sql = _documents_sql(
+        dialect, target.conversation_id is not None, target.run_id is not None, target.role is not None
+    )
+    role = () if target.role is None else (target.role,)
+    rows = await session.rows(sql, *_target_params(target), dialect.array(ids), *role)
+    page = await page_rows(session, ids, rows, run_id=target.run_id, exclude_run_id=exclude_run_id, limit=limit)
+    return await document_rows(page, hits_query(session), context)

@@ -1,0 +1,160 @@
+"""What the index takes from a message: its terms, computed with the rest of what a write stores for it
+before the transaction starts (`PreparedMessage`), the entry joining a membership (`Member`), and a
+document's term list as stored."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic_core
+from pydantic_ai.messages import ModelMessage
+
+from temporal_recall.content import content_hash, dump_message
+from temporal_recall.errors import MessageNotSerializable
+from temporal_recall.text._analyzer import term_frequencies
+from temporal_recall.text._documents import SummaryRule, message_role, searchable_text
+
+from ..sql._keys import hash_bytes
+
+__all__ = (
+    'IndexTerms',
+    'Member',
+    'PreparedMessage',
+    'decode_term_ids',
+    'encode_term_ids',
+    'index_terms',
+    'message_run_id',
+    'prepare_message',
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexTerms:
+    """What the index stores for one document: term frequencies, the BM25 length, and who spoke it."""
+
+    frequencies: Counter[str]
+    length: int
+    role: str
+    """`message_role`: what a role filter matches (a role is a property of the content, as the document is)."""
+
+
+def index_terms(message: ModelMessage) -> IndexTerms | None:
+    """The message's index terms, or `None` if it is not indexed (only summaries, or no searchable words)."""
+    frequencies, length = term_frequencies(searchable_text(message))
+    if length == 0:
+        return None
+    return IndexTerms(frequencies=frequencies, length=length, role=message_role(message))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreparedMessage:
+    """Everything a write stores for one message, computed before the transaction starts.
+
+    Serializing and tokenizing outside the transaction keeps the write lock short and makes a
+    message that cannot be stored fail before anything is touched.
+    """
+
+    message_json: str
+    content_hash: bytes
+    run_id: str | None
+    terms: IndexTerms | None
+    unindexed: bool = False
+    """The application's summary rule accepted the message: stored with that mark, never indexed."""
+
+
+def message_run_id(message: ModelMessage) -> str | None:
+    run_id: Any = getattr(message, 'run_id', None)
+    return run_id if isinstance(run_id, str) else None
+
+
+def prepare_message(
+    message: ModelMessage, *, run_id: str | None = None, summary: SummaryRule | None = None
+) -> PreparedMessage:
+    """Serialize, hash and tokenize `message`; `run_id` defaults to the one pydantic-ai stamped on it.
+
+    `summary` is the application's own summary rule (`ConversationRecall(summary=...)`): a message it
+    accepts is stored marked `unindexed`, which every later indexing of the entry (a fork, a
+    reindex) respects without the rule.
+
+    Raises:
+        MessageNotSerializable: If pydantic-ai's adapter cannot dump the message.
+    """
+    unindexed = summary is not None and bool(summary(message))
+    try:
+        message_json = dump_message(message)
+        digest = content_hash(message)
+    except MessageNotSerializable:
+        raise
+    except (AttributeError, pydantic_core.PydanticSerializationError, ValueError, TypeError) as error:
+        # `temporal_recall.content` names `pydantic.PydanticSerializationError` in its except clauses; pydantic
+        # 2.14 only has it in `pydantic_core`, so evaluating that clause raises AttributeError instead.
+        cause = error.__context__ if isinstance(error, AttributeError) and error.__context__ else error
+        raise MessageNotSerializable(
+            f'A {type(message).__name__} could not be serialized for storage ({cause}). Tool returns and prompts '
+            'must be JSON-serializable; convert custom objects to dicts or pydantic models before returning them.'
+        ) from cause
+    return PreparedMessage(
+        message_json=message_json,
+        content_hash=hash_bytes(digest),
+        run_id=run_id if run_id is not None else message_run_id(message),
+        terms=None if unindexed else index_terms(message),
+        unindexed=unindexed,
+    )
+
+
+def encode_term_ids(term_ids: Iterable[int]) -> bytes:
+    """Sorted term ids as delta varints: a document's term list, so its postings can be deleted by key.
+
+    About 1–2 bytes per term, far smaller than a secondary index on postings by document would be.
+    A loop in Python, measured: the same loop as arrays cost 0.1 ms more on a 2-message append (the
+    common write), for 0.05 ms less on a 100-message one.
+    """
+    out = bytearray()
+    previous = 0
+    for term_id in sorted(term_ids):
+        delta = term_id - previous
+        previous = term_id
+        while delta >= 0x80:
+            out.append(delta & 0x7F | 0x80)
+            delta >>= 7
+        out.append(delta)
+    return bytes(out)
+
+
+def decode_term_ids(data: bytes) -> list[int]:
+    term_ids: list[int] = []
+    value = 0
+    shift = 0
+    previous = 0
+    for byte in data:
+        value |= (byte & 0x7F) << shift
+        if byte & 0x80:
+            shift += 7
+            continue
+        previous += value
+        term_ids.append(previous)
+        value = 0
+        shift = 0
+    return term_ids
+
+
+@dataclass(frozen=True, kw_only=True)
+class Member:
+    """An entry about to join a conversation's index membership."""
+
+    entry_key: int
+    position: int
+    run_key: int | None
+    content_hash: bytes
+    prepared: PreparedMessage | None = None
+    """Set for entries written by this transaction; otherwise the terms are read from the stored message."""
+    unindexed: bool = False
+    """Stored marked as a summary by the application's own rule (`entries.unindexed`): never indexed."""
+
+    @property
+    def kept_out(self) -> bool:
+        """Whether the application's summary rule keeps this entry out of the index (read or prepared)."""
+        return self.unindexed or (self.prepared is not None and self.prepared.unindexed)

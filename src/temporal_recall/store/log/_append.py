@@ -1,0 +1,242 @@
+"""`DeltaWriter.append`, written once: one step boundary's messages in one write transaction.
+
+The persistence capability calls this at every step boundary, possibly more than once for the same
+boundary (activity retries) and with messages Temporal re-instantiated, so everything is matched by
+content hash and keyed by the writer's idempotency key:
+
+1. A key already applied to this conversation returns the result recorded the first time.
+2. The attach point is the entry at position `base_length - 1` on the current head's chain; its
+   hash must be `base_hash`, else `HistoryMismatch` (the writer then resends with `base_length=0`,
+   which attaches before the first entry).
+3. Messages equal by hash to the entries that follow the attach point on the head's chain are
+   already stored and skipped, so a retried delta stores nothing. The first message that differs
+   and everything after it are new entries; if they attach behind the head, the conversation
+   branches and the old head goes to `branches`. Messages that only repeat the head's chain (a
+   shorter resend) leave the head where it is: the store never rewinds a conversation on a resend.
+
+Before the idempotency key, a request's `Fence` is checked: the highest attempt seen for its key is
+a row of `applied_writes` (key `FENCE_PREFIX + fence key`, attempt in `length`), read and raised in
+this same transaction, so a late write from an earlier attempt can never land after a later one's.
+
+The rules and the statements live here and in `_entries` / `_index`, written once over a `Session`;
+the backend runs `apply` inside its own write transaction, where it keeps writers apart (SQLite:
+`BEGIN IMMEDIATE`, the whole transaction on the connection thread, one thread hop per append;
+PostgreSQL: the conversation row locked `FOR UPDATE` before anything is read, then the tenant rows).
+A conversation that does not exist yet has no row to lock: of two appends creating it at once, the
+second fails on the unique constraint when the first commits and is retried from the start, when it
+finds (and locks) the row the first created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic_ai.usage import RunUsage
+
+from temporal_recall.errors import HistoryMismatch, UnknownConversation
+
+from ..index._documents import add_members
+from ..index._terms import PreparedMessage, prepare_message
+from ..protocol import AppendRequest, AppendResult, fence_row_key
+from ..sql._keys import hash_bytes
+from ..sql._session import Backend, Session
+from . import _entries as entries
+from . import _statements as statements
+from ._columns import RecordColumns, dump_usage, load_usage, timestamp_order
+from ._ids import new_id, now
+from ._rows import ConversationRow
+from ._tenants import lock_tenants, tenant_of
+
+__all__ = ('Prepared', 'append', 'apply', 'prepare')
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What an append computes before its transaction: the checked base hash, the fence key, the messages."""
+
+    request: AppendRequest
+    base_hash: bytes | None
+    fence_key: str | None
+    messages: list[PreparedMessage]
+
+
+def prepare(request: AppendRequest) -> Prepared:
+    """Check and serialise `request` outside the transaction (which holds the write lock while it runs)."""
+    return Prepared(
+        request=request,
+        base_hash=_base_hash(request),
+        fence_key=fence_row_key(request),
+        messages=[
+            prepare_message(message, run_id=request.run_id, summary=request.summary) for message in request.messages
+        ],
+    )
+
+
+def _base_hash(request: AppendRequest) -> bytes | None:
+    if request.base_length < 0:
+        raise HistoryMismatch(f'base_length must not be negative (got {request.base_length}).')
+    if request.base_length == 0:
+        return None
+    if request.base_hash is None:
+        raise HistoryMismatch('base_hash is required when base_length is positive; resend with base_length=0.')
+    try:
+        return hash_bytes(request.base_hash)
+    except ValueError:
+        raise HistoryMismatch(f'base_hash {request.base_hash!r} is not a hex content hash.') from None
+
+
+async def append(backend: Backend, request: AppendRequest) -> AppendResult:
+    """`DeltaWriter.append`: check and serialise `request`, then apply it in one write transaction."""
+    prepared = prepare(request)
+    return await backend.run_write(lambda session: apply(session, prepared), retry=entries.lost_creation_race)
+
+
+async def apply(session: Session, prepared: Prepared) -> AppendResult:
+    """The whole append, inside the backend's write transaction."""
+    request, fence_key = prepared.request, prepared.fence_key
+    row = await entries.conversation_row(session, request.conversation_id, idempotency_key=request.idempotency_key)
+    if row is not None:
+        if row.scope != request.scope:  # exactly: None and '' are different scopes
+            raise UnknownConversation(request.conversation_id)
+        if fence_key is not None:
+            assert request.fence is not None
+            highest = await session.value(statements.HIGHEST_ATTEMPT, row.conv_key, fence_key)
+            if highest is not None and int(highest) > request.fence.attempt:
+                return AppendResult(
+                    conversation_id=request.conversation_id,
+                    head_id=row.head_id,
+                    length=row.head_position + 1,
+                    stored=0,
+                    fenced=True,
+                )
+            await _raise_fence(session, row.conv_key, fence_key, request.fence.attempt)
+        if row.applied is not None:
+            head_id, length = row.applied
+            return AppendResult(
+                conversation_id=request.conversation_id, head_id=head_id, length=length, stored=0, replayed=True
+            )
+        tenant_id = row.tenant_id
+    elif not request.create:
+        raise UnknownConversation(request.conversation_id)
+    else:
+        tenant_id = await tenant_of(session, request.scope)
+    await lock_tenants(session, [tenant_id])
+    parent_key, parent_position, skipped = await _attach(
+        session, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages]
+    )
+    created_seq = await entries.max_entry_key(session) if row is None else 0
+    new_items = prepared.messages[skipped:]
+    ids = [new_id() for _ in new_items]
+    members = await entries.insert_chain(session, new_items, ids, parent_key, parent_position) if new_items else []
+    new_head = members[-1].entry_key if members else (row.head_key if row is not None else None)
+    head_id = ids[-1] if ids else (row.head_id if row is not None else None)
+    length = (members[-1].position if members else (row.head_position if row is not None else -1)) + 1
+    if row is None:
+        conv_key = await entries.insert_conversation(
+            session, _new_columns(request), tenant_id=tenant_id, head_key=new_head, created_seq=created_seq
+        )
+    else:
+        conv_key = row.conv_key
+        if members or request.usage is not None:
+            await _move_head(
+                session, row, new_head, branched=bool(members) and parent_key != row.head_key, usage=request.usage
+            )
+    await add_members(session, conv_key, tenant_id, members)
+    if row is None and fence_key is not None:
+        assert request.fence is not None
+        await _raise_fence(session, conv_key, fence_key, request.fence.attempt)
+    await session.run(statements.RECORD_APPLIED, conv_key, request.idempotency_key, new_head, length, len(members))
+    return AppendResult(conversation_id=request.conversation_id, head_id=head_id, length=length, stored=len(members))
+
+
+async def _raise_fence(session: Session, conv_key: int, fence_key: str, attempt: int) -> None:
+    """Record `attempt` for `fence_key` unless a higher one is recorded."""
+    await session.run(
+        'INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored) '  # noqa: S608
+        'VALUES ($1, $2, NULL, $3, 0) ON CONFLICT (conv_key, idempotency_key) '
+        f'DO UPDATE SET length = {session.dialect.greatest}(applied_writes.length, excluded.length)',
+        conv_key,
+        fence_key,
+        attempt,
+    )
+
+
+async def _attach(
+    session: Session,
+    row: ConversationRow | None,
+    request: AppendRequest,
+    base_hash: bytes | None,
+    hashes: list[bytes],
+) -> tuple[int | None, int, int]:
+    """`(parent_key, parent_position, skipped)`: where the new messages go and how many are already stored."""
+    base = request.base_length
+    head_position = row.head_position if row is not None else -1
+    if base - 1 > head_position:
+        raise HistoryMismatch(
+            f'Conversation {request.conversation_id!r} holds {head_position + 1} messages, fewer than the '
+            f'{base} the delta follows; resend with base_length=0.'
+        )
+    if row is None or row.head_key is None:
+        return None, -1, 0
+    chain = await entries.head_chain(session, row.head_key, base - 1)
+    by_position = {position: (key, content) for key, position, content in chain}
+    parent_key: int | None = None
+    if base > 0:
+        parent_key, stored_hash = by_position[base - 1]
+        if stored_hash != base_hash:
+            raise HistoryMismatch(
+                f'Message {base - 1} of conversation {request.conversation_id!r} is not the one the delta '
+                'follows (its content hash differs); resend with base_length=0.'
+            )
+    parent_position = base - 1
+    skipped = 0
+    for content in hashes:
+        following = by_position.get(parent_position + 1)
+        if following is None or following[1] != content:
+            break
+        parent_key, parent_position = following[0], parent_position + 1
+        skipped += 1
+    return parent_key, parent_position, skipped
+
+
+def _new_columns(request: AppendRequest) -> RecordColumns:
+    updated_at = now()
+    return RecordColumns(
+        conversation_id=request.conversation_id,
+        scope=request.scope,
+        head_id=None,
+        branches=[],
+        usage=dump_usage(request.usage if request.usage is not None else RunUsage()),
+        deferred_tool_requests=None,
+        forked_from=None,
+        forked_at=None,
+        revision=new_id(),
+        updated_at=updated_at.isoformat(),
+        updated_order=timestamp_order(updated_at),
+        format_version=1,
+    )
+
+
+async def _move_head(
+    session: Session, row: ConversationRow, new_head: int | None, *, branched: bool, usage: RunUsage | None
+) -> None:
+    """Move the head (keeping the old one in `branches` when the new entries branched), add usage, new revision."""
+    if branched and row.head_key is not None:
+        await entries.write_branches(
+            session, row.conv_key, [key for key in row.branch_keys if key != row.head_key] + [row.head_key]
+        )
+    total = row.usage
+    if usage is not None:
+        counted = load_usage(total)
+        counted.incr(usage)
+        total = dump_usage(counted)
+    updated_at = now()
+    await session.run(
+        statements.MOVE_HEAD,
+        row.conv_key,
+        new_head,
+        total,
+        new_id(),
+        updated_at.isoformat(),
+        timestamp_order(updated_at),
+    )

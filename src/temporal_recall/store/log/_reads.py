@@ -1,0 +1,130 @@
+"""Reading the message log and the conversation rows, and deleting a conversation: written once, on a `Session`.
+
+Each read is one statement, so it needs no snapshot transaction (no BEGIN/COMMIT round trips on
+PostgreSQL): a record comes with its kept branches collected in the same row (`Dialect.array_of`),
+a history is one recursive query. The write side of the log (inserting entries, moving a head)
+belongs to the write path.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, cast
+
+from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
+
+from temporal_recall.content import load_message
+
+from ..index._membership import release_members
+from ..sql._session import Row, Session
+from . import _statements as statements
+from ._columns import record_from_columns
+
+__all__ = ('delete_conversation', 'history', 'read_entry_row', 'read_record', 'read_records')
+
+_NO_LIMIT = 2**62
+"""What an absent `limit` means: larger than any log, and a valid `LIMIT` on every backend."""
+
+_BRANCHES = (
+    'SELECT e.entry_id AS value FROM conversation_branches b JOIN entries e ON e.entry_key = b.entry_key '
+    'WHERE b.conv_key = c.conv_key ORDER BY b.ordinal'
+)
+
+
+def _record_select(session: Session) -> str:
+    return (
+        'SELECT c.conversation_id, c.scope, h.entry_id, c.usage, c.deferred_tool_requests, c.forked_from, '  # noqa: S608
+        f'c.forked_at, c.revision, c.updated_at, c.format_version, {session.dialect.array_of(_BRANCHES)} '
+        'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
+    )
+
+
+def _record(session: Session, row: Row) -> ConversationRecord:
+    return record_from_columns(
+        conversation_id=row[0],
+        scope=row[1],
+        head_id=row[2],
+        usage=row[3],
+        deferred_tool_requests=row[4],
+        forked_from=row[5],
+        forked_at=row[6],
+        revision=row[7],
+        updated_at=row[8],
+        format_version=row[9],
+        branches=session.dialect.read_array(row[10]),
+    )
+
+
+_OF_TENANT = 'c.tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = $2)'
+"""The conversation is tenant `$2`'s (a scope key), compared in the statement that reads it."""
+
+
+def _limit(limit: int | None) -> int:
+    """A `LIMIT` every backend binds: a limit beyond any log means all of it, as no limit does."""
+    return _NO_LIMIT if limit is None else min(limit, _NO_LIMIT)
+
+
+async def read_record(
+    session: Session, conversation_id: str, *, scope_key: str | None = None
+) -> ConversationRecord | None:
+    """The conversation's record; with `scope_key`, only if it is that tenant's.
+
+    The tenant is compared in the statement, so a conversation of another tenant costs what a missing
+    one does: nothing is loaded or decoded for it.
+    """
+    if scope_key is None:
+        row = await session.one(_record_select(session) + 'WHERE c.conversation_id = $1', conversation_id)
+    else:
+        where = f'WHERE c.conversation_id = $1 AND {_OF_TENANT}'
+        row = await session.one(_record_select(session) + where, conversation_id, scope_key)
+    return None if row is None else _record(session, row)
+
+
+async def read_records(session: Session, *, scope_key: str | None, limit: int | None) -> list[ConversationRecord]:
+    """Newest `updated_at` first; equal times in creation order, as `InMemoryConversationStore` lists them."""
+    order = 'ORDER BY c.updated_order DESC, c.conv_key LIMIT $1'
+    count = _limit(limit)
+    if scope_key is None:
+        rows = await session.rows(_record_select(session) + order, count)
+    else:
+        rows = await session.rows(_record_select(session) + f'WHERE {_OF_TENANT} ' + order, count, scope_key)
+    return [_record(session, row) for row in rows]
+
+
+def _entry(row: Row) -> ConversationEntry:
+    kind = cast(Literal['message'], row[2])
+    return ConversationEntry(id=row[0], parent_id=row[1], message=load_message(row[3]), kind=kind)
+
+
+async def read_entry_row(session: Session, entry_id: str) -> ConversationEntry | None:
+    found = await session.one(
+        'SELECT e.entry_id, p.entry_id, e.kind, e.message FROM entries e '
+        'LEFT JOIN entries p ON p.entry_key = e.parent_key WHERE e.entry_id = $1',
+        entry_id,
+    )
+    return None if found is None else _entry(found)
+
+
+async def history(session: Session, head_id: str, limit: int | None) -> list[ConversationEntry] | None:
+    """The history ending at `head_id`, oldest first (only the last `limit`), in one query; `None` if no such entry."""
+    rows = await session.rows(statements.HISTORY, head_id, _limit(limit))
+    if not rows:
+        return None
+    return [_entry(row) for row in rows]
+
+
+async def delete_conversation(session: Session, conv_key: int) -> None:
+    """Delete the conversation's rows, its index membership (`release_members`), and the entries only it reaches.
+
+    A concurrent write that starts referencing a doomed entry makes the final delete fail its foreign
+    key check; the store retries the whole delete, which then keeps that entry.
+    """
+    doomed = [int(row[0]) for row in await session.rows(statements.UNREACHABLE, conv_key)]
+    await release_members(session, conv_key)
+    for statement in statements.DELETE_CONVERSATION_ROWS:
+        await session.run(statement, conv_key)
+    if doomed:
+        # Descending keys (`UNREACHABLE`): children before parents.
+        await session.run(
+            f'DELETE FROM entries WHERE entry_key IN (SELECT value FROM {session.dialect.each(1, "bigint")})',  # noqa: S608
+            session.dialect.array(doomed),
+        )

@@ -1,0 +1,46 @@
+"""Tenants and runs: the rows a scope and an agent run are keyed by, created on first use.
+
+Every write locks its tenants (`lock_tenants`) right after its conversation row: one writer per tenant
+at a time where writers run side by side (see docs/store.md, "Concurrency").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..sql._bulk import intern
+from ..sql._keys import scope_key
+from ..sql._session import Session
+
+__all__ = ('intern_runs', 'lock_tenants', 'tenant_of')
+
+
+async def tenant_of(session: Session, scope: str | None) -> int:
+    """The tenant id of `scope`, created on first use (a concurrent creator's row is read back)."""
+    key = scope_key(scope)
+    found = await session.value('SELECT tenant_id FROM tenants WHERE scope_key = $1', key)
+    if found is None:
+        found = await session.value(
+            'INSERT INTO tenants (scope_key) VALUES ($1) ON CONFLICT (scope_key) DO NOTHING RETURNING tenant_id', key
+        )
+    if found is None:  # Another transaction created it; our insert waited for its commit, so we can see it now.
+        found = await session.value('SELECT tenant_id FROM tenants WHERE scope_key = $1', key)
+    return int(found)
+
+
+async def lock_tenants(session: Session, tenant_ids: Iterable[int]) -> None:
+    """Lock tenant rows in id order until the transaction ends: one writer per tenant at a time (module doc).
+
+    Nothing to do where there is one writer at a time anyway (SQLite's `BEGIN IMMEDIATE`).
+    """
+    dialect = session.dialect
+    if not dialect.locks_rows:
+        return
+    await session.run(
+        f'SELECT 1 FROM tenants WHERE tenant_id {dialect.in_array(1, "bigint")} ORDER BY tenant_id{dialect.for_update}',  # noqa: S608
+        dialect.array(sorted(set(tenant_ids))),
+    )
+
+
+async def intern_runs(session: Session, run_ids: Iterable[str | None]) -> dict[str, int]:
+    return await intern(session, 'runs', (run_id for run_id in run_ids if run_id is not None))

@@ -1,0 +1,106 @@
+"""`ConversationStore.write_record`, written once: a record, its new entries and their index rows.
+
+The revision check happens inside the transaction, so a conflict leaves nothing behind. A record
+created over entries that are already stored (a fork) gets those entries indexed into its membership;
+documents are per scope, so a fork into another scope gets its own. Entry ids are immutable: an entry
+whose id is already stored is not written again. A head, branch or parent that names an entry no
+longer stored was released by a concurrent delete: the write raises `ConversationConflict`.
+
+Lock order (which matters on PostgreSQL, where writers run at once): the conversation row, then the
+tenant rows (the old and the new scope's when a record changes scope), then entries and the index.
+There, the server refusing a row a concurrent writer made invalid (the conversation created at the
+same time, an entry named released by a delete) is also a `ConversationConflict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
+
+from ..index._documents import add_members
+from ..index._membership import index_conversation, release_members
+from ..index._terms import PreparedMessage
+from ..sql._session import Backend, Session
+from . import _entries as entries
+from ._columns import RecordColumns
+from ._tenants import lock_tenants, tenant_of
+
+__all__ = ('apply', 'write_record')
+
+
+async def write_record(
+    backend: Backend,
+    record: ConversationRecord,
+    new_entries: Sequence[ConversationEntry],
+    prepared: Sequence[PreparedMessage],
+    columns: RecordColumns,
+    expected_revision: str | None,
+) -> None:
+    """`ConversationStore.write_record` (checked and serialised by the caller) in one write transaction."""
+
+    async def body(session: Session) -> None:
+        try:
+            await apply(session, record, new_entries, prepared, columns, expected_revision)
+        except Exception as error:
+            if entries.integrity_violation(error):
+                raise ConversationConflict(record.conversation_id) from error
+            raise
+
+    await backend.run_write(body)
+
+
+async def apply(
+    session: Session,
+    record: ConversationRecord,
+    new_entries: Sequence[ConversationEntry],
+    prepared: Sequence[PreparedMessage],
+    columns: RecordColumns,
+    expected_revision: str | None,
+) -> None:
+    """The whole `write_record`, inside the backend's write transaction."""
+    conflict = ConversationConflict(record.conversation_id)
+    row = await entries.conversation_row(session, record.conversation_id)
+    if (row.revision if row is not None else None) != expected_revision:
+        raise conflict
+    tenant_id = await tenant_of(session, record.scope)
+    await lock_tenants(session, [tenant_id] if row is None else [tenant_id, row.tenant_id])
+    created_seq = await entries.max_entry_key(session)
+    members = await entries.insert_entries(session, new_entries, prepared, conflict)
+    tips = [*([] if record.head_id is None else [record.head_id]), *record.branches]
+    known = await entries.entry_keys(session, tips)
+    if any(tip not in known for tip in tips):
+        raise conflict
+    head_key = None if record.head_id is None else known[record.head_id][0]
+    branch_keys = [known[tip][0] for tip in record.branches]
+    by_key = {member.entry_key: member for member in members.values()}
+    if row is None:
+        conv_key = await entries.insert_conversation(
+            session, columns, tenant_id=tenant_id, head_key=head_key, created_seq=created_seq
+        )
+        await entries.write_branches(session, conv_key, branch_keys)
+        await index_conversation(session, conv_key, tenant_id, by_key)
+        return
+    await entries.update_conversation(session, row.conv_key, columns, tenant_id=tenant_id, head_key=head_key)
+    if branch_keys != row.branch_keys:
+        await entries.write_branches(session, row.conv_key, branch_keys)
+    if tenant_id != row.tenant_id:
+        # The scope changed: its documents belong to the old tenant. Index it afresh, as if re-created now.
+        await release_members(session, row.conv_key)
+        await session.run('UPDATE conversations SET created_seq = $1 WHERE conv_key = $2', created_seq, row.conv_key)
+        await index_conversation(session, row.conv_key, tenant_id, by_key)
+        return
+    reached = _reachable_new(new_entries, [record.head_id, *record.branches])
+    await add_members(session, row.conv_key, tenant_id, [members[id_] for id_ in members if id_ in reached])
+
+
+def _reachable_new(new_entries: Sequence[ConversationEntry], tips: Sequence[str | None]) -> set[str]:
+    """The ids of `new_entries` that `tips` reach through parent links: the ones to index."""
+    by_id = {entry.id: entry for entry in new_entries}
+    reached: set[str] = set()
+    for tip in tips:
+        entry_id = tip
+        while entry_id is not None and entry_id in by_id and entry_id not in reached:
+            reached.add(entry_id)
+            entry_id = by_id[entry_id].parent_id
+    return reached

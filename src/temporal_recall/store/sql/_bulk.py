@@ -1,0 +1,115 @@
+"""Set-oriented statements over a batch of rows, written once for every backend.
+
+A batch of rows is how a write inserts entries, postings and memberships, and how a delete counts
+down what it releases. Where the dialect `binds_arrays` (PostgreSQL), the statement runs once over
+`unnest` of one array per column: one round trip for the batch, which costs far more than the
+statement. Otherwise (SQLite) it runs once per row (`executemany` on the connection thread, where a
+call into the library is cheap), each row's values bound as scalars.
+
+Callers write the statement once around `Dialect.batch(columns)`, the batch as a table named `d`.
+Keys a table allocates are taken beforehand with `allocate_keys`, in the order the rows get them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from ._session import Row, Session
+
+__all__ = ('CHUNK', 'allocate_keys', 'delete_rows', 'insert_rows', 'intern', 'run_batch', 'select_batch')
+
+CHUNK = 5000
+"""The most values one statement takes in an array parameter."""
+
+Columns = Sequence[tuple[str, str]]
+"""`(name, PostgreSQL type)` of each column of a batch, in the order its rows hold the values."""
+
+
+async def run_batch(session: Session, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Run `sql` (written around `Dialect.batch`) over `rows`: once, or once per row (see the module notes)."""
+    if not rows:
+        return
+    if session.dialect.binds_arrays:
+        await session.run(sql, *(list(column) for column in zip(*rows, strict=True)))
+    else:
+        await session.many(sql, rows)
+
+
+async def select_batch(session: Session, sql: str, rows: Sequence[Sequence[Any]]) -> list[Row]:
+    """The rows `sql` (a query written around `Dialect.batch`) returns over `rows`, gathered in batch order."""
+    if not rows:
+        return []
+    if session.dialect.binds_arrays:
+        return await session.rows(sql, *(list(column) for column in zip(*rows, strict=True)))
+    found: list[Row] = []
+    for row in rows:
+        found += await session.rows(sql, *row)
+    return found
+
+
+async def insert_rows(
+    session: Session,
+    table: str,
+    columns: Columns,
+    rows: Sequence[Sequence[Any]],
+    *,
+    order_by: str = '',
+    on_conflict: str = '',
+) -> None:
+    """Insert `rows` into `table`, in their order (as one statement, in `order_by`'s: the lock order if it matters)."""
+    names = ', '.join(name for name, _ in columns)
+    if session.dialect.binds_arrays:
+        order = f'ORDER BY {order_by}' if order_by else ''
+        sql = f'INSERT INTO {table} ({names}) SELECT * FROM {session.dialect.batch(columns)} {order} {on_conflict}'  # noqa: S608
+    else:
+        values = ', '.join(f'${index}' for index in range(1, len(columns) + 1))
+        sql = f'INSERT INTO {table} ({names}) VALUES ({values}) {on_conflict}'  # noqa: S608
+    await run_batch(session, sql, rows)
+
+
+async def delete_rows(
+    session: Session, table: str, columns: Columns, rows: Sequence[Sequence[Any]], *, where: str = ''
+) -> None:
+    """Delete the rows of `table` whose `columns` equal one of `rows` (a key per row) and that meet `where`."""
+    also = f' AND {where}' if where else ''
+    if session.dialect.binds_arrays:
+        match = ' AND '.join(f't.{name} = d.{name}' for name, _ in columns)
+        sql = f'DELETE FROM {table} t USING {session.dialect.batch(columns)} WHERE {match}{also}'  # noqa: S608
+    else:
+        match = ' AND '.join(f'{name} = ${index}' for index, (name, _) in enumerate(columns, 1))
+        sql = f'DELETE FROM {table} WHERE {match}{also}'  # noqa: S608 (fixed names; values are parameters)
+    await run_batch(session, sql, rows)
+
+
+async def allocate_keys(session: Session, table: Literal['entries', 'documents'], count: int) -> list[int]:
+    """`count` fresh keys of `table`'s generated key, ascending: rows inserted with them keep allocation order."""
+    if count == 0:
+        return []
+    return await session.dialect.allocate_keys(session, table, 'entry_key' if table == 'entries' else 'doc_id', count)
+
+
+async def intern(session: Session, table: Literal['terms', 'runs'], values: Iterable[str]) -> dict[str, int]:
+    """`value -> key` in `terms` or `runs`, inserting missing values in sorted order: two writers adding the same
+    new values queue in one order and never deadlock; the loser of an insert reads the winner's keys."""
+    column, key = ('term', 'term_id') if table == 'terms' else ('run_id', 'run_key')
+    dialect = session.dialect
+    select = f'SELECT {column}, {key} FROM {table} WHERE {column} {dialect.in_array(1, "text")}'  # noqa: S608
+    ids: dict[str, int] = {}
+    ordered = sorted(set(values))
+    for chunk in (ordered[start : start + CHUNK] for start in range(0, len(ordered), CHUNK)):
+        ids.update((str(row[0]), int(row[1])) for row in await session.rows(select, dialect.array(chunk)))
+        missing = [value for value in chunk if value not in ids]
+        if not missing:
+            continue
+        rows = await session.rows(
+            f'INSERT INTO {table} ({column}) SELECT value FROM {dialect.each(1, "text")} '  # noqa: S608 (fixed names)
+            f'WHERE true ORDER BY value{dialect.byte_order} '
+            f'ON CONFLICT ({column}) DO NOTHING RETURNING {column}, {key}',
+            dialect.array(missing),
+        )
+        ids.update((str(row[0]), int(row[1])) for row in rows)
+        late = [value for value in missing if value not in ids]
+        if late:  # Inserted by a concurrent transaction that has committed since.
+            ids.update((str(row[0]), int(row[1])) for row in await session.rows(select, dialect.array(late)))
+    return ids

@@ -1,0 +1,94 @@
+"""SQLite's dialect: what SQLite spells otherwise than the engine's SQL, and the tables in its spelling.
+
+The tables: `AUTOINCREMENT` keys for the log, conversations and documents (never reused, so keys
+keep insertion order), plain rowid keys for the interned tables; `WITHOUT ROWID` for the tables read
+by primary key range (membership, postings, branches), which stores them in that order, so
+`postings` needs no covering index; SQLite's dynamic `INTEGER` and `BLOB`.
+
+The plans: SQLite runs in-process on the connection's own thread (see `_sqlite_db`), so a statement
+costs no round trip, and its planner has no statistics to order joins by. The engine therefore binds
+a batch once per row (`Session.many`) and fixes join order with `CROSS JOIN` (`binds_arrays` and
+`plans_joins` are off). Arrays travel as JSON text, read as a table with `json_each`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..sql._migrations import Migration
+from ..sql._schema import render
+from ..sql._session import Dialect, Session
+
+__all__ = ('MIGRATIONS', 'SQLITE', 'SqliteDialect')
+
+
+class SqliteDialect(Dialect):
+    """SQLite's spelling of the engine's SQL (see the module notes)."""
+
+    name = 'SQLite'
+    binds_arrays = False
+    plans_joins = False
+    locks_rows = False
+    writes_segments = True
+
+    serial = 'INTEGER PRIMARY KEY AUTOINCREMENT'
+    rowid = 'INTEGER PRIMARY KEY'
+    big = 'INTEGER'
+    blob = 'BLOB'
+    boolean = 'INTEGER'
+    false = '0'
+    clustered = ' WITHOUT ROWID'
+    constant_column_defaults = True
+    indexes_entry_hashes = True
+
+    greatest = 'max'
+    for_update = ''
+    join_in_order = 'CROSS JOIN'
+    byte_order = ''  # SQLite's default `BINARY` collation already orders by bytes.
+    unix_now = "CAST(strftime('%s', 'now') AS INTEGER)"
+
+    def each(self, param: int, sql_type: str) -> str:
+        return f'json_each(${param})'
+
+    def array(self, values: Iterable[Any]) -> Any:
+        return json.dumps(list(values))
+
+    def in_array(self, param: int, sql_type: str) -> str:
+        return f'IN (SELECT value FROM json_each(${param}))'  # noqa: S608 (a parameter number, no value)
+
+    def in_select(self, select: str) -> str:
+        return f'IN ({select})'
+
+    def array_of(self, select: str) -> str:
+        return f'(SELECT json_group_array(value) FROM ({select}))'  # noqa: S608
+
+    def read_array(self, value: Any) -> list[Any]:
+        return json.loads(value)
+
+    def batch(self, columns: Sequence[tuple[str, str]]) -> str:
+        values = ', '.join(f'${index} AS {name}' for index, (name, _) in enumerate(columns, 1))
+        return f'(SELECT {values}) AS d'
+
+    def delete_unreferenced(self, table: str, key: str, referrer: str) -> str:
+        # One pass over the subquery: SQLite would run a correlated `NOT EXISTS` once per row.
+        return f'DELETE FROM {table} WHERE {key} NOT IN (SELECT {key} FROM {referrer} WHERE {key} IS NOT NULL)'  # noqa: S608
+
+    async def allocate_keys(self, session: Session, table: str, column: str, count: int) -> list[int]:
+        # One writer at a time: continue the AUTOINCREMENT counter, which inserting the keys advances.
+        last = await session.value('SELECT seq FROM sqlite_sequence WHERE name = $1', table)
+        start = 1 + (0 if last is None else int(last))
+        return list(range(start, start + count))
+
+    def reset_keys(self, table: str, column: str) -> str:
+        return f"DELETE FROM sqlite_sequence WHERE name = '{table}'"  # noqa: S608 (a fixed table name)
+
+    def lock_tables(self, tables: Sequence[str]) -> str | None:
+        return None  # A write transaction already keeps every other writer out.
+
+
+SQLITE = SqliteDialect()
+
+MIGRATIONS: tuple[Migration, ...] = render(SQLITE)
+"""Every migration, in version order, as SQLite statements (versions and names: `_migrations.RELEASED`)."""
