@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import struct
 
 import pytest
 
@@ -50,7 +49,7 @@ def test_no_rows_is_no_postings() -> None:
 @pytest.mark.parametrize('block', [_blocks.BLOCK, 3])
 def test_a_write_is_placed_alike_in_python_and_as_arrays(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small writes place their postings in Python, large ones with numpy: the same rows either way,
-    with and without open tails (their fronts of one pair or several), and with a tail too far below
+    with and without open tails, and with a tail too far below
     the new documents for 32-bit offsets."""
     monkeypatch.setattr(_blocks, 'BLOCK', block)
     rng = random.Random(block)
@@ -66,9 +65,7 @@ def test_a_write_is_placed_alike_in_python_and_as_arrays(block: int, monkeypatch
         written = sorted(set(new.term_ids))  # The read of open tails asks for the write's terms only.
         for term_id in sorted(rng.sample(written, rng.randint(0, len(written)))):
             first_doc = docs[0] - rng.choice([1, 50, 2**32 + 1])
-            pairs = [(rng.randint(1, 9), rng.randint(1, 400)) for _ in range(rng.randint(1, 3))]
-            front = struct.pack(f'<{2 * len(pairs)}I', *(value for pair in pairs for value in pair))
-            tails.append((term_id, first_doc, rng.randint(1, block - 1), front))
+            tails.append((term_id, first_doc, rng.randint(1, block - 1)))
         in_python = _block_writes._rows_in_python(1, new, tails)  # pyright: ignore[reportPrivateUsage]
         assert in_python == _block_writes._rows_as_arrays(1, new, tails)  # pyright: ignore[reportPrivateUsage]
         assert sum(row[4] for row in in_python) == len(flat)

@@ -89,15 +89,10 @@ DAMAGE: dict[str, tuple[Sequence[str], str, str]] = {
     'block count': (
         ['UPDATE posting_blocks SET count = count + 1 WHERE first_doc = (SELECT min(first_doc) FROM posting_blocks)'],
         'index',
-        'postings bounded by',
-    ),
-    'block front': (
-        ['UPDATE posting_blocks SET front = postings WHERE count = 2'],
-        'index',
-        'postings bounded by',
+        'postings; it holds',
     ),
     'truncated block': (
-        ['UPDATE posting_blocks SET postings = front WHERE count = (SELECT min(count) FROM posting_blocks)'],
+        ['UPDATE posting_blocks SET postings = substr(postings, 1, 5)'],
         'index',
         'holds postings that do not decode',
     ),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import struct
 from typing import Any
 
 import pytest
@@ -386,44 +385,14 @@ async def test_blocks_stay_exact_through_deletes_and_later_appends(
     assert await _answers(recall_store, targets) == before
 
 
-async def _blocks_of_term(store: AnyStore, term: str) -> list[tuple[int, int, list[tuple[int, int]], list[Posting]]]:
-    """`(first_doc, count, front pairs, postings)` of each block of `term`, in order."""
+async def _blocks_of_term(store: AnyStore, term: str) -> list[tuple[int, int, list[Posting]]]:
+    """`(first_doc, count, postings)` of each block of `term`, in order."""
     rows = await rows_of(
         store,
-        'SELECT b.first_doc, b.count, b.front, b.postings FROM posting_blocks b JOIN terms t ON t.term_id = b.term_id '
+        'SELECT b.first_doc, b.count, b.postings FROM posting_blocks b JOIN terms t ON t.term_id = b.term_id '
         f"WHERE t.term = '{term}' ORDER BY b.first_doc",
     )
-    return [
-        (first_doc, count, _blocks.decode_front(bytes(front)), _blocks.decode(first_doc, bytes(stored)))
-        for first_doc, count, front, stored in rows
-    ]
-
-
-async def test_a_front_of_several_pairs_written_by_version_7_is_merged_by_later_appends(
-    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Version 7 stored each block's exact Pareto front, several pairs; a write appending to such a block
-    bounds it by one pair, the highest frequency and shortest length of its old and new postings."""
-    monkeypatch.setattr(_segments, 'MERGE_SEGMENTS', 1)  # Each write's postings go to the blocks.
-    await save(recall_store, 'c', [user('kiwi'), user('kiwi kiwi kiwi plus seven other words'), user('kiwi kiwi pear')])
-    [(first_doc, _, _, postings)] = await _blocks_of_term(recall_store, 'kiwi')
-    pareto = sorted({(p.term_frequency, p.length) for p in postings})
-    assert len(pareto) == 3  # Each posting is on the front: one frequency more costs length.
-    await run_sql(
-        recall_store,
-        'UPDATE posting_blocks SET front = $1 WHERE first_doc = $2 AND term_id = '
-        "(SELECT term_id FROM terms WHERE term = 'kiwi')",
-        struct.pack(f'<{2 * len(pareto)}I', *(value for pair in pareto for value in pair)),
-        first_doc,
-    )
-    assert (await recall_store.check()).clean
-    await save(recall_store, 'c', [user('kiwi kiwi kiwi kiwi and then a long run of other words to make it long')])
-    [(_, count, front, postings)] = await _blocks_of_term(recall_store, 'kiwi')
-    assert count == len(postings) == 4
-    assert front == [(4, min(pair[1] for pair in pareto))]
-    assert max(p.term_frequency for p in postings) == 4 and min(p.length for p in postings) == front[0][1]
-    report = await recall_store.check()
-    assert report.clean, report.findings
+    return [(first_doc, count, _blocks.decode(first_doc, bytes(stored))) for first_doc, count, stored in rows]
 
 
 async def test_a_tail_too_far_below_for_32_bit_offsets_stays_and_the_next_block_opens(
@@ -443,12 +412,12 @@ async def test_a_tail_too_far_below_for_32_bit_offsets_stays_and_the_next_block_
         )
     await save(recall_store, 'c', [user('kiwi three'), user('kiwi four')])
     blocks = await _blocks_of_term(recall_store, 'kiwi')
-    assert [count for _, count, _, _ in blocks] == [2, 2]
+    assert [count for _, count, _ in blocks] == [2, 2]
     assert blocks[1][0] - blocks[0][0] > 2**32
     report = await recall_store.check()
     assert report.clean, report.findings
     found = await recall_store.postings(target('c'), ['kiwi'])
-    assert sorted(p.doc_id for p in found['kiwi']) == [p.doc_id for _, _, _, ps in blocks for p in ps]
+    assert sorted(p.doc_id for p in found['kiwi']) == [p.doc_id for _, _, ps in blocks for p in ps]
 
 
 async def test_a_record_rewritten_into_another_scope_moves_its_index(recall_store: AnyStore) -> None:

@@ -33,7 +33,7 @@ from temporal_recall._body_references import references_in
 from temporal_recall.content import content_hash, load_message
 
 from .index._terms import decode_term_ids, index_terms
-from .postings._blocks import decode, decode_front
+from .postings._blocks import decode
 from .sql._keys import hash_bytes, scope_key
 from .sql._session import Session
 
@@ -205,14 +205,13 @@ async def _postings(session: Session, report: CheckReport) -> list[tuple[int, in
     found: list[tuple[int, int, int, int, int]] = []
     ends: dict[tuple[int, int], int] = {}  # Each list's last document, which its pending postings follow.
     previous: tuple[int, int, int] | None = None
-    for tenant_id, term_id, first_doc, last_doc, count, stored_front, stored in await session.rows(
-        'SELECT tenant_id, term_id, first_doc, last_doc, count, front, postings '
+    for tenant_id, term_id, first_doc, last_doc, count, stored in await session.rows(
+        'SELECT tenant_id, term_id, first_doc, last_doc, count, postings '
         'FROM posting_blocks ORDER BY tenant_id, term_id, first_doc'
     ):
         where = f'block (tenant {tenant_id}, term {term_id}, from document {first_doc})'
         try:
             postings = decode(first_doc, _bytes(stored))
-            said = decode_front(_bytes(stored_front))
         except ValueError:
             report.add('index', where, 'holds postings that do not decode')
             continue
@@ -221,19 +220,8 @@ async def _postings(session: Session, report: CheckReport) -> list[tuple[int, in
             report.add('index', where, f'holds documents {doc_ids[:5]}… out of order or past {last_doc}')
         elif previous is not None and previous[:2] == (tenant_id, term_id) and first_doc <= previous[2]:
             report.add('index', where, f'overlaps the block before it, which ends at document {previous[2]}')
-        frequencies = [posting.term_frequency for posting in postings]
-        lengths = [posting.length for posting in postings]
-        # A front (one pair, or a version 7 store's several) must bound every posting, and tightly.
-        tight = bool(said and postings) and (max(said)[0], min(pair[1] for pair in said)) == (
-            max(frequencies),
-            min(lengths),
-        )
-        covered = all(
-            any(frequency <= top and length >= shortest for top, shortest in said)
-            for frequency, length in zip(frequencies, lengths, strict=True)
-        )
-        if count != len(postings) or not (tight and covered):
-            report.add('index', where, f'says it holds {count} postings bounded by {said}; it holds {len(postings)}')
+        if count != len(postings) or not postings:
+            report.add('index', where, f'says it holds {count} postings; it holds {len(postings)}')
         previous = (tenant_id, term_id, last_doc)
         if postings:
             ends[tenant_id, term_id] = doc_ids[-1]

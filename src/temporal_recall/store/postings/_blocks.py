@@ -10,21 +10,14 @@ segment of their own, which a later write merges into the blocks (`_segments`); 
 those pending rows along as blocks of their own. Deleting a document rewrites the blocks of its
 terms that hold it.
 
-Each block records its document range, its count and its front: its postings' highest term
-frequency and shortest length, one `(frequency, length)` pair that no posting of the block beats on
-either (tantivy keeps the same bound per block). BM25 weight grows with frequency and falls with
-length for every `k1`, `b` and average length, so the pair's weight is an upper bound of the
-block's, for an exact top-k that skips blocks. A write merges it with the new postings by a maximum
-and a minimum, without reading the block's postings. Stores written by version 7 hold
-the exact Pareto front instead (several pairs); both bound every posting, and a write replaces
-either with one pair. (Today's scope-wide search scores whole lists as arrays instead, see
-`search.plan._rank_columns`: on real text almost every block of a common term can reach the
-page.) A conversation's search reads only the blocks overlapping its documents' id ranges.
+Each block records its document range and its count. (Its `front` column, a per-block score bound
+versions 7 and 8 kept, is no longer written: no search read it, see docs/store.md.) A conversation's
+search reads only the blocks overlapping its documents' id ranges.
 
 The encoding: a block's postings are one array of unsigned 32-bit little-endian integers,
 `(doc_id - first_doc, term_frequency, length)` per posting, 12 bytes. Appending is then
-concatenation, which both databases do inside the upsert (a write reads only the tail's count and
-front, so it costs one key lookup and one row write per term), and decoding is `array.frombytes` or
+concatenation, which both databases do inside the upsert (a write reads only the tail's count, so
+it costs one key lookup and one row write per term), and decoding is `array.frombytes` or
 `numpy.frombuffer` at C speed. A variable-length or compressed encoding would be smaller but needs a
 read-modify-write of the tail block on every write and Python-speed decoding on every search, which
 is where the time goes.
@@ -57,7 +50,6 @@ __all__ = (
     'WORDS',
     'columns_of',
     'decode',
-    'decode_front',
     'encode',
     'postings_by_term',
     'postings_of',
@@ -92,11 +84,6 @@ def _integers(stored: bytes) -> array[int]:
     if _SWAP:
         values.byteswap()
     return values
-
-
-def decode_front(stored: bytes) -> list[tuple[int, int]]:
-    values = _integers(stored)
-    return list(zip(values[0::2], values[1::2], strict=True))
 
 
 def decode(first_doc: int, stored: bytes) -> list[Posting]:

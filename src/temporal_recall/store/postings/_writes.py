@@ -5,7 +5,7 @@ from every write where the dialect writes no segments. Each such write reads its
 blocks (each term's last block, where it still has room) with one index probe per term, works out
 the rows to write, and upserts them in term order, the lock order every writer takes so two writers
 cannot deadlock. A tail grows by concatenation inside the database,
-so a write never reads a block's postings, only its count and front.
+so a write never reads a block's postings, only its count.
 
 The rows are worked out in one of two ways that give the same rows (`tests/store/test_blocks.py`
 holds them equal): a step's few postings in Python (`_rows_in_python`), where numpy's fixed cost
@@ -19,9 +19,8 @@ and the writes at once.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
-from itertools import chain, groupby
+from itertools import groupby
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -30,14 +29,17 @@ from numpy.typing import NDArray
 from ..sql._bulk import CHUNK, delete_rows, insert_rows, run_batch
 from ..sql._session import Row, Session
 from . import _blocks
-from ._blocks import WORDS, decode, decode_front, encode, run_starts, select_overlapping
+from ._blocks import WORDS, decode, encode, run_starts, select_overlapping
 
 __all__ = ('SMALL_WRITE', 'NewPostings', 'append_to_blocks', 'block_rows', 'check_postings', 'remove_postings')
 
 _OFFSETS = 1 << 32
 """A block's documents lie less than this above its `first_doc` (the offset is 32 bits)."""
 
-_PAIR = struct.Struct('<2I')
+NO_FRONT = b''
+"""What a new block row's `front` column holds. The column (version 7) once held each block's highest
+frequency and shortest length, a bound no search read; it stays, since dropping it would rewrite every
+block, and is no longer written (docs/store.md)."""
 
 _COLUMNS = (
     ('tenant_id', 'bigint'),
@@ -50,25 +52,16 @@ _COLUMNS = (
 )
 
 
-def _row(
-    tenant_id: int,
-    term_id: int,
-    first_doc: int,
-    postings: Sequence[tuple[int, int, int]],
-    held: Sequence[tuple[int, int]] = (),
-) -> tuple[Any, ...]:
-    """A block's row holding `postings` (`(doc_id, term_frequency, length)`), its front also bounding `held`."""
+def _row(tenant_id: int, term_id: int, first_doc: int, postings: Sequence[tuple[int, int, int]]) -> tuple[Any, ...]:
+    """A block's row holding `postings` (`(doc_id, term_frequency, length)`)."""
     doc_ids, frequencies, lengths = zip(*postings, strict=True)
-    top = max(chain(frequencies, (pair[0] for pair in held)))
-    shortest = min(chain(lengths, (pair[1] for pair in held)))
-    front = _PAIR.pack(top, shortest)
     return (
         tenant_id,
         term_id,
         first_doc,
         doc_ids[-1],
         len(doc_ids),
-        front,
+        NO_FRONT,
         encode(first_doc, doc_ids, frequencies, lengths),
     )
 
@@ -93,7 +86,7 @@ SMALL_WRITE = 256
 
 
 async def _open_tails(session: Session, tenant_id: int, term_ids: Sequence[int]) -> list[Row]:
-    """`(term_id, first_doc, count, front)` of each term's last block where it still has room, by term.
+    """`(term_id, first_doc, count)` of each term's last block where it still has room, by term.
 
     One index probe per term, whatever the tenant's size. A planner that chooses joins itself is
     given a `LATERAL` probe to run: joined instead, PostgreSQL hashed every block of the tenant on
@@ -103,13 +96,13 @@ async def _open_tails(session: Session, tenant_id: int, term_ids: Sequence[int])
     dialect = session.dialect
     if dialect.plans_joins:
         sql = (
-            f'SELECT value, b.first_doc, b.count, b.front FROM {dialect.each(2, "bigint")} CROSS JOIN LATERAL '  # noqa: S608
-            '(SELECT x.first_doc, x.count, x.front FROM posting_blocks x WHERE x.tenant_id = $1 AND x.term_id = value '
+            f'SELECT value, b.first_doc, b.count FROM {dialect.each(2, "bigint")} CROSS JOIN LATERAL '  # noqa: S608
+            '(SELECT x.first_doc, x.count FROM posting_blocks x WHERE x.tenant_id = $1 AND x.term_id = value '
             'ORDER BY x.first_doc DESC LIMIT 1) AS b WHERE b.count < $3 ORDER BY value'
         )
     else:
         sql = (
-            f'SELECT value, b.first_doc, b.count, b.front FROM {dialect.each(2, "bigint")} '  # noqa: S608
+            f'SELECT value, b.first_doc, b.count FROM {dialect.each(2, "bigint")} '  # noqa: S608
             f'{dialect.join_in_order} posting_blocks b ON b.tenant_id = $1 AND b.term_id = value '
             'AND b.first_doc = (SELECT max(x.first_doc) FROM posting_blocks x '
             'WHERE x.tenant_id = $1 AND x.term_id = value) WHERE b.count < $3 ORDER BY value'
@@ -120,17 +113,9 @@ async def _open_tails(session: Session, tenant_id: int, term_ids: Sequence[int])
     return tails
 
 
-def _held(tails: Sequence[Row]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Each tail's highest frequency and shortest length, from its stored front (of one pair or more)."""
-    fronts = [bytes(tail[3]) for tail in tails]
-    pairs = np.frombuffer(b''.join(fronts), dtype=WORDS).reshape(-1, 2).astype(np.int64)
-    starts = np.cumsum([0] + [len(stored) // 8 for stored in fronts[:-1]])
-    return np.maximum.reduceat(pairs[:, 0], starts), np.minimum.reduceat(pairs[:, 1], starts)
-
-
 def _rows_in_python(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> list[tuple[Any, ...]]:
     """The block rows for a small write (`SMALL_WRITE`), given its terms' open `tails`."""
-    open_tails = {int(tail[0]): (int(tail[1]), int(tail[2]), decode_front(bytes(tail[3]))) for tail in tails}
+    open_tails = {int(tail[0]): (int(tail[1]), int(tail[2])) for tail in tails}
     by_term: dict[int, list[tuple[int, int, int]]] = {}
     for term_id, posting in zip(new.term_ids, zip(new.doc_ids, new.frequencies, new.lengths, strict=True), strict=True):
         by_term.setdefault(term_id, []).append(posting)
@@ -140,7 +125,7 @@ def _rows_in_python(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> l
         tail = open_tails.get(term_id)
         if tail is not None and postings[-1][0] - tail[0] < _OFFSETS:
             start = min(_blocks.BLOCK - tail[1], len(postings))
-            rows.append(_row(tenant_id, term_id, tail[0], postings[:start], tail[2]))
+            rows.append(_row(tenant_id, term_id, tail[0], postings[:start]))
         rows += (
             _row(tenant_id, term_id, postings[at][0], postings[at : at + _blocks.BLOCK])
             for at in range(start, len(postings), _blocks.BLOCK)
@@ -156,14 +141,13 @@ def _rows_as_arrays(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> l
     terms, docs, frequencies, lengths = (np.asarray(column, dtype=np.int64)[order] for column in new)
     firsts_of_terms = run_starts(terms)
     per_term = np.diff(firsts_of_terms, append=count)
-    room, tail_first, held_top, held_shortest = (np.zeros(len(per_term), dtype=np.int64) for _ in range(4))
+    room, tail_first = (np.zeros(len(per_term), dtype=np.int64) for _ in range(2))
     if tails:  # The tails are of the write's own terms (`_open_tails` reads no other).
         tail_terms, tail_firsts, tail_counts = np.array([tail[:3] for tail in tails], dtype=np.int64).T
         at = np.searchsorted(terms[firsts_of_terms], tail_terms)
         fits = docs[firsts_of_terms + per_term - 1][at] - tail_firsts < _OFFSETS
         room[at[fits]] = _blocks.BLOCK - tail_counts[fits]
         tail_first[at] = tail_firsts
-        held_top[at], held_shortest[at] = _held(tails)
     # A term's postings fill its tail's room, then blocks of BLOCK: block -1 is the tail.
     rank = np.arange(count) - np.repeat(firsts_of_terms, per_term)
     room_of = np.repeat(room, per_term)
@@ -173,27 +157,21 @@ def _rows_as_arrays(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> l
     owner = np.searchsorted(firsts_of_terms, starts, side='right') - 1  # Each block's term.
     on_tail = block[starts] < 0
     first_docs = np.where(on_tail, tail_first[owner], docs[starts])
-    top = np.maximum(np.maximum.reduceat(frequencies, starts), np.where(on_tail, held_top[owner], 0))
-    shortest = np.minimum.reduceat(lengths, starts)
-    shortest[on_tail] = np.minimum(shortest[on_tail], held_shortest[owner[on_tail]])
     encoded = np.empty((count, 3), dtype=WORDS)
     encoded[:, 0] = docs - np.repeat(first_docs, sizes)
     encoded[:, 1], encoded[:, 2] = frequencies, lengths
     stored = encoded.tobytes()
-    fronts = np.stack([top, shortest], axis=1).astype(WORDS).tobytes()
     ends = (starts + sizes) * 12
     return [
-        (tenant_id, term_id, first_doc, last_doc, size, fronts[8 * index : 8 * index + 8], stored[start * 12 : end])
-        for index, (term_id, first_doc, last_doc, size, start, end) in enumerate(
-            zip(
-                terms[starts].tolist(),
-                first_docs.tolist(),
-                docs[starts + sizes - 1].tolist(),
-                sizes.tolist(),
-                starts.tolist(),
-                ends.tolist(),
-                strict=True,
-            )
+        (tenant_id, term_id, first_doc, last_doc, size, NO_FRONT, stored[start * 12 : end])
+        for term_id, first_doc, last_doc, size, start, end in zip(
+            terms[starts].tolist(),
+            first_docs.tolist(),
+            docs[starts + sizes - 1].tolist(),
+            sizes.tolist(),
+            starts.tolist(),
+            ends.tolist(),
+            strict=True,
         )
     ]
 
@@ -234,7 +212,7 @@ async def append_to_blocks(session: Session, tenant_id: int, new: NewPostings) -
         block_rows(tenant_id, new, await _open_tails(session, tenant_id, terms)),
         order_by='d.term_id, d.first_doc',
         on_conflict='ON CONFLICT (tenant_id, term_id, first_doc) DO UPDATE SET last_doc = excluded.last_doc, '
-        'count = posting_blocks.count + excluded.count, front = excluded.front, '
+        'count = posting_blocks.count + excluded.count, '
         f'postings = CAST(posting_blocks.postings || excluded.postings AS {session.dialect.blob})',
     )
 
@@ -242,7 +220,7 @@ async def append_to_blocks(session: Session, tenant_id: int, new: NewPostings) -
 async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int]]) -> None:
     """Take documents out of their terms' blocks: `doomed` holds `(tenant_id, term_id, doc_id)`.
 
-    Each block holding one is read, rewritten without it (its front recomputed) or deleted if it
+    Each block holding one is read, rewritten without it or deleted if it
     empties. A block keeps its `first_doc` key, which stays below every document it holds.
     """
     by_term: dict[tuple[int, int], set[int]] = {}
@@ -268,7 +246,7 @@ async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int
     dialect = session.dialect
     await run_batch(
         session,
-        f'UPDATE posting_blocks AS b SET last_doc = d.last_doc, count = d.count, front = d.front, '  # noqa: S608
+        f'UPDATE posting_blocks AS b SET last_doc = d.last_doc, count = d.count, '  # noqa: S608
         f'postings = d.postings FROM {dialect.batch(_COLUMNS)} '
         'WHERE b.tenant_id = d.tenant_id AND b.term_id = d.term_id AND b.first_doc = d.first_doc',
         sorted(updates, key=lambda row: row[:3]),
