@@ -88,14 +88,11 @@ def prepare_message(
         digest = content_hash(message)
     except MessageNotSerializable:
         raise
-    except (AttributeError, pydantic_core.PydanticSerializationError, ValueError, TypeError) as error:
-        # `temporal_recall.content` names `pydantic.PydanticSerializationError` in its except clauses; pydantic
-        # 2.14 only has it in `pydantic_core`, so evaluating that clause raises AttributeError instead.
-        cause = error.__context__ if isinstance(error, AttributeError) and error.__context__ else error
+    except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as error:  # e.g. a lone surrogate
         raise MessageNotSerializable(
-            f'A {type(message).__name__} could not be serialized for storage ({cause}). Tool returns and prompts '
+            f'A {type(message).__name__} could not be serialized for storage ({error}). Tool returns and prompts '
             'must be JSON-serializable; convert custom objects to dicts or pydantic models before returning them.'
-        ) from cause
+        ) from error
     return PreparedMessage(
         message_json=message_json,
         content_hash=hash_bytes(digest),
