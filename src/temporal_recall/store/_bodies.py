@@ -1,26 +1,6 @@
 """The message bodies of `RecallDataCodec`, written once for every backend: put, get, touch, stats, prune.
 
-A history the codec encoded holds hashes, not messages, so a body must outlive every history that can
-still be replayed or shown. Bodies are keyed by tenant scope and content hash, not by conversation: one
-body (a system prompt, the tool definitions, a full chunk of a long history) is shared by every
-history and conversation of the scope that sent the same bytes. Deleting a conversation therefore
-cannot tell which bodies no history needs any more, and leaves them all. Instead every body records
-`touched_at`, when it was last written or read (unix seconds), and `prune` deletes those untouched
-for longer than a window the operator chooses; `check_prune_window` refuses one shorter than the
-Temporal namespace's history retention plus `PRUNE_MARGIN`.
-
-Why that is safe: the codec writes (or re-writes, which touches) every body a payload references
-when it encodes the payload, so a body referenced by a history event written at time T was touched
-at T - 2 × `BODY_TOUCH_INTERVAL` or later (the store throttles touches by that interval, and the
-codec's cache re-writes a cached body once it is that old). A closed workflow's history lives for
-the retention after it closed, so a body untouched for longer than the retention plus a margin
-above twice that interval belongs to no history Temporal can still return. A workflow that stays
-open longer than that without being replayed still references bodies from its start, so the
-retention to state is the longest a workflow stays open plus the namespace retention.
-
-`BodyEngine` holds every rule and statement, once, over the store's `Backend`; only inserting a batch
-of (hash, body) pairs is spelled per backend (SQLite runs one row per body on its connection thread,
-PostgreSQL one `unnest` of two arrays). `EngineStore` mixes in `StoredBodies`, which delegates to it.
+The design and its measurements: docs/store.md, "store/_bodies.py".
 """
 
 from __future__ import annotations

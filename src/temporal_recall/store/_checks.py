@@ -1,13 +1,6 @@
 """The stores' side of input validation: what each primitive checks before its driver sees anything.
 
-Every public `ConversationStore` method (`load`, `save`, `fork`, `delete`, …) goes through the
-primitives (`read_record`, `write_record`, …), and the delta writer and the search go through
-`append` and `index_stats`, so checking there covers the whole Python API of both backends. The
-rule itself is `temporal_recall._validation.check_id`, the same one the models and the HTTP API use.
-
-A few arguments of pydantic-ai's public methods never reach a primitive: a `scope` filter is
-compared with the stored record in Python. `CheckedStore` checks those too, so `load('c',
-scope='\x00')` is refused like every other bad id instead of answering "absent".
+The design and its measurements: docs/store.md, "store/_checks.py".
 """
 
 from __future__ import annotations

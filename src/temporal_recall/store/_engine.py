@@ -1,13 +1,6 @@
 """`EngineStore`: pydantic-ai's `ConversationStore` and the recall seams, written once over a driver's `Backend`.
 
-Every method checks its input (`_checks`), then runs engine code in one transaction the backend
-opens: a read (`run_read`) or a write (`run_write`, which PostgreSQL retries after a conflict it
-resolved by aborting). `SqliteConversationStore` and `PostgresConversationStore` are this class
-with an `open()` that connects their driver, and what only that backend reports (its location and
-sizes).
-
-The log, the records and the search index change in the same transactions, so a conflict, a crash
-or a kill never leaves an index row without its entry or an entry without its index rows.
+The design and its measurements: docs/store.md, "store/_engine.py".
 """
 
 from __future__ import annotations
@@ -224,7 +217,7 @@ class EngineStore(CheckedStore, StoredBodies):
     # --- DeltaWriter ------------------------------------------------------------------------------
 
     async def append(self, request: AppendRequest) -> AppendResult:
-        """Apply one step boundary's delta in a single transaction, index included (see `_append`).
+        """Apply one step boundary's delta in a single transaction, index included (see `log._append`).
 
         Raises:
             UnknownConversation: The conversation is missing (and `create=False`) or has another scope.

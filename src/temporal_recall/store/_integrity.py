@@ -1,23 +1,6 @@
 """`recall check`: an integrity check of a store, written once for both backends.
 
-Every rule the writers keep is verified from the rows themselves, in one consistent snapshot:
-
-- `chain`: every entry's parent resolves and sits one position above it (a root at position 0),
-  and every conversation's head and kept branches resolve. Chains may cross conversations and
-  scopes only by sharing entries, which is how forks are stored, so this is not a finding.
-- `content_hash`: each entry's stored hash is the hash of its stored message; each codec message
-  body's address is the SHA-256 of its bytes.
-- `scope`: no row crosses a tenant: a conversation's tenant is its scope's, and every membership,
-  posting and per-term count belongs to the tenant of the document or conversation it names.
-- `index`: each document holds exactly the postings its first entry's text gives (terms, term
-  frequencies, length) and that text's role; `term_documents` counts each term's postings; `refs`
-  and the per-tenant and per-conversation counters match the memberships; every membership's entry
-  holds its document's content, and its `occurrences` counts the indexed entries of the
-  conversation (head and kept branches) that hold it.
-- `body`: every body a stored codec body references (the parts of a message, the chunks of a long
-  history) is stored in the same scope, so a history whose root body is readable decodes whole.
-
-It reads through a `Session` inside the snapshot the store opened; the SQL is plain and shared.
+The design and its measurements: docs/store.md, "store/_integrity.py".
 """
 
 from __future__ import annotations
@@ -237,7 +220,7 @@ def _ascending(doc_ids: list[int], last_doc: int) -> bool:
 async def _pending_postings(
     session: Session, report: CheckReport, ends: dict[tuple[int, int], int]
 ) -> list[tuple[int, int, int, int, int]]:
-    """Every pending posting (`_segments`), each row checked to follow its term's blocks and earlier segments,
+    """Every pending posting (`postings._segments`), each row checked to follow its term's blocks and earlier segments,
     and each tenant's pending counters against the rows."""
     found: list[tuple[int, int, int, int, int]] = []
     segments: dict[int, set[int]] = defaultdict(set)

@@ -1,7 +1,7 @@
 """Applying migrations, written once: the recorded version's rule and the bookkeeping of each missing migration.
 
 Runs on a `Session` inside the one transaction a driver's opener started and serialised against
-other openers (see `_sqlite_migrate`, `_postgres_migrate`); the list itself is `_migrations`.
+other openers (see `sqlite._opener`, `postgres._opener`); the list itself is `sql._migrations`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """The seams between the store, the search layer and the persistence capability.
 
-A backend (SQLite, PostgreSQL) is a `pydantic_ai.conversation_store.ConversationStore` plus the two
-narrow protocols here: `DeltaWriter`, which the persistence capability's activity calls at every
-step boundary, and `IndexReader`, which the search activity reads postings through. Ranking itself is
-pure code in `temporal_recall.search`; a backend only fetches rows. `BlockReader` (the optional
-array reads a scope-wide search scores) and `BodyStore` (where the payload codec keeps message
-bodies) live here too, so the layers above import the store's seams and the store imports nothing
-above it.
+The design and its measurements: docs/store.md, "store/protocol.py".
 """
 
 from __future__ import annotations
@@ -218,7 +212,7 @@ class IndexReader(Protocol):
         """A row per occurrence of `doc_ids` within the target, with up to `context` neighbours on each side.
 
         Documents in `doc_ids` order, each at every place of the conversation's current history
-        where it was said (earliest first; see `_occurrences`), an entry once, none said in
+        where it was said (earliest first; see `index._occurrences`), an entry once, none said in
         `exclude_run_id`, at most `limit` rows."""
         ...
 

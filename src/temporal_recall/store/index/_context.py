@@ -1,26 +1,6 @@
 """The context around search hits, kept on the hit's own conversation: the one rule both backends use.
 
-Entries are shared: a fork (into the same scope or another one) points at the entries it was forked
-from and appends children to them, and a rewritten history leaves the old branch in place. So an
-entry's children may belong to other conversations, other branches and other tenants, and following
-`parent_key` links downwards from a hit reaches them. A neighbour is therefore only taken from the
-searched conversation's own history, its entries being the ancestors of its tips (head and kept
-branches):
-
-- Before the hit: its ancestors. The hit is in the conversation's history, and so is every ancestor.
-- After the hit: one child at a time, while that is unambiguous. An entry of the history that is not
-  one of the conversation's tips has a tip below it; with a single child, that tip is below the
-  child, so the child is in the history too. At an entry with several children, or at a tip of the
-  conversation with children (another conversation built on it), the step is decided by walking up
-  from the conversation's own tips, head first, then its branches in order: the continuation is the
-  chain of the first tip that passes through that entry. Nothing only another conversation
-  reaches is read.
-
-Both directions stop at the first entry of another run, as they always have. A search reads its
-context in one query (`STEP_SQL`); only hits that reach a fork or branch point within their window
-need a second one (`CHAIN_SQL`), shared by all of them, which walks up from their conversations'
-tips. Both are written once; only the `hits(k, conv, pos, n)` rows they start from are bound the way
-each backend reads a list of triples (`hits_query`).
+The design and its measurements: docs/store.md, "store/index/_context.py".
 """
 
 from __future__ import annotations
@@ -225,10 +205,10 @@ async def _resolve(
 async def document_rows(
     rows: Sequence[Sequence[Any]], read_context: HitsQuery | None, context: int = 0
 ) -> list[DocumentRow]:
-    """One `DocumentRow` per row, in order: the page `_occurrences.page_rows` chose.
+    """One `DocumentRow` per row, in order: the page `index._occurrences.page_rows` chose.
 
     `rows` are `(doc_id, entry_key, position, run_key, run_id, entry_id, message JSON, conversation_id,
-    conv_key)`. `read_context` is the backend's query for `_context.read_neighbours`, which reads up to
+    conv_key)`. `read_context` is the backend's query for `index._context.read_neighbours`, which reads up to
     `context` neighbours on each side, on the hit's own conversation only; `None` when no context was asked for.
     """
     chosen = list(rows)

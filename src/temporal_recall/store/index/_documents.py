@@ -1,33 +1,6 @@
 """Keeping the BM25 index in step with the log, inside the caller's write transaction, on any backend.
 
-A conversation's index membership is the set of documents its reachable entries hold, each
-remembered at the first entry where it appeared. Documents are per tenant (scope), keyed by content
-hash, so a message re-sent by a later run, re-instantiated by Temporal, or shared by a fork of the
-same scope is indexed once; a fork into another scope gets its own documents.
-
-Ordering is what makes `reindex` reproduce the incremental index: documents are numbered in the
-order their first membership event happened. An event is "entry E joined conversation C", which
-happens either when E was written to C (ordered by E's key) or when C was created over entries that
-already existed (ordered by `C.created_seq`, the largest entry key at that moment, then by C, then
-by entry key). The write path follows that rule by construction, and `_membership.rebuild_index`
-states it as the order it replays the events in (`_EVENTS`).
-
-Concurrency. SQLite serialises every write. PostgreSQL runs writers to different tenants side by
-side and serialises writers to one tenant with `lock_tenants`, which every write takes right after
-locking its conversation row and before touching entries or the index:
-
-- documents are deduplicated per tenant by reading then inserting, which is only sound if no
-  other writer of the tenant is between those two statements;
-- `doc_id`s are then allocated in the order writes happened, the ranking tie-break `reindex`
-  reproduces;
-- the tenant's counters change on every write anyway, so their row lock would serialise the end
-  of every write of a tenant regardless;
-- one lock order (conversation row, tenant rows by id, then entries) cannot deadlock with a
-  delete, which frees entries only while holding the tenant lock.
-
-The shared tables every tenant writes to (`terms`, `runs`, `term_documents`) are written in sorted
-order with `ON CONFLICT`, so two writers adding the same new words queue in one order and never
-deadlock; the loser of an insert just reads the winner's ids.
+The design and its measurements: docs/store.md, "store/index/_documents.py".
 """
 
 from __future__ import annotations
@@ -119,7 +92,7 @@ async def _create_documents(
     A new document is created for the member about to join it, so it starts with one reference. The
     tenant's counters are the caller's (`_join`). Where the dialect `binds_arrays`, one statement
     inserts the documents, which take their ids from the identity as `unnest` yields them, in
-    `new`'s order. The postings go to the index as a segment (`_segments`).
+    `new`'s order. The postings go to the index as a segment (`postings._segments`).
     """
     if not new:
         return {}

@@ -1,10 +1,6 @@
 """A conversation's whole index membership, read from the log, given, taken away or rebuilt, on any backend.
 
-`index_conversation` indexes everything a conversation reaches (a fork, a record written over
-stored entries). `release_members` is `add_members` undone: the conversation's membership goes, and
-the documents no other conversation holds go with their postings and per-term counts.
-`rebuild_index` replays every membership event in the order they happened (`_EVENTS`, see `_index`),
-so a rebuilt index numbers documents exactly as the incremental one did.
+The design and its measurements: docs/store.md, "store/index/_membership.py".
 """
 
 from __future__ import annotations
@@ -43,7 +39,7 @@ FROM reach JOIN conversations c ON c.conv_key = reach.conv_key
 happened: `(at, late)`, the write of the entry (its key) or, for an entry that existed before the
 conversation was created over it, the creation (`created_seq`, after the writes of that moment). The
 order `(at, late, conv_key, entry_key)` is the one the incremental index numbered documents in (see
-`_index`). Every entry a conversation reaches from its head and kept branches is a member, once."""
+`index._documents`). Every entry a conversation reaches from its head and kept branches is a member, once."""
 
 _EVENTS_PAGE = """
 SELECT ev.at, ev.late, ev.conv_key, ev.entry_key, c.tenant_id, e.position, e.run_key, e.content_hash, e.unindexed
@@ -84,7 +80,7 @@ async def release_members(session: Session, conv_key: int) -> None:
     await remove_postings(session, doomed)
     emptied = sorted(Counter((tenant_id, term_id) for tenant_id, term_id, _ in doomed).items())
     keys = (('tenant_id', 'bigint'), ('term_id', 'bigint'))
-    if dialect.locks_rows:  # Lock the rows in term order first (see `_index._create_documents`).
+    if dialect.locks_rows:  # Lock the rows in term order first (see `index._documents._create_documents`).
         await run_batch(
             session,
             f'SELECT 1 FROM term_documents s JOIN {dialect.batch(keys)} '  # noqa: S608

@@ -1,24 +1,6 @@
 """Where a matching document was said: the occurrences of each hit, by the one rule both backends use.
 
-The index holds one document per distinct content and tenant, and a conversation's membership row
-remembers where the content first appeared, plus how many of the conversation's entries hold it
-(`conversation_documents.occurrences`, kept at write time). A search expands its page at result
-time, so writes stay as cheap as they were:
-
-- A document held by one entry of the conversation is found there, its membership row.
-- A document held by several is found at each entry of the conversation's current history (the
-  chain that ends at its head) that holds it, earliest position first. Copies of one message that
-  live elsewhere are not occurrences: a message Temporal re-instantiated or a later run re-sent is
-  one entry already; a history rewritten at some position (a compaction, a trim) leaves the old
-  branch behind, and its copies of messages the new history repeats are not shown again.
-- A document the current history does not hold (said only on a branch the conversation moved away
-  from) is found once, where it first appeared, as before.
-
-Entries holding the content are found by walking up from the conversation's own head (one
-statement, the same on both backends), so only its own history is read, whatever other
-conversations or tenants hold the same content. A fork shares its entries with the conversation it
-came from: in a search across conversations, an entry is one hit, shown in the conversation where
-the document first appeared.
+The design and its measurements: docs/store.md, "store/index/_occurrences.py".
 """
 
 from __future__ import annotations
@@ -69,7 +51,7 @@ async def page_rows(
 ) -> list[Row]:
     """The occurrences of the wanted documents that make the page, one row each.
 
-    `rows` are the membership rows for `doc_ids` (`_reader.documents`), in first-appearance order: `(doc_id,
+    `rows` are the membership rows for `doc_ids` (`index._reader.documents`), in first-appearance order: `(doc_id,
     entry_key, position, run_key, run_id, entry_id, message JSON, conversation_id, conv_key,
     occurrences, content_hash)`. The result has their first nine columns, one row per occurrence:
     documents in `doc_ids` order (best first), each document's occurrences in the order of its

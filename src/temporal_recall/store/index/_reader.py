@@ -1,20 +1,6 @@
 """The search reads (`IndexReader`, `BlockReader`): stats, postings and document rows for a `SearchTarget`.
 
-Scope confinement is this module's first rule: every statement enforces the target in SQL (tenant,
-conversation membership, run, role), so a row outside the target is never read, let alone filtered
-afterwards. A conversation target must exist with exactly the target's scope (`None` included);
-otherwise the reader answers exactly as if it did not exist. Both backends give the same answers
-(same rows, same order), which is what makes `search_history` rank the same hits with the same
-scores on both.
-
-Every statement is written once for both backends: the target's resolution together with the
-query terms' ids and counters (`_RESOLVE`), the stats, the document rows (one statement that
-resolves its target itself, `_TARGET`, with the join order as the only dialect switch) and the
-posting lists. Posting lists are read as arrays (`posting_columns`), which the search scores at C
-speed; `postings` turns them into tuples. A target spanning its whole tenant reads each query
-term's blocks whole (`_blocks.read_blocks`); a narrower one (a conversation, a run, a role) first
-reads its documents' ids as one array, then only the blocks around them, every term in one
-statement (`_blocks.read_overlapping`), and keeps the postings of its own documents.
+The design and its measurements: docs/store.md, "store/index/_reader.py".
 """
 
 from __future__ import annotations
@@ -142,7 +128,7 @@ _RUN_DOCUMENTS = (
 )
 """The documents said in run `$2`: those an entry of the run holds on the current history of the
 target's conversation, or of each of the tenant's (`$1`) conversations the run said something new in,
-and those first said in the run (found once, as `_occurrences` shows them). Membership rows remember
+and those first said in the run (found once, as `index._occurrences` shows them). Membership rows remember
 only a document's first run, so a run that repeated earlier words is found by its entries."""
 
 _RUN_CONVERSATIONS = (
@@ -186,7 +172,7 @@ async def posting_columns(session: Session, target: SearchTarget, terms: Sequenc
     are left out, the others in the order of `terms`).
 
     A target narrower than its tenant (a conversation, a run, a role) first reads its documents'
-    ids, then only the blocks that can hold them (`_blocks.read_overlapping`): the cost follows the
+    ids, then only the blocks that can hold them (`postings._blocks.read_overlapping`): the cost follows the
     target's size, not the length of a common term's list across the tenant. A term with fewer
     blocks than the target has separate id ranges is read whole instead.
     """

@@ -1,30 +1,6 @@
 """`DeltaWriter.append`, written once: one step boundary's messages in one write transaction.
 
-The persistence capability calls this at every step boundary, possibly more than once for the same
-boundary (activity retries) and with messages Temporal re-instantiated, so everything is matched by
-content hash and keyed by the writer's idempotency key:
-
-1. A key already applied to this conversation returns the result recorded the first time.
-2. The attach point is the entry at position `base_length - 1` on the current head's chain; its
-   hash must be `base_hash`, else `HistoryMismatch` (the writer then resends with `base_length=0`,
-   which attaches before the first entry).
-3. Messages equal by hash to the entries that follow the attach point on the head's chain are
-   already stored and skipped, so a retried delta stores nothing. The first message that differs
-   and everything after it are new entries; if they attach behind the head, the conversation
-   branches and the old head goes to `branches`. Messages that only repeat the head's chain (a
-   shorter resend) leave the head where it is: the store never rewinds a conversation on a resend.
-
-Before the idempotency key, a request's `Fence` is checked: the highest attempt seen for its key is
-a row of `applied_writes` (key `FENCE_PREFIX + fence key`, attempt in `length`), read and raised in
-this same transaction, so a late write from an earlier attempt can never land after a later one's.
-
-The rules and the statements live here and in `_entries` / `_index`, written once over a `Session`;
-the backend runs `apply` inside its own write transaction, where it keeps writers apart (SQLite:
-`BEGIN IMMEDIATE`, the whole transaction on the connection thread, one thread hop per append;
-PostgreSQL: the conversation row locked `FOR UPDATE` before anything is read, then the tenant rows).
-A conversation that does not exist yet has no row to lock: of two appends creating it at once, the
-second fails on the unique constraint when the first commits and is retried from the start, when it
-finds (and locks) the row the first created.
+The design and its measurements: docs/store.md, "store/log/_append.py".
 """
 
 from __future__ import annotations

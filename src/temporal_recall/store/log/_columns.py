@@ -1,9 +1,6 @@
 """Turning records and messages into column values and back, independent of the database.
 
-Everything here is pure (no I/O) so the SQLite backend and a future PostgreSQL backend store the
-same JSON for the same record, and a database written by one can be migrated to the other by
-copying columns. Messages are stored with pydantic-ai's own adapter (`dump_message`), so a loaded
-message compares `==` to the one saved; the content hash is only ever used for matching.
+The design and its measurements: docs/store.md, "store/log/_columns.py".
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The write side of the message log and the conversation rows, over a `Session`, for `_append` and `_write`.
+"""The write side of the message log and the conversation rows, over a `Session`, for `log._append` and `log._write`.
 
-Everything here runs inside the caller's write transaction. Where writers run side by side
-(PostgreSQL) the conversation row is locked first, before anything about it is read; with one
-writer at a time (SQLite) the same statements run without the lock clause. New entries go in as
-one batch (`_bulk`): their keys allocated first, their run ids interned in one statement.
+The design and its measurements: docs/store.md, "store/log/_entries.py".
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Entry ids, revisions and timestamps the store mints, without pydantic-ai's private helpers.
 
-Ids are UUID version 7 (RFC 9562): 48 bits of Unix milliseconds, then random bits, so ids minted
-later sort later, like the ids pydantic-ai's own stores give entries. Python gains `uuid.uuid7` only
-in 3.14; until that is the oldest supported version, this module mints them. Within one process
-every id is greater than the one before it, even within a millisecond or if the clock steps back.
+The design and its measurements: docs/store.md, "store/log/_ids.py".
 """
 
 from __future__ import annotations

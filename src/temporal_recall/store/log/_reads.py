@@ -1,9 +1,6 @@
 """Reading the message log and the conversation rows, and deleting a conversation: written once, on a `Session`.
 
-Each read is one statement, so it needs no snapshot transaction (no BEGIN/COMMIT round trips on
-PostgreSQL): a record comes with its kept branches collected in the same row (`Dialect.array_of`),
-a history is one recursive query. The write side of the log (inserting entries, moving a head)
-belongs to the write path.
+The design and its measurements: docs/store.md, "store/log/_reads.py".
 """
 
 from __future__ import annotations

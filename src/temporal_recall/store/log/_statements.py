@@ -1,7 +1,7 @@
 """Statements that read the same on every backend, written once.
 
 They use PostgreSQL's numbered placeholders (`$1`, `$2`) and standard SQL only (`CAST`, not `::`);
-the SQLite session spells the placeholders its own way (`_sqlite_db.sqlite_spelling`).
+the SQLite session spells the placeholders its own way (`sqlite._connection.sqlite_spelling`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """`ConversationStore.write_record`, written once: a record, its new entries and their index rows.
 
-The revision check happens inside the transaction, so a conflict leaves nothing behind. A record
-created over entries that are already stored (a fork) gets those entries indexed into its membership;
-documents are per scope, so a fork into another scope gets its own. Entry ids are immutable: an entry
-whose id is already stored is not written again. A head, branch or parent that names an entry no
-longer stored was released by a concurrent delete: the write raises `ConversationConflict`.
-
-Lock order (which matters on PostgreSQL, where writers run at once): the conversation row, then the
-tenant rows (the old and the new scope's when a record changes scope), then entries and the index.
-There, the server refusing a row a concurrent writer made invalid (the conversation created at the
-same time, an entry named released by a delete) is also a `ConversationConflict`.
+The design and its measurements: docs/store.md, "store/log/_write.py".
 """
 
 from __future__ import annotations

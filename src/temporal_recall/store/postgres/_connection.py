@@ -1,14 +1,6 @@
 """An asyncpg pool with the store's transactions, retries and error translation.
 
-Unlike SQLite, PostgreSQL runs writers side by side, so correctness rests on row locks taken in one
-order by every write (the conversation row, then the tenant rows, see `_index.lock_tenants`) and on
-retrying what the server aborts to resolve a conflict: a deadlock, a serialization failure, or a
-race the caller recognises (two transactions creating the same conversation). A retried write runs
-its whole body again in a fresh transaction, so bodies must not have effects outside the database.
-
-Every operation borrows one pooled connection for its duration; a store shared by many tasks runs
-their operations concurrently, up to `pool_max` at a time. Server and network failures surface as
-`StoreUnavailable` (retryable), never as driver exceptions.
+The design and its measurements: docs/store.md, "store/postgres/_connection.py".
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """Opening a PostgreSQL store: check the recorded schema version, then apply missing migrations safely.
 
-The order matters, as for SQLite: the recorded version is read with plain reads first, so a schema
-written by a newer temporal-recall is refused (`SchemaTooNew`) before anything is locked, created or
-changed, and a schema holding someone else's tables is refused as not a store (`NotADatabase`).
-
-Migrating runs in one transaction holding a transaction-scoped advisory lock derived from the schema
-name, and re-reads the version under it. Two workers starting together against an empty database
-therefore queue on the lock: the first creates the schema and its tables, the second then finds
-them recorded and applies nothing. A migration that fails rolls back entirely, leaving the previous
-version (and, for a new store, no schema at all).
+The design and its measurements: docs/store.md, "store/postgres/_opener.py".
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""`PostgresConversationStore`: the engine store (`_store.EngineStore`) on a PostgreSQL schema.
+"""`PostgresConversationStore`: the engine store (`_engine.EngineStore`) on a PostgreSQL schema.
 
-Same semantics and the same answers as `SqliteConversationStore` (the conformance, append, index and
-parity tests run against both). What PostgreSQL adds is many writers at once — several worker
-processes, each with a pool of connections — kept correct by row locks and retries (see
-`_postgres_db`). What is PostgreSQL's here is only how a store is opened (a URL) and what it reports
-about itself (its URL, schema and sizes), and which failed delete to run again.
+The design and its measurements: docs/store.md, "store/postgres/_store.py".
 """
 
 from __future__ import annotations

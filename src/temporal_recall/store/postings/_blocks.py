@@ -1,32 +1,6 @@
 """Posting lists stored in blocks: the layout, its encoding and every read of `posting_blocks`.
 
-A term's posting list in one tenant is a run of blocks keyed `(tenant_id, term_id, first_doc)`, each
-holding up to `BLOCK` postings of consecutive documents. A tenant's documents get ascending ids (one
-writer per tenant at a time, see `_index`), so postings are only ever added after the last block of
-each term: appended to that term's tail block until the block is full, then to the next. Every block
-is written at most `BLOCK` times, each time in the transaction that adds its postings, so a failed
-write leaves neither the entries nor their postings. On SQLite a write's postings first wait in a
-segment of their own, which a later write merges into the blocks (`_segments`); the reads here take
-those pending rows along as blocks of their own. Deleting a document rewrites the blocks of its
-terms that hold it.
-
-Each block records its document range and its count. (Its `front` column, a per-block score bound
-versions 7 and 8 kept, is no longer written: no search read it, see docs/store.md.) A conversation's
-search reads only the blocks overlapping its documents' id ranges.
-
-The encoding: a block's postings are one array of unsigned 32-bit little-endian integers,
-`(doc_id - first_doc, term_frequency, length)` per posting, 12 bytes. Appending is then
-concatenation, which both databases do inside the upsert (a write reads only the tail's count, so
-it costs one key lookup and one row write per term), and decoding is `array.frombytes` or
-`numpy.frombuffer` at C speed. A variable-length or compressed encoding would be smaller but needs a
-read-modify-write of the tail block on every write and Python-speed decoding on every search, which
-is where the time goes.
-
-`BLOCK` = 64, by measurement (`scripts/bench_search.py --messages 10000`, SQLite): a block of 64
-postings is a row of about 850 bytes, inside the largest row SQLite keeps in a `WITHOUT ROWID` page
-(about 1,000 bytes at 4 KiB pages). Blocks of 128 spilled every full block's tail into an overflow
-page of its own: the table was 57% unused space and the store 7,040 bytes per message, against
-5,583 with 64 (and writes 14% faster).
+The design and its measurements: docs/store.md, "store/postings/_blocks.py".
 """
 
 from __future__ import annotations
@@ -135,11 +109,11 @@ SEGMENTS = (
     'WITH RECURSIVE segment (n) AS (SELECT 0 FROM tenants WHERE tenant_id = $1 AND pending_segments > 0 '
     'UNION ALL SELECT n + 1 FROM segment WHERE n + 1 < (SELECT pending_segments FROM tenants WHERE tenant_id = $1)) '
 )
-"""The tenant's pending segments (`_segments`), numbered from 0: each is probed by key, never scanned."""
+"""The tenant's pending segments (`postings._segments`), numbered from 0: each is probed by key, never scanned."""
 
 
 def _pending(dialect: Dialect) -> str:
-    """The pending rows (`_segments`) of the terms of array parameter `$2`, shaped as block rows: an index
+    """The pending rows (`postings._segments`) of the terms of array parameter `$2`, shaped as block rows: an index
     probe per segment and term (as a join, PostgreSQL scanned the tenant's whole index range per term)."""
     return (
         'SELECT p.term_id, p.first_doc, p.postings FROM pending_postings p WHERE p.tenant_id = $1 '  # noqa: S608
@@ -156,7 +130,7 @@ async def read_overlapping(
         return {}
     dialect = session.dialect
     rows = await select_overlapping(session, tenant_id, ranges)
-    if dialect.writes_segments:  # A store written without segments holds none (`_segments`).
+    if dialect.writes_segments:  # A store written without segments holds none (`postings._segments`).
         terms = dialect.array(sorted({term_id for term_id, _, _ in ranges}))
         rows += await session.rows(SEGMENTS + _pending(dialect), tenant_id, terms)
     return columns_of(rows)

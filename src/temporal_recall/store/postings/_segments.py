@@ -1,52 +1,6 @@
 """A write's postings as a segment of their own, merged into the blocks a few writes later.
 
-Appending to each term's tail block (`_block_writes`) rewrites one row per distinct term of the
-write, at keys spread over the whole `posting_blocks` table: a hundred-message append touches some
-eight thousand tails, so thousands of database pages, and a page costs more to reach as the table
-grows. So a write puts its postings in `pending_postings` instead, keyed by the tenant's write
-number (`segment`) first: one run of rows at the end of the table, a few dozen pages. A write that
-leaves `MERGE_SEGMENTS` segments or `MERGE_POSTINGS` postings pending then moves them all into the
-blocks, in its own transaction: amortised (a term the merged writes share costs one tail rewrite,
-not one per write), bounded by those two limits, and crash-safe (a failed write leaves the segments
-and the blocks as they were).
-
-Measured (100-message appends of `scripts/bench_search.py`'s corpus, 20,000 messages, SQLite, each
-configuration filled in turn in one run): 781 and 662 msg/s appending to tails, against 916 and 754
-merging every 16 segments and 1,075 and 859 every 64, the rate no longer falling as the store
-grows; at 1,000,000 messages with 32 segments, 935 → 826 msg/s over the fill (799 overall) against
-765 → 475 (512) appending to tails (README, "At scale"). Larger merges amortise better, and since a
-merge moves its postings range by range (below) they cost no more memory, but they leave more
-segments for each read to probe and pause a write for longer. 64 segments or 800,000 postings, by
-measurement (100,000 messages filled per configuration, alternating, twice or more each): 32 and
-400,000 filled at 1,176-1,280 msg/s overall, falling 12-26% from the first tenth to the last; 64
-and 800,000 at 1,377-1,478, falling at most 15%; 96 and 1,200,000 at 1,314-1,397. Searches of
-every class measured the same within the machine's noise. Two-message appends into a 20,000-message
-store: mean 5.6-6.2 ms against 5.7-5.9, p99 69-74 against 84-88 ms (a merge's pause, rarer and
-longer). On
-PostgreSQL segments gained nothing on writes (10,000 messages: 478 and 483 msg/s to tails, 472 and
-466 with segments; 100,000 messages: 728 against 721), and each merge leaves its deleted rows to
-vacuum: without autovacuum (as on this project's test server) `pending_postings` grew to 6.9 KB
-per message at 100,000 messages, doubling the store. They did help reads, because a merge writes
-a term's new blocks side by side where tail rewrites scatter them over the heap: a common-word
-search read its blocks in 5.5 ms against 8.3 (100,000 messages, vacuumed). Not enough to pay for
-a store that only stays small under autovacuum, so its dialect writes none
-(`Dialect.writes_segments`): a store written without segments never holds pending rows.
-
-What a read sees does not change. `_blocks.read_blocks` and `_blocks.read_overlapping` take a
-term's pending rows along with its blocks, as blocks of their own: a merge moves all of a tenant's
-segments, so every pending posting is of a document newer than any the term's blocks hold. The
-tenant's `pending_segments` counts the segments (numbered from 0 since the last merge), which is how
-a read enumerates them with an index probe each; `pending_postings` counts their postings.
-
-A merge moves its postings term range by term range (`MERGE_CHUNK` postings at a time): each term's
-pending postings go to that term's blocks only, so ranges of terms are merges of their own, and a
-merge's memory no longer grows with its size. Decoded whole, a merge of 400,000 postings took
-the peak resident memory of a process filling 30,000 messages from 100 MB to 268 MB, and one of
-1,200,000 to 421 MB; by ranges of 100,000, 223 and 226 MB.
-
-A large write (an import, a reindex batch: `DIRECT_WRITE` postings or more) is a merge's worth on
-its own: it merges what is pending, oldest first, then goes to the blocks directly. Taking documents
-out merges first too, so a delete only ever rewrites blocks.
+The design and its measurements: docs/store.md, "store/postings/_segments.py".
 """
 
 from __future__ import annotations

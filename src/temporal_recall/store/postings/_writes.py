@@ -1,20 +1,6 @@
-"""Writing posting blocks (`_blocks`): adding postings to their terms' blocks, and taking documents out.
+"""Writing posting blocks (`postings._blocks`): adding postings to their terms' blocks, and taking documents out.
 
-Postings reach the blocks from a merge of pending segments (`_segments`), from a large write, or
-from every write where the dialect writes no segments. Each such write reads its terms' open tail
-blocks (each term's last block, where it still has room) with one index probe per term, works out
-the rows to write, and upserts them in term order, the lock order every writer takes so two writers
-cannot deadlock. A tail grows by concatenation inside the database,
-so a write never reads a block's postings, only its count.
-
-The rows are worked out in one of two ways that give the same rows (`tests/store/test_blocks.py`
-holds them equal): a step's few postings in Python (`_rows_in_python`), where numpy's fixed cost
-would exceed the work, and a large write's (an import, a rebuild, a hundred-message append) as
-arrays (`_rows_as_arrays`), where a Python step per posting would dominate. `SMALL_WRITE` is the
-measured crossover.
-
-The block size is read as `_blocks.BLOCK` at each call, so a test can shrink it for both the reads
-and the writes at once.
+The design and its measurements: docs/store.md, "store/postings/_writes.py".
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """Set-oriented statements over a batch of rows, written once for every backend.
 
-A batch of rows is how a write inserts entries, postings and memberships, and how a delete counts
-down what it releases. Where the dialect `binds_arrays` (PostgreSQL), the statement runs once over
-`unnest` of one array per column: one round trip for the batch, which costs far more than the
-statement. Otherwise (SQLite) it runs once per row (`executemany` on the connection thread, where a
-call into the library is cheap), each row's values bound as scalars.
-
-Callers write the statement once around `Dialect.batch(columns)`, the batch as a table named `d`.
-Keys a table allocates are taken beforehand with `allocate_keys`, in the order the rows get them.
+The design and its measurements: docs/store.md, "store/sql/_bulk.py".
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """Schema migrations bookkeeping, written once for every backend: versions, names, what is pending, applying.
 
-The tables are written once too (`_schema`), rendered in each backend's spelling; the numbering and
-names are one list, `RELEASED`, so every backend reports the same version for the same change. A
-store records what it applied in `schema_migrations` (`MIGRATIONS_TABLE`) and gets the missing ones
-in order (`_migrate.apply`), inside one transaction its driver opened and serialised against other openers
-(SQLite: `BEGIN IMMEDIATE`; PostgreSQL: an advisory lock); a migration marked `reindex` rebuilds the
-search index after its statements (`reindex_progress` logs that rebuild as it goes).
-
-Adding a migration: append `(version, name, reindex)` to `RELEASED` and its statements to
-`_schema._VERSIONS`, spelled with the placeholders each backend's `Dialect` fills.
+The design and its measurements: docs/store.md, "store/sql/_migrations.py".
 """
 
 from __future__ import annotations

@@ -1,49 +1,6 @@
 """The store's tables, written once: each released migration's DDL, rendered per backend by its `Dialect`.
 
-A driver's dialect (`_session.Dialect`) only says how its database spells a few things — an
-allocated key, a 64-bit integer, bytes, a boolean, a clustered table, a covering index, the time
-now — and gets its `MIGRATIONS` from `render`. Both backends therefore hold the same tables, column
-for column, and answer every read identically. A new migration is one entry in
-`_migrations.RELEASED` and one tuple of statements in `_VERSIONS`; never edit a released one.
-
-The tables (version 1 unless noted):
-
-- `entries`: the message log. `entry_key` grows with insertion order and is never reused; the
-  index rebuild replays writes in that order. `position` is the number of ancestors (history length
-  = head position + 1). `content_hash` is the 32-byte SHA-256 of `temporal_recall.content.canonical_json`,
-  used only for matching. `message` is the exact JSON pydantic-ai's adapter produced (text, not a
-  JSON type that would reorder keys). `unindexed` (5) marks a message an application's own summary
-  rule kept out of the index.
-- `conversations`: one row per `ConversationRecord`. `head_key` and `conversation_branches`
-  reference entries by key with foreign keys, so an entry a record still reaches can never be
-  deleted. `created_seq` is the largest entry key when the conversation was (re)created, which
-  orders the index rebuild. `document_count`/`total_length` keep per-conversation BM25 stats O(1).
-- `tenants`: one per distinct scope (`'n:'` for no scope, `'s:' + scope` otherwise), with the
-  tenant-wide BM25 counters.
-- `documents`: one per distinct message content per tenant; `doc_id` order is first-indexed order
-  (the ranking tie-break). `refs` counts memberships, `term_ids` lists the terms (delta varints),
-  so a document and its postings are deleted by key when its last conversation goes. `role` (5) is
-  who spoke the content, for role filters.
-- `terms`, `postings`: the interned vocabulary and the inverted index, `length` denormalised so a
-  tenant-wide search reads one index range per term; `postings_by_impact` (2) orders a term's
-  postings by impact, so a scope-wide search reads only the head of a common term's list.
-- `conversation_documents`: membership, the first entry at which each document appeared in a
-  conversation (any branch); `occurrences` (5) counts the conversation's indexed entries holding it.
-- `applied_writes`: idempotency keys of `append`, with the result recorded the first time; also each
-  write fence (key `fence:…`, the highest attempt seen in `length`, no head), see `_protocol.Fence`.
-- `message_bodies` (3): `RecallDataCodec`'s bodies by SHA-256 and tenant scope, independent of
-  conversations, so replaying a history finds them after its conversation is gone.
-- `term_documents` (4): each term's document frequency per tenant, kept with the postings.
-- `index_settings` (5): which analyzer built the index (`search.ANALYZER.key`); migration 5
-  rebuilds the index (`Migration.reindex`).
-- `message_bodies.touched_at` (6): when a body was last written or read (unix seconds, touched at
-  most once per `_protocol.BODY_TOUCH_INTERVAL`), indexed for `prune_bodies`.
-- `posting_blocks` (7) replaces `postings` and `postings_by_impact`: each term's posting list in a
-  tenant as blocks of up to `_blocks.BLOCK` postings keyed by their first document, with the front a
-  search bounds blocks by (see `_blocks`).
-- `pending_postings` (8): postings a write added and no merge has yet moved into `posting_blocks`,
-  keyed by the tenant's write (`segment`) first so a write inserts them in key order; with the
-  tenant's `pending_segments` and `pending_postings` counters (see `_segments`).
+The design and its measurements: docs/store.md, "store/sql/_schema.py".
 """
 
 from __future__ import annotations
@@ -61,7 +18,7 @@ __all__ = ('CONVERSATION_ID_UNIQUE', 'When', 'render')
 
 CONVERSATION_ID_UNIQUE = 'conversations_conversation_id_unique'
 """The conversation id's unique constraint, named where a backend names it: a lost creation race is
-recognised by this name (`_entries.lost_creation_race`)."""
+recognised by this name (`log._entries.lost_creation_race`)."""
 
 
 @dataclass(frozen=True)
@@ -232,7 +189,7 @@ _V6: tuple[_Statement, ...] = (
 )
 
 _V7: tuple[_Statement, ...] = (
-    # Posting lists in blocks (see `_blocks`); the rebuild fills them from the log.
+    # Posting lists in blocks (see `postings._blocks`); the rebuild fills them from the log.
     'DROP TABLE postings',
     """
     CREATE TABLE posting_blocks (
@@ -249,7 +206,7 @@ _V7: tuple[_Statement, ...] = (
 )
 
 _V8: tuple[_Statement, ...] = (
-    # A write's postings as a segment of their own (see `_segments`); existing blocks stay as they are.
+    # A write's postings as a segment of their own (see `postings._segments`); existing blocks stay as they are.
     """
     CREATE TABLE pending_postings (
         tenant_id {big} NOT NULL,
@@ -266,7 +223,7 @@ _V8: tuple[_Statement, ...] = (
 )
 
 _VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
-"""Each released migration's statements, in `_migrations.RELEASED` order. Append; never edit a released one."""
+"""Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 
 
 _SPELLINGS = (

@@ -1,10 +1,6 @@
 """One aiosqlite connection with the store's opening checks, transactions and error translation.
 
-Every operation of a store goes through one connection and one `asyncio.Lock`: SQLite allows one
-transaction per connection, and without the lock two tasks of the same store would interleave their
-statements inside one transaction. Separate stores (or processes) on the same file are serialised by
-SQLite itself: writes start with `BEGIN IMMEDIATE`, so the write lock is taken before anything is
-read and a revision check inside the transaction cannot be invalidated by another writer.
+The design and its measurements: docs/store.md, "store/sqlite/_connection.py".
 """
 
 from __future__ import annotations

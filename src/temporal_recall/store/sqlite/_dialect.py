@@ -1,14 +1,6 @@
 """SQLite's dialect: what SQLite spells otherwise than the engine's SQL, and the tables in its spelling.
 
-The tables: `AUTOINCREMENT` keys for the log, conversations and documents (never reused, so keys
-keep insertion order), plain rowid keys for the interned tables; `WITHOUT ROWID` for the tables read
-by primary key range (membership, postings, branches), which stores them in that order, so
-`postings` needs no covering index; SQLite's dynamic `INTEGER` and `BLOB`.
-
-The plans: SQLite runs in-process on the connection's own thread (see `_sqlite_db`), so a statement
-costs no round trip, and its planner has no statistics to order joins by. The engine therefore binds
-a batch once per row (`Session.many`) and fixes join order with `CROSS JOIN` (`binds_arrays` and
-`plans_joins` are off). Arrays travel as JSON text, read as a table with `json_each`.
+The design and its measurements: docs/store.md, "store/sqlite/_dialect.py".
 """
 
 from __future__ import annotations
@@ -91,4 +83,4 @@ class SqliteDialect(Dialect):
 SQLITE = SqliteDialect()
 
 MIGRATIONS: tuple[Migration, ...] = render(SQLITE)
-"""Every migration, in version order, as SQLite statements (versions and names: `_migrations.RELEASED`)."""
+"""Every migration, in version order, as SQLite statements (versions and names: `sql._migrations.RELEASED`)."""

@@ -1,10 +1,6 @@
 """Opening a SQLite store: check the file and the recorded schema version, then apply missing migrations.
 
-The order matters: the file header and the recorded schema version are checked with reads only, so a
-foreign or newer database is refused before WAL mode, a migration or anything else writes. Migrating
-runs in one `BEGIN IMMEDIATE` transaction and re-reads the version under the write lock, so two
-processes opening a new file together apply each migration once. The bookkeeping itself is
-the engine's (`_migrate.apply`).
+The design and its measurements: docs/store.md, "store/sqlite/_opener.py".
 """
 
 from __future__ import annotations
@@ -128,7 +124,7 @@ async def connect(
     uri = f'file:{quote(str(path))}?mode={"ro" if read_only else "rwc"}'
     try:
         # `timeout` is sqlite3's busy timeout: how long a statement waits for another writer's lock.
-        # A daemon connection thread, closed at exit if the store was not: see `_sqlite_thread`.
+        # A daemon connection thread, closed at exit if the store was not: see `sqlite._thread`.
         connection = await RecallConnection(uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000)
     except sqlite3.Error as error:
         raise translate_error(error, path, busy_timeout_ms) or error from error

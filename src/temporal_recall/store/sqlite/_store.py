@@ -1,9 +1,6 @@
-"""`SqliteConversationStore`: the engine store (`_store.EngineStore`) on one SQLite file.
+"""`SqliteConversationStore`: the engine store (`_engine.EngineStore`) on one SQLite file.
 
-What is SQLite's here is only how a store is opened (a path, a busy timeout, a durability level,
-read-only access) and what it reports about itself (its path and sizes). The connection and its
-transactions are `_sqlite_db`; its SQL spelling and tables are `_sqlite_dialect`, applied by
-`_sqlite_migrate`.
+The design and its measurements: docs/store.md, "store/sqlite/_store.py".
 """
 
 from __future__ import annotations

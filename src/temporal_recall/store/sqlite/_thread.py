@@ -1,34 +1,6 @@
 """The SQLite store's connection thread, which never keeps a process alive.
 
-aiosqlite runs each connection on its own thread and, as shipped, makes it a non-daemon thread that
-only ends when `close()` is awaited. Python joins non-daemon threads before it exits, so a script
-that opened a store and returned from `asyncio.run` without closing it hung forever (pydantic-ai's
-in-memory store needs no closing, so users do not expect to). If the store was garbage-collected
-instead, aiosqlite's finaliser queued its close with a future of the finished event loop, and the
-thread died printing `RuntimeError: Event loop is closed`.
-
-`RecallConnection` changes only how the thread ends, not how it works: every transaction is still
-one hop to the same thread (see `Database.run_read`).
-
-- The thread is a daemon, so it can never block interpreter exit.
-- A connection still open when the interpreter exits is closed at exit, on its own thread, within
-  `EXIT_CLOSE_SECONDS`: SQLite checkpoints the WAL and removes the `-wal` and `-shm` files as after
-  `close()`. (Daemon threads still run while `atexit` handlers do; only after them are they frozen.)
-- A connection garbage-collected while open is closed the same way, on its thread, with no event
-  loop involved; exit waits for such a close still under way.
-
-Why not only one of these: a daemon thread alone would leave the database unclosed at exit (safe,
-since every commit is in the WAL, but untidy), and an exit hook alone cannot help, because Python
-joins non-daemon threads *before* it runs exit hooks. Closing without an event loop is what makes
-both the exit hook and the finaliser safe after `asyncio.run` has closed its loop.
-
-A transaction in flight at exit (a store used from a thread still running) is rolled back, as it
-would be after a kill, which the store is built to survive.
-
-This relies on aiosqlite 0.22's layout (a `Connection` that owns its `_thread` and `_tx` queue, and
-ends the thread on `_STOP_RUNNING_SENTINEL`; `Database` also hops a whole transaction to the thread
-through `_execute` and `_conn`), hence the `aiosqlite>=0.22,<0.23` requirement; tests/store/
-test_exit.py fails if a later release changes it.
+The design and its measurements: docs/store.md, "store/sqlite/_thread.py".
 """
 
 from __future__ import annotations
