@@ -4,6 +4,7 @@ answers exactly like the row-by-row ranking."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from temporal_recall.search.plan import search_history
 from temporal_recall.store import AppendRequest, DeltaWriter, SearchTarget, SqliteConversationStore, open_store
 from temporal_recall.store.postings import _blocks
 
-from ..store._support import RowsReader
+from ..store._support import postings_of, reference_search
 
 VOCABULARY = ['the', 'a', 'order', 'refund', 'paris', 'invoice', 'late', 'box', 'blue', 'x']
 
@@ -57,7 +58,7 @@ async def test_array_ranking_equals_the_row_ranking(
         queries = [' '.join(rng.sample(VOCABULARY, rng.randint(1, 3))) for _ in range(25)]
         for limit in (1, 3, 10):
             requests = [SearchRequest(query=q, scope='tenant', all_conversations=True, limit=limit) for q in queries]
-            full = [await search_history(RowsReader(store), request) for request in requests]
+            full = [await reference_search(store, request) for request in requests]
             pruned = [await search_history(store, request) for request in requests]
             for a, b in zip(full, pruned, strict=True):
                 assert [(h.entry_id, h.score) for h in a.hits] == [(h.entry_id, h.score) for h in b.hits]
@@ -89,24 +90,29 @@ async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
         assert frequencies is not None
         assert min(frequencies.values()) > 30 * _blocks.BLOCK  # dozens of blocks per common term
         queries = ['order', 'order refund', 'refund invoice order', 'a1042 order refund', 'a1042 invoice', 'blue order']
-        array_reads = 0
-        posting_columns = store.posting_columns
+        calls: Counter[str] = Counter()
 
-        async def counted(target: SearchTarget, terms: list[str]) -> Any:
-            nonlocal array_reads
-            array_reads += 1
-            return await posting_columns(target, terms)
+        def counted(name: str) -> Any:
+            read = getattr(store, name)
+
+            async def call(*args: Any, **kwargs: Any) -> Any:
+                calls[name] += 1
+                return await read(*args, **kwargs)
+
+            return call
 
         for limit in (1, 10, 50):
             requests = [SearchRequest(query=q, scope='tenant', all_conversations=True, limit=limit) for q in queries]
             with monkeypatch.context() as patched:
-                patched.setattr(store, 'posting_columns', counted)
+                for name in ('index_stats', 'target_postings', 'document_frequencies', 'documents'):
+                    patched.setattr(store, name, counted(name))
                 pruned = [await search_history(store, request) for request in requests]
-            full = [await search_history(RowsReader(store), request) for request in requests]
+            full = [await reference_search(store, request) for request in requests]
             for query, a, b in zip(queries, full, pruned, strict=True):
                 assert len(a.hits) == limit, query
                 assert [(h.entry_id, h.score) for h in a.hits] == [(h.entry_id, h.score) for h in b.hits], query
-        assert array_reads == 3 * len(queries)  # every search of the store scored arrays
+        # Two store calls per search: the stats with the posting lists, then the page's documents.
+        assert calls == {'target_postings': 3 * len(queries), 'documents': 3 * len(queries)}
     finally:
         await store.close()
 
@@ -205,12 +211,15 @@ async def test_a_narrowed_search_scored_as_arrays_ranks_like_the_rows(
             assert stats is not None and stats.document_count > 0
             for terms in queries:
                 for limit in (1, 10, 50):
-                    ranked, _ = await _plan._ranked(store, target, stats, terms, DEFAULT_PARAMETERS, limit)  # pyright: ignore[reportPrivateUsage]
+                    found = await store.target_postings(target, terms)
+                    assert found is not None and found.stats == stats
+                    frequencies, _ = await _plan._frequencies(store, target, found.columns, terms)  # pyright: ignore[reportPrivateUsage]
+                    ranked = _plan._rank_columns(stats, found.columns, frequencies, terms, DEFAULT_PARAMETERS, limit)  # pyright: ignore[reportPrivateUsage]
                     unfiltered = None
                     if target.role is not None:  # A role's hits rank with the idf of the whole target.
-                        whole = await store.postings(replace(target, role=None), terms)
+                        whole = await postings_of(store, replace(target, role=None), terms)
                         unfiltered = {term: len(found) for term, found in whole.items()}
-                    postings = await store.postings(target, terms)
+                    postings = await postings_of(store, target, terms)
                     expected = rank(stats, postings, terms, limit=limit, document_frequencies=unfiltered)
                     assert [(s.doc_id, s.score) for s in ranked] == [(s.doc_id, s.score) for s in expected], (
                         target,

@@ -6,8 +6,8 @@ import os
 import sqlite3
 import uuid
 from collections import Counter
-from collections.abc import AsyncGenerator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, closing
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,9 +18,12 @@ from pydantic_ai import messages as m
 from pydantic_ai.conversation_store import ConversationStore, InMemoryConversationStore
 
 from temporal_recall.content import content_hash
+from temporal_recall.models import SearchRequest
+from temporal_recall.search import BM25Parameters, ScoredDocument, SearchResult, plan, rank
+from temporal_recall.search.plan import search_history
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
 from temporal_recall.store.postings._blocks import decode
-from temporal_recall.store.protocol import DocumentRow, IndexReader, IndexStats, Posting, SearchTarget
+from temporal_recall.store.protocol import IndexReader, IndexStats, Posting, PostingColumns, SearchTarget
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[ConversationStore]]
 AnyStore = SqliteConversationStore | PostgresConversationStore
@@ -356,18 +359,39 @@ async def rows_of(store: AnyStore, sql: str) -> list[tuple[Any, ...]]:
     return await _pg_rows(store, sql)
 
 
-class RowsReader:
-    """A store seen only as an `IndexReader` (no `BlockReader`): the search then ranks posting tuples
-    with the pure `rank`, the reference the array scoring must match bit for bit."""
+async def postings_of(store: IndexReader, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
+    """Each term's postings among the target's documents as `Posting` tuples, what the pure `rank` takes
+    (`{}` for a target the store does not know)."""
+    found = await store.target_postings(target, terms)
+    return {} if found is None else {term: _tuples(columns) for term, columns in found.columns.items()}
 
-    def __init__(self, store: IndexReader) -> None:
-        self._store = store
 
-    async def index_stats(self, target: SearchTarget) -> IndexStats | None:
-        return await self._store.index_stats(target)
+def _tuples(columns: PostingColumns) -> list[Posting]:
+    return [Posting(*posting) for posting in zip(*(column.tolist() for column in columns), strict=True)]
 
-    async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
-        return await self._store.postings(target, terms)
 
-    async def documents(self, target: SearchTarget, doc_ids: Sequence[int], **options: Any) -> list[DocumentRow]:
-        return await self._store.documents(target, doc_ids, **options)
+def _rank_tuples(
+    stats: IndexStats,
+    columns: dict[str, PostingColumns],
+    frequencies: dict[str, int],
+    terms: Sequence[str],
+    parameters: BM25Parameters,
+    limit: int,
+) -> list[ScoredDocument]:
+    postings = {term: _tuples(found) for term, found in columns.items()}
+    return rank(stats, postings, terms, parameters=parameters, limit=limit, document_frequencies=frequencies)
+
+
+@contextmanager
+def ranking_by_rank() -> Iterator[None]:
+    """Searches inside rank with the pure `rank` over posting tuples in place of the array scoring: the
+    reference the array scoring must match bit for bit."""
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(plan, '_rank_columns', _rank_tuples)
+        yield
+
+
+async def reference_search(reader: IndexReader, request: SearchRequest) -> SearchResult:
+    """`search_history` ranked by `ranking_by_rank`."""
+    with ranking_by_rank():
+        return await search_history(reader, request)

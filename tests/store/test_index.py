@@ -27,6 +27,7 @@ from ._support import (
     AnyStore,
     column_of,
     hex_hash,
+    postings_of,
     problems_of,
     reply,
     row_counts,
@@ -58,7 +59,7 @@ async def test_documents_and_postings_after_a_save(recall_store: AnyStore) -> No
     await save(recall_store, 'c', [user('the invoice INV-7731 is late'), reply('I will chase the invoice')])
     stats = await recall_store.index_stats(target('c'))
     assert stats == IndexStats(document_count=2, total_length=6 + 5)
-    found = await recall_store.postings(target('c'), ['invoice', 'inv', 'missing', 'invoice'])
+    found = await postings_of(recall_store, target('c'), ['invoice', 'inv', 'missing', 'invoice'])
     assert found == {
         'invoice': [Posting(doc_id=1, term_frequency=1, length=6), Posting(doc_id=2, term_frequency=1, length=5)],
         'inv': [Posting(doc_id=1, term_frequency=1, length=6)],
@@ -140,10 +141,10 @@ async def test_fork_into_another_scope_gets_its_own_documents(recall_store: AnyS
     await save(recall_store, 'c', turn(1), scope='alice')
     await recall_store.fork('c', new_conversation_id='f', scope='bob')
     assert (await row_counts(recall_store))['documents'] == 4
-    alice = await recall_store.postings(target(None, 'alice'), ['weather'])
-    bob = await recall_store.postings(target(None, 'bob'), ['weather'])
+    alice = await postings_of(recall_store, target(None, 'alice'), ['weather'])
+    bob = await postings_of(recall_store, target(None, 'bob'), ['weather'])
     assert {p.doc_id for p in alice['weather']}.isdisjoint({p.doc_id for p in bob['weather']})
-    assert await recall_store.postings(target('f', 'alice'), ['weather']) == {}
+    assert await postings_of(recall_store, target('f', 'alice'), ['weather']) == {}
     assert (await recall_store.index_stats(target('f', 'bob'))) == IndexStats(document_count=2, total_length=11)
     assert await problems_of(recall_store) == []
 
@@ -154,7 +155,7 @@ async def test_summaries_and_wordless_messages_are_stored_but_not_indexed(
     image = m.ModelRequest(parts=[m.UserPromptPart([m.BinaryImage(data=b'\x89PNG', media_type='image/png')])])
     await save(recall_store, 'c', [user('before the summary'), summary('a summary of everything'), image])
     assert (await recall_store.index_stats(target('c'))) == IndexStats(document_count=1, total_length=3)
-    assert await recall_store.postings(target('c'), ['everything']) == {}
+    assert await postings_of(recall_store, target('c'), ['everything']) == {}
     loaded = await recall_store.load('c')
     assert loaded is not None and len(loaded.messages) == 3
 
@@ -165,10 +166,10 @@ async def test_delete_removes_the_index_of_what_nothing_else_holds(recall_store:
     await recall_store.fork('gone', new_conversation_id='other-scope', scope='u')
     await recall_store.delete('gone')
     assert await recall_store.index_stats(target('gone', 't')) is None
-    assert await recall_store.postings(target(None, 't'), ['pelican']) == {}
-    assert len((await recall_store.postings(target(None, 't'), ['weather']))['weather']) == 2  # 'keep' holds them
+    assert await postings_of(recall_store, target(None, 't'), ['pelican']) == {}
+    assert len((await postings_of(recall_store, target(None, 't'), ['weather']))['weather']) == 2  # 'keep' holds them
     assert (await recall_store.index_stats(target(None, 't'))) == IndexStats(document_count=2, total_length=11)
-    assert len((await recall_store.postings(target(None, 'u'), ['pelican']))['pelican']) == 1
+    assert len((await postings_of(recall_store, target(None, 'u'), ['pelican']))['pelican']) == 1
     await recall_store.delete('other-scope')
     await recall_store.delete('keep')
     counts = await row_counts(recall_store)
@@ -190,11 +191,11 @@ async def test_reader_fails_closed_outside_the_scope(recall_store: AnyStore) -> 
         target('missing', 'alice'),
     ):
         assert await recall_store.index_stats(wrong) is None, wrong
-        assert await recall_store.postings(wrong, ['weather', 'question']) == {}
+        assert await postings_of(recall_store, wrong, ['weather', 'question']) == {}
         assert await recall_store.documents(wrong, [1, 2, 3, 4, 5, 6]) == []
     assert await recall_store.index_stats(target(None, 'nobody')) == IndexStats(document_count=0, total_length=0)
-    assert [p.doc_id for p in (await recall_store.postings(target(None, None), ['question']))['question']] == [3]
-    assert [p.doc_id for p in (await recall_store.postings(target(None, ''), ['question']))['question']] == [5]
+    assert [p.doc_id for p in (await postings_of(recall_store, target(None, None), ['question']))['question']] == [3]
+    assert [p.doc_id for p in (await postings_of(recall_store, target(None, ''), ['question']))['question']] == [5]
     assert [row.conversation_id for row in await recall_store.documents(target(None, None), [1, 3, 5])] == ['unscoped']
 
 
@@ -228,9 +229,9 @@ async def test_run_filters(recall_store: AnyStore) -> None:
     assert await recall_store.index_stats(target(None, 's', 'run-b')) == run_b_stats
     assert await recall_store.index_stats(target('c', 's', 'run-z')) == IndexStats(document_count=0, total_length=0)
     assert await recall_store.index_stats(target('c', 'other', 'run-a')) is None
-    weather_b = await recall_store.postings(target('c', 's', 'run-b'), ['weather'])
+    weather_b = await postings_of(recall_store, target('c', 's', 'run-b'), ['weather'])
     assert [p.doc_id for p in weather_b['weather']] == [3, 4, 5]
-    assert await recall_store.postings(target(None, 's', 'run-b'), ['weather']) == weather_b
+    assert await postings_of(recall_store, target(None, 's', 'run-b'), ['weather']) == weather_b
     rows = await recall_store.documents(target('c', 's', 'run-b'), [1, 3], context=5)
     assert [(row.doc_id, row.run_id) for row in rows] == [(3, 'run-b')]
     assert [position for position, _ in rows[0].neighbours] == [3, 4]  # same run only
@@ -262,7 +263,7 @@ async def test_tool_calls_and_returns_are_searchable(recall_store: AnyStore) -> 
         'c',
         [tool_call('lookup_order', {'order': 'A-17'}, 'x'), tool_return('lookup_order', {'status': 'shipped'}, 'x')],
     )
-    found = await recall_store.postings(target('c'), ['shipped', 'a', 'lookup_order'])
+    found = await postings_of(recall_store, target('c'), ['shipped', 'a', 'lookup_order'])
     assert set(found) == {'shipped', 'a', 'lookup_order'}
 
 
@@ -274,7 +275,7 @@ async def _answers(store: AnyStore, targets: list[SearchTarget]) -> list[Any]:
     answers: list[Any] = []
     for each in targets:
         answers.append(await store.index_stats(each))
-        postings = await store.postings(each, terms)
+        postings = await postings_of(store, each, terms)
         answers.append(
             {term: [(rank[p.doc_id], p.term_frequency, p.length) for p in found] for term, found in postings.items()}
         )
@@ -416,7 +417,7 @@ async def test_a_tail_too_far_below_for_32_bit_offsets_stays_and_the_next_block_
     assert blocks[1][0] - blocks[0][0] > 2**32
     report = await recall_store.check()
     assert report.clean, report.findings
-    found = await recall_store.postings(target('c'), ['kiwi'])
+    found = await postings_of(recall_store, target('c'), ['kiwi'])
     assert sorted(p.doc_id for p in found['kiwi']) == [p.doc_id for _, _, ps in blocks for p in ps]
 
 

@@ -28,7 +28,7 @@ from temporal_recall.errors import (
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SearchTarget, open_store
 from temporal_recall.store.postgres._connection import translate_error
 
-from ._support import PostgresSite, hex_hash, postgres_url, turn, with_options
+from ._support import PostgresSite, hex_hash, postgres_url, postings_of, turn, with_options
 
 pytestmark = pytest.mark.postgres
 
@@ -85,8 +85,8 @@ async def test_schemas_in_one_database_are_separate_stores(pg_site: PostgresSite
             assert await second.load('mine') is None
             assert await second.list_conversations() == []
             everything = SearchTarget(scope=None, conversation_id=None)
-            assert await second.postings(everything, ['weather']) == {}
-            assert (await first.postings(everything, ['weather']))['weather']
+            assert await postings_of(second, everything, ['weather']) == {}
+            assert (await postings_of(first, everything, ['weather']))['weather']
     finally:
         await other.close()
 

@@ -21,7 +21,7 @@ from pydantic_ai.exceptions import UserError
 from temporal_recall.content import content_hash
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SearchTarget
 
-from ._support import PostgresSite, hex_hash, postgres_url, problems_of, row_counts, turn, user
+from ._support import PostgresSite, hex_hash, postgres_url, postings_of, problems_of, row_counts, turn, user
 
 pytestmark = pytest.mark.postgres
 
@@ -133,7 +133,7 @@ async def test_many_conversations_of_one_tenant_written_side_by_side(stores: lis
     assert counts['entries'] == 40 * 8
     assert await problems_of(stores[0]) == []
     everything = SearchTarget(scope='team', conversation_id=None)
-    answers = [await store.postings(everything, ['shared', 'topic3', 'step']) for store in stores]
+    answers = [await postings_of(store, everything, ['shared', 'topic3', 'step']) for store in stores]
     assert all(answer == answers[0] for answer in answers)
     assert len(answers[0]['shared']) == 40 * 4
 

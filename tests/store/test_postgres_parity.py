@@ -29,10 +29,10 @@ from temporal_recall.content import content_hash
 from temporal_recall.errors import RecallError
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import SearchResult
-from temporal_recall.search.plan import BlockReader, search_history
+from temporal_recall.search.plan import search_history
 from temporal_recall.store import AppendRequest, IndexReader, PostgresConversationStore, SqliteConversationStore
 
-from ._support import AT, AnyStore, PostgresSite, RowsReader, postgres_url, problems_of
+from ._support import AT, AnyStore, PostgresSite, postgres_url, postings_of, problems_of, ranking_by_rank
 
 pytestmark = pytest.mark.postgres
 
@@ -243,9 +243,8 @@ async def test_array_scored_scope_wide_search_is_identical(
     pair: tuple[SqliteConversationStore, PostgresConversationStore],
 ) -> None:
     """Scope-wide searches scored as arrays agree between the backends, and with `rank` over every
-    posting list read as tuples (`RowsReader`)."""
+    posting list read as tuples (`ranking_by_rank`)."""
     sqlite, postgres = pair
-    assert isinstance(postgres, BlockReader) and isinstance(sqlite, BlockReader)
     conversations = await write_corpus([sqlite, postgres], 4)
     labels = {store: await entry_labels(store, conversations) for store in (sqlite, postgres)}
     corpus = Corpus(404)
@@ -254,7 +253,8 @@ async def test_array_scored_scope_wide_search_is_identical(
         for limit in (1, 3, 10)
         for _ in range(20)
     ]
-    full = [await answer(RowsReader(sqlite), request, labels[sqlite]) for request in scoped]
+    with ranking_by_rank():
+        full = [await answer(sqlite, request, labels[sqlite]) for request in scoped]
     for request, expected in zip(scoped, full, strict=True):
         assert await answer(postgres, request, labels[postgres]) == expected, request
         assert await answer(sqlite, request, labels[sqlite]) == expected, request
@@ -273,17 +273,16 @@ async def test_posting_lists_are_identical(pair: tuple[SqliteConversationStore, 
         ]
         for target in targets:
             assert await postgres.index_stats(target) == await sqlite.index_stats(target)
-            assert await postgres.postings(target, words) == await sqlite.postings(target, words)
+            assert await postings_of(postgres, target, words) == await postings_of(sqlite, target, words)
             assert await postgres.document_frequencies(target, words) == await sqlite.document_frequencies(
                 target, words
             )
-            columns = await postgres.posting_columns(target, words)
-            expected = await sqlite.posting_columns(target, words)
-            assert (columns is None) == (expected is None)
-            if columns is not None and expected is not None:
-                assert columns.keys() == expected.keys()
-                for word, found in columns.items():
-                    assert [list(map(int, column)) for column in found] == [list(map(int, c)) for c in expected[word]]
-                    assert [tuple(p) for p in zip(*found, strict=True)] == [
-                        tuple(p) for p in (await sqlite.postings(target, [word]))[word]
-                    ]
+            read = await postgres.target_postings(target, words)
+            expected = await sqlite.target_postings(target, words)
+            assert read is not None and expected is not None
+            assert read.stats == expected.stats == await sqlite.index_stats(target)
+            assert read.columns.keys() == expected.columns.keys()
+            for word, found in read.columns.items():
+                assert [list(map(int, column)) for column in found] == [
+                    list(map(int, c)) for c in expected.columns[word]
+                ]

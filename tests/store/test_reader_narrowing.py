@@ -13,7 +13,7 @@ from temporal_recall.store import SearchTarget
 from temporal_recall.store.index import _reader
 from temporal_recall.store.postings import _blocks
 
-from ._support import AnyStore, user
+from ._support import AnyStore, postings_of, user
 
 
 async def test_a_small_conversation_reads_the_blocks_around_its_documents(
@@ -36,7 +36,7 @@ async def test_a_small_conversation_reads_the_blocks_around_its_documents(
             return await _real(session, tenant_id, keys, *rest)
 
         monkeypatch.setattr(_reader, name, spy)
-    found = await recall_store.postings(SearchTarget(scope=None, conversation_id='small'), ['order', 'late'])
+    found = await postings_of(recall_store, SearchTarget(scope=None, conversation_id='small'), ['order', 'late'])
     assert [posting.doc_id for posting in found['order']] == [posting.doc_id for posting in found['late']]
     assert len(found['order']) == 1
     # 'order' is in 49 documents (13 blocks of 4): only the range around the conversation's one document
@@ -46,7 +46,7 @@ async def test_a_small_conversation_reads_the_blocks_around_its_documents(
     doc_id = found['order'][0].doc_id
     assert [(low, high) for _, low, high in ranges] == [(0, _reader._EVERY_ID), (doc_id, doc_id)]  # pyright: ignore[reportPrivateUsage]
     reads.clear()
-    whole = await recall_store.postings(SearchTarget(scope=None, conversation_id=None), ['order'])
+    whole = await postings_of(recall_store, SearchTarget(scope=None, conversation_id=None), ['order'])
     assert len(whole['order']) == 49 and [name for name, _ in reads] == ['read_blocks']
 
 
@@ -64,5 +64,5 @@ async def test_a_conversation_holding_the_whole_tenant_reads_no_membership(
         return found
 
     monkeypatch.setattr(_reader, '_documents_of', spy)
-    found = await recall_store.postings(SearchTarget(scope=None, conversation_id='only'), ['order'])
+    found = await postings_of(recall_store, SearchTarget(scope=None, conversation_id='only'), ['order'])
     assert len(found['order']) == 5 and not members_read

@@ -15,7 +15,7 @@ from temporal_recall.store.postings import _writes as _block_writes
 from temporal_recall.store.protocol import Posting
 from temporal_recall.store.sql import _session
 
-from ._support import AnyStore, column_of, merge_everything, problems_of, reply, rows_of, user
+from ._support import AnyStore, column_of, merge_everything, postings_of, problems_of, reply, rows_of, user
 
 WORDS = [f'w{number}' for number in range(40)]
 SCOPES = ('acme', 'globex')
@@ -41,10 +41,10 @@ async def _every_list(store: AnyStore, conversations: list[tuple[str, str]]) -> 
     """Every term's postings, scope-wide and in each conversation."""
     lists: dict[Any, dict[str, list[Posting]]] = {}
     for scope in SCOPES:
-        lists[scope] = await store.postings(SearchTarget(scope=scope, conversation_id=None, run_id=None), WORDS)
+        lists[scope] = await postings_of(store, SearchTarget(scope=scope, conversation_id=None, run_id=None), WORDS)
     for conversation_id, scope in conversations:
         narrowed = SearchTarget(scope=scope, conversation_id=conversation_id, run_id=None)
-        lists[conversation_id] = await store.postings(narrowed, WORDS)
+        lists[conversation_id] = await postings_of(store, narrowed, WORDS)
     return lists
 
 
@@ -112,7 +112,7 @@ async def test_a_write_that_fails_in_its_merge_leaves_the_segments_and_blocks_as
     monkeypatch.setattr(_segments, 'append_to_blocks', _block_writes.append_to_blocks)
     await _save(recall_store, 'c', 'acme', ['plum kiwi'])
     assert await column_of(recall_store, 'SELECT count(*) FROM pending_postings') == [0]
-    kiwi = await recall_store.postings(SearchTarget(scope='acme', conversation_id='c', run_id=None), ['kiwi'])
+    kiwi = await postings_of(recall_store, SearchTarget(scope='acme', conversation_id='c', run_id=None), ['kiwi'])
     assert len(kiwi['kiwi']) == 3
     report = await recall_store.check()
     assert report.clean, report.findings

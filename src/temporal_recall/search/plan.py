@@ -1,11 +1,10 @@
 """The search plan: one search over the persisted history, shared by the activity, the model tool, the CLI and the API.
 
-It decides which postings to read, through the store's reader protocol, and ranks them. A
-`BlockReader` reads posting lists as arrays: a search narrowed to a conversation, a run or a role
-reads the postings of its documents, a scope-wide search reads whole lists, and both are scored as
-arrays (`_rank_columns`, the same arithmetic as the pure `rank`, bit for bit). A reader that is only
-an `IndexReader` hands over posting tuples, which `rank` ranks.
-The backend only fetches rows, so SQLite and PostgreSQL give the same answers by construction.
+It reads the target's stats and posting lists as arrays in one store call (`IndexReader.target_postings`:
+a search narrowed to a conversation, a run or a role reads the postings of its documents, a
+scope-wide search reads whole lists), scores them (`_rank_columns`, the same arithmetic as the pure
+`rank`, bit for bit) and reads the page's documents in a second call. The backend only fetches rows,
+so SQLite and PostgreSQL give the same answers by construction.
 
 This module awaits the store and records metrics, so `temporal_recall.search` does not import it:
 the package stays pure and safe in the workflow sandbox, and activity-side code imports the plan
@@ -28,17 +27,16 @@ from temporal_recall.search._assemble import build_hits
 from temporal_recall.search._bm25 import (
     BM25Parameters,
     ScoredDocument,
-    rank,
     term_idf,
 )
 from temporal_recall.search._query import parse_query
 from temporal_recall.search._results import SearchOptions, SearchResult
-from temporal_recall.store.protocol import BlockReader, IndexReader, IndexStats, PostingColumns, SearchTarget
+from temporal_recall.store.protocol import IndexReader, IndexStats, PostingColumns, SearchTarget
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ('BlockReader', 'search_history', 'target_of')
+__all__ = ('search_history', 'target_of')
 
 
 def target_of(request: SearchRequest) -> SearchTarget:
@@ -83,12 +81,14 @@ async def _search(reader: IndexReader, request: SearchRequest) -> SearchResult:
         parameters=BM25Parameters(k1=request.k1, b=request.b),
     )
     target = target_of(request)
-    stats = await reader.index_stats(target)
-    if stats is None:
+    found = await reader.target_postings(target, query.terms)
+    if found is None:
         raise UnknownConversation(target.conversation_id or '')
+    stats = found.stats
+    frequencies, matched = await _frequencies(reader, target, found.columns, query.terms)
     fetch = options.limit
     while True:
-        ranked, candidates = await _ranked(reader, target, stats, query.terms, options.parameters, fetch)
+        ranked = _rank_columns(stats, found.columns, frequencies, query.terms, options.parameters, fetch)
         # One row per occurrence, documents in ranked order: `limit` counts occurrences.
         rows = await reader.documents(
             target,
@@ -98,7 +98,7 @@ async def _search(reader: IndexReader, request: SearchRequest) -> SearchResult:
             exclude_run_id=request.exclude_run_id,
         )
         # Excluded occurrences leave gaps: widen the ranking until the page is full or nothing is left.
-        if len(rows) >= options.limit or len(ranked) < fetch or fetch >= candidates:
+        if len(rows) >= options.limit or len(ranked) < fetch or fetch >= matched:
             break
         fetch *= 4
     kept = {row.doc_id for row in rows}
@@ -112,63 +112,26 @@ async def _search(reader: IndexReader, request: SearchRequest) -> SearchResult:
     )
 
 
-async def _ranked(
-    reader: IndexReader,
-    target: SearchTarget,
-    stats: IndexStats,
-    terms: Sequence[str],
-    parameters: BM25Parameters,
-    limit: int,
-) -> tuple[list[ScoredDocument], int]:
-    """The exact top `limit` documents, and how many documents matched at all (an upper bound)."""
-    if isinstance(reader, BlockReader):
-        found = await _ranked_as_arrays(reader, target, stats, terms, parameters, limit)
-        if found is not None:
-            return found
-    postings = await reader.postings(target, terms)
-    frequencies = None
-    if target.role is not None:
-        frequencies = await _unfiltered_frequencies(reader, replace(target, role=None), terms)
-    ranked = rank(stats, postings, terms, parameters=parameters, limit=limit, document_frequencies=frequencies)
-    return ranked, sum(len(found) for found in postings.values())
+async def _frequencies(
+    reader: IndexReader, target: SearchTarget, columns: dict[str, PostingColumns], terms: Sequence[str]
+) -> tuple[dict[str, int], int]:
+    """Each term's document frequency as `rank` takes it, and how many postings matched (an upper bound of
+    the matching documents).
 
-
-async def _ranked_as_arrays(
-    reader: BlockReader,
-    target: SearchTarget,
-    stats: IndexStats,
-    terms: Sequence[str],
-    parameters: BM25Parameters,
-    limit: int,
-) -> tuple[list[ScoredDocument], int] | None:
-    """`_ranked`'s answer from the target's posting lists read as arrays; `None` if the reader declines.
-
-    Each term's document frequency is its list's length over the target, as `rank` takes it. A role
-    filter is ranked with the frequencies of the whole target instead, as `rank` is given them.
+    A term's frequency is its list's length over the target. A role filter is ranked with the
+    frequencies of the whole target instead: it narrows the hits, and the idf of the whole
+    conversation (or scope) keeps every hit's score what it is without the filter.
     """
-    columns = await reader.posting_columns(target, terms)
-    if columns is None:
-        return None
     frequencies = {term: len(found.doc_ids) for term, found in columns.items()}
     matched = sum(frequencies.values())
     if target.role is not None:
-        unfiltered = await _unfiltered_frequencies(reader, replace(target, role=None), terms)
+        whole = replace(target, role=None)
+        unfiltered = await reader.document_frequencies(whole, terms)
+        if unfiltered is None:
+            read = await reader.target_postings(whole, terms)
+            unfiltered = {} if read is None else {term: len(found.doc_ids) for term, found in read.columns.items()}
         frequencies = {term: unfiltered.get(term, count) for term, count in frequencies.items()}
-    return _rank_columns(stats, columns, frequencies, terms, parameters, limit), matched
-
-
-async def _unfiltered_frequencies(reader: IndexReader, target: SearchTarget, terms: Sequence[str]) -> dict[str, int]:
-    """Each term's document frequency over the whole target: a role filter narrows the hits, and
-    ranking it with the idf of the whole conversation (or scope) keeps every hit's score what it is
-    without the filter."""
-    if isinstance(reader, BlockReader):
-        frequencies = await reader.document_frequencies(target, terms)
-        if frequencies is not None:
-            return frequencies
-        columns = await reader.posting_columns(target, terms)
-        if columns is not None:
-            return {term: len(found.doc_ids) for term, found in columns.items()}
-    return {term: len(found) for term, found in (await reader.postings(target, terms)).items()}
+    return frequencies, matched
 
 
 def _best(
@@ -251,10 +214,10 @@ def _rank_columns(
     parameters: BM25Parameters,
     limit: int,
 ) -> list[ScoredDocument]:
-    """The exact BM25 top-k of posting lists read as arrays (`BlockReader.posting_columns`): `rank`'s
+    """The exact BM25 top-k of posting lists read as arrays (`IndexReader.target_postings`): `rank`'s
     answer, at C speed. `frequencies` holds each term of `columns`' document frequency over the target.
 
-    Used for every search a `BlockReader` serves. A scope-wide search over a common term reads a list
+    Used for every search. A scope-wide search over a common term reads a list
     that holds most of the tenant, and the block bounds (`_blocks`) cannot skip much
     of it: measured on the benchmark's 100k corpus, the documents whose bound (the sum of the best
     weights of the blocks around them) reaches the page's tenth score are 7% to 97% of those holding

@@ -25,7 +25,7 @@ from .log import _append, _entries, _write
 from .log import _reads as _log
 from .log._columns import record_columns
 from .log._tenants import lock_tenants
-from .protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
+from .protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, SearchTarget, TargetPostings
 from .sql._keys import scope_key
 from .sql._session import Backend, Session
 
@@ -62,7 +62,7 @@ def refuse_unopened(store: str, value: object, *, shown: str, noun: str, argumen
 
 
 class EngineStore(CheckedStore, StoredBodies):
-    """A `ConversationStore` that is also a `DeltaWriter`, an `IndexReader` and a `BlockReader`.
+    """A `ConversationStore` that is also a `DeltaWriter` and an `IndexReader`.
 
     A subclass is a backend: it opens its driver's `Backend` and passes it to `__init__`.
     """
@@ -228,7 +228,7 @@ class EngineStore(CheckedStore, StoredBodies):
         check_append(request)
         return await _append.append(self._backend, request)
 
-    # --- IndexReader and BlockReader --------------------------------------------------------------
+    # --- IndexReader -------------------------------------------------------------------------------
 
     # Each call resolves its target and reads in one backend call (on SQLite one thread hop). A write
     # landing between two calls only makes the later answer that of a moment later; the target is
@@ -238,11 +238,12 @@ class EngineStore(CheckedStore, StoredBodies):
         return await self._backend.run_read(read, snapshot=self._search_snapshot)
 
     async def index_stats(self, target: SearchTarget) -> IndexStats | None:
-        check_target(target)  # Every search starts here.
+        check_target(target)
         return await self._search(lambda s: _reader.index_stats(s, target))
 
-    async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
-        return await self._search(lambda s: _reader.postings(s, target, terms))
+    async def target_postings(self, target: SearchTarget, terms: Sequence[str]) -> TargetPostings | None:
+        check_target(target)  # A search starts here.
+        return await self._search(lambda s: _reader.target_postings(s, target, terms))
 
     async def documents(
         self,
@@ -261,9 +262,6 @@ class EngineStore(CheckedStore, StoredBodies):
 
     async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
         return await self._search(lambda s: _reader.document_frequencies(s, target, terms))
-
-    async def posting_columns(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, PostingColumns] | None:
-        return await self._search(lambda s: _reader.posting_columns(s, target, terms))
 
     # --- Maintenance ------------------------------------------------------------------------------
 

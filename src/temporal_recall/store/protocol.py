@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
@@ -25,7 +25,6 @@ __all__ = (
     'FENCE_PREFIX',
     'AppendRequest',
     'AppendResult',
-    'BlockReader',
     'BodyStore',
     'DeltaWriter',
     'DocumentRow',
@@ -36,6 +35,7 @@ __all__ = (
     'PostingColumns',
     'RecallStore',
     'SearchTarget',
+    'TargetPostings',
 )
 
 
@@ -155,11 +155,8 @@ class IndexStats:
 
 
 class Posting(NamedTuple):
-    """One document's entry in a term's posting list.
-
-    A tuple rather than a dataclass: a search over a large scope builds tens of thousands of these,
-    and a NamedTuple is built at C speed (`tuple.__new__(Posting, row)`; `_make` is a Python call).
-    """
+    """One document's entry in a term's posting list, as `search.rank` (the reference ranking) and a
+    block's decoding (`recall check`) take it; a search reads `PostingColumns`."""
 
     doc_id: int
     """Also the tie-break order: documents indexed earlier have smaller ids."""
@@ -173,6 +170,15 @@ class PostingColumns(NamedTuple):
     doc_ids: NDArray[np.int64]
     term_frequencies: NDArray[np.uint32]
     lengths: NDArray[np.uint32]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetPostings:
+    """A search target's counters and its query terms' posting lists, read together."""
+
+    stats: IndexStats
+    columns: dict[str, PostingColumns]
+    """Each term's postings among the target's documents, ascending ids (terms in no document left out)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,8 +202,14 @@ class IndexReader(Protocol):
         does not exist in its scope (the caller reports that exactly like "no such conversation")."""
         ...
 
-    async def postings(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
-        """For each term, its postings among the target's documents (terms with none may be omitted)."""
+    async def target_postings(self, target: SearchTarget, terms: Sequence[str]) -> TargetPostings | None:
+        """The target's stats (as `index_stats`) and each term's postings among its documents, in one read;
+        `None` exactly when `index_stats` is."""
+        ...
+
+    async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
+        """How many of the target's documents hold each term (terms in none are left out), from counters
+        kept at write time; `None` for a target narrower than its tenant (a conversation, a run, a role)."""
         ...
 
     async def documents(
@@ -214,25 +226,6 @@ class IndexReader(Protocol):
         Documents in `doc_ids` order, each at every place of the conversation's current history
         where it was said (earliest first; see `index._occurrences`), an entry once, none said in
         `exclude_run_id`, at most `limit` rows."""
-        ...
-
-
-@runtime_checkable
-class BlockReader(IndexReader, Protocol):
-    """Reads that let a search score posting lists as arrays rather than row by row.
-
-    Each returns `None` for a target it does not serve; the search then reads posting lists as
-    tuples (`IndexReader.postings`).
-    """
-
-    async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
-        """How many of the target's documents hold each term (terms in none are left out), from counters
-        kept at write time; `None` for a target narrower than its tenant (a conversation, a run, a role)."""
-        ...
-
-    async def posting_columns(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, PostingColumns] | None:
-        """Each term's postings among the target's documents, as arrays (terms in no document are left out):
-        the same postings as `IndexReader.postings`."""
         ...
 
 

@@ -1,4 +1,4 @@
-"""The search reads (`IndexReader`, `BlockReader`): stats, postings and document rows for a `SearchTarget`.
+"""The search reads (`IndexReader`): stats, postings and document rows for a `SearchTarget`.
 
 The design and its measurements: docs/store.md, "store/index/_reader.py".
 """
@@ -12,14 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ..postings._blocks import BLOCK, postings_of, read_blocks, read_overlapping
-from ..protocol import DocumentRow, IndexStats, Posting, PostingColumns, SearchTarget
+from ..postings._blocks import BLOCK, read_blocks, read_overlapping
+from ..protocol import DocumentRow, IndexStats, PostingColumns, SearchTarget, TargetPostings
 from ..sql._keys import run_id_of, scope_key
 from ..sql._session import Dialect, Session
 from ._context import document_rows, hits_query
 from ._occurrences import page_rows
 
-__all__ = ('Target', 'document_frequencies', 'documents', 'index_stats', 'posting_columns', 'postings', 'resolve')
+__all__ = ('Target', 'document_frequencies', 'documents', 'index_stats', 'resolve', 'target_postings')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,7 +95,13 @@ def _target_params(target: SearchTarget) -> tuple[object, ...]:
 
 
 async def index_stats(session: Session, target: SearchTarget) -> IndexStats | None:
-    found = await resolve(session, target)
+    return await _stats(session, target, await resolve(session, target))
+
+
+async def _stats(
+    session: Session, target: SearchTarget, found: tuple[Target, list[TermRow]] | None
+) -> IndexStats | None:
+    """The target's document count and total length, given what `resolve` found for it."""
     if found is None:
         # Fail closed: a conversation outside the scope is reported exactly like a missing one.
         exists = target.conversation_id is None or await session.one(
@@ -161,15 +167,9 @@ async def document_frequencies(session: Session, target: SearchTarget, terms: Se
     return None if found is None else {term: count for term, _, count in found[1]}
 
 
-async def postings(session: Session, target: SearchTarget, terms: Sequence[str]) -> dict[str, list[Posting]]:
-    """Each term's postings among the target's documents, in `doc_id` order (terms with none are left out)."""
-    found = await posting_columns(session, target, terms)
-    return {term: postings_of(columns) for term, columns in found.items()}
-
-
-async def posting_columns(session: Session, target: SearchTarget, terms: Sequence[str]) -> dict[str, PostingColumns]:
-    """Each term's postings among the target's documents as arrays, in `doc_id` order (terms with none
-    are left out, the others in the order of `terms`).
+async def target_postings(session: Session, target: SearchTarget, terms: Sequence[str]) -> TargetPostings | None:
+    """The target's stats and each term's postings among its documents as arrays, in `doc_id` order
+    (terms with none are left out, the others in the order of `terms`): one `resolve` for both.
 
     A target narrower than its tenant (a conversation, a run, a role) first reads its documents'
     ids, then only the blocks that can hold them (`postings._blocks.read_overlapping`): the cost follows the
@@ -177,12 +177,17 @@ async def posting_columns(session: Session, target: SearchTarget, terms: Sequenc
     blocks than the target has separate id ranges is read whole instead.
     """
     wanted = list(dict.fromkeys(terms))
-    if not wanted:
-        return {}
     found = await resolve(session, target, wanted)
-    if found is None or not found[1]:
-        return {}
-    resolved, term_rows = found
+    stats = await _stats(session, target, found)
+    if stats is None:
+        return None
+    columns = {} if found is None or not found[1] else await _columns(session, *found, wanted)
+    return TargetPostings(stats=stats, columns=columns)
+
+
+async def _columns(
+    session: Session, resolved: Target, term_rows: list[TermRow], wanted: list[str]
+) -> dict[str, PostingColumns]:
     names = {term_id: term for term, term_id, _ in term_rows}
     allowed = await _documents_of(session, resolved)
     if allowed is None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Self
 from asyncpg import exceptions as pg
 
 from .._engine import EngineStore, StoreSizes, refuse_unopened
-from ..protocol import BlockReader, BodyStore, RecallStore
+from ..protocol import BodyStore, RecallStore
 from ._connection import Database
 from ._opener import open_database
 from ._url import PostgresOptions, parse_postgres_url
@@ -33,7 +33,7 @@ class PostgresStoreStats(StoreSizes):
 
 class PostgresConversationStore(EngineStore):
     """A `ConversationStore` in a PostgreSQL schema, also a `DeltaWriter`, an `IndexReader` (with the
-    `BlockReader` reads) and the `BodyStore` of `RecallDataCodec`, like `SqliteConversationStore`.
+    array reads) and the `BodyStore` of `RecallDataCodec`, like `SqliteConversationStore`.
 
     Open it with [`open`][temporal_recall.store.PostgresConversationStore.open] (or `open_store` with a
     `postgresql://` URL) and close it when done (or use `async with`). One store holds a pool of
@@ -101,5 +101,4 @@ class PostgresConversationStore(EngineStore):
 if TYPE_CHECKING:
     # Makes pyright check that the store satisfies the protocols the activities, the search and the codec use.
     _CONFORMS: type[RecallStore] = PostgresConversationStore
-    _BLOCKS: type[BlockReader] = PostgresConversationStore
     _BODIES: type[BodyStore] = PostgresConversationStore

@@ -26,7 +26,6 @@ __all__ = (
     'decode',
     'encode',
     'postings_by_term',
-    'postings_of',
     'read_blocks',
     'read_overlapping',
     'run_starts',
@@ -64,11 +63,6 @@ def decode(first_doc: int, stored: bytes) -> list[Posting]:
     """A block's postings, in `doc_id` order."""
     values = _integers(stored)
     return _postings(map(int.__add__, repeat(first_doc), values[0::3]), values[1::3], values[2::3])
-
-
-def postings_of(columns: PostingColumns) -> list[Posting]:
-    """Columns as `Posting` tuples, in their order."""
-    return _postings(*(column.tolist() for column in columns))
 
 
 def _postings(doc_ids: Iterable[int], frequencies: Iterable[int], lengths: Iterable[int]) -> list[Posting]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 from .._engine import EngineStore, StoreSizes, refuse_unopened
-from ..protocol import BlockReader, BodyStore, RecallStore
+from ..protocol import BodyStore, RecallStore
 from ._connection import Database, Synchronous
 from ._opener import connect
 
@@ -88,5 +88,4 @@ class SqliteConversationStore(EngineStore):
 if TYPE_CHECKING:
     # Makes pyright check that the store satisfies the protocols the activities, the search and the codec use.
     _CONFORMS: type[RecallStore] = SqliteConversationStore
-    _BLOCKS: type[BlockReader] = SqliteConversationStore
     _BODIES: type[BodyStore] = SqliteConversationStore
