@@ -1,6 +1,5 @@
 """The message bodies of `RecallDataCodec`, written once for every backend: put, get, touch, stats, prune.
-
-The design and its measurements: docs/store.md, "store/_bodies.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The stores' side of input validation: what each primitive checks before its driver sees anything.
-
-The design and its measurements: docs/store.md, "store/_checks.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

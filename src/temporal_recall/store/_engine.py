@@ -1,6 +1,5 @@
 """`EngineStore`: pydantic-ai's `ConversationStore` and the recall seams, written once over a driver's `Backend`.
-
-The design and its measurements: docs/store.md, "store/_engine.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

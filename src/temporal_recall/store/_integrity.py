@@ -1,7 +1,4 @@
-"""`recall check`: an integrity check of a store, written once for both backends.
-
-The design and its measurements: docs/store.md, "store/_integrity.py".
-"""
+"""`recall check`: an integrity check of a store, written once for both backends. More in docs/store.md."""
 
 from __future__ import annotations
 
@@ -17,6 +14,7 @@ from temporal_recall.content import content_hash, load_message
 
 from .index._terms import decode_term_ids, index_terms
 from .postings._blocks import decode
+from .protocol import Posting
 from .sql._keys import hash_bytes, scope_key
 from .sql._session import Session
 
@@ -183,20 +181,22 @@ async def _index(session: Session, report: CheckReport) -> None:
     await _counters(session, report)
 
 
+_BLOCK_ROWS = (
+    'SELECT tenant_id, term_id, first_doc, last_doc, count, postings FROM posting_blocks '
+    'ORDER BY tenant_id, term_id, first_doc'
+)
+
+
 async def _postings(session: Session, report: CheckReport) -> list[tuple[int, int, int, int, int]]:
     """Every posting `(tenant_id, term_id, doc_id, term_frequency, length)`, its block checked first."""
     found: list[tuple[int, int, int, int, int]] = []
     ends: dict[tuple[int, int], int] = {}  # Each list's last document, which its pending postings follow.
     previous: tuple[int, int, int] | None = None
-    for tenant_id, term_id, first_doc, last_doc, count, stored in await session.rows(
-        'SELECT tenant_id, term_id, first_doc, last_doc, count, postings '
-        'FROM posting_blocks ORDER BY tenant_id, term_id, first_doc'
-    ):
+    for row in await session.rows(_BLOCK_ROWS):
+        tenant_id, term_id, first_doc, last_doc, count, stored = row
         where = f'block (tenant {tenant_id}, term {term_id}, from document {first_doc})'
-        try:
-            postings = decode(first_doc, _bytes(stored))
-        except ValueError:
-            report.add('index', where, 'holds postings that do not decode')
+        postings = _decoded(report, where, first_doc, stored, 'holds')
+        if postings is None:
             continue
         doc_ids = [posting.doc_id for posting in postings]
         if not _ascending(doc_ids, last_doc):
@@ -210,6 +210,15 @@ async def _postings(session: Session, report: CheckReport) -> list[tuple[int, in
             ends[tenant_id, term_id] = doc_ids[-1]
         found.extend((tenant_id, term_id, doc_id, frequency, length) for doc_id, frequency, length in postings)
     return found + await _pending_postings(session, report, ends)
+
+
+def _decoded(report: CheckReport, where: str, first_doc: int, stored: Any, verb: str) -> list[Posting] | None:
+    """A stored row's postings, or `None` with a finding if they do not decode."""
+    try:
+        return decode(first_doc, _bytes(stored))
+    except ValueError:
+        report.add('index', where, f'{verb} postings that do not decode')
+        return None
 
 
 def _ascending(doc_ids: list[int], last_doc: int) -> bool:
@@ -230,10 +239,8 @@ async def _pending_postings(
         'ORDER BY tenant_id, term_id, segment, first_doc'
     ):
         where = f'pending postings (tenant {tenant_id}, segment {segment}, term {term_id}, from document {first_doc})'
-        try:
-            postings = decode(first_doc, _bytes(stored))
-        except ValueError:
-            report.add('index', where, 'hold postings that do not decode')
+        postings = _decoded(report, where, first_doc, stored, 'hold')
+        if postings is None:
             continue
         doc_ids = [posting.doc_id for posting in postings]
         after = ends.get((tenant_id, term_id), -1)

@@ -1,7 +1,4 @@
-"""The seams between the store, the search layer and the persistence capability.
-
-The design and its measurements: docs/store.md, "store/protocol.py".
-"""
+"""The seams between the store, the search layer and the persistence capability. More in docs/store.md."""
 
 from __future__ import annotations
 

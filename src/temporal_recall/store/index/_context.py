@@ -1,6 +1,5 @@
 """The context around search hits, kept on the hit's own conversation: the one rule both backends use.
-
-The design and its measurements: docs/store.md, "store/index/_context.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

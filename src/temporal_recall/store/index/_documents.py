@@ -1,6 +1,5 @@
 """Keeping the BM25 index in step with the log, inside the caller's write transaction, on any backend.
-
-The design and its measurements: docs/store.md, "store/index/_documents.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """A conversation's whole index membership, read from the log, given, taken away or rebuilt, on any backend.
-
-The design and its measurements: docs/store.md, "store/index/_membership.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Where a matching document was said: the occurrences of each hit, by the one rule both backends use.
-
-The design and its measurements: docs/store.md, "store/index/_occurrences.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

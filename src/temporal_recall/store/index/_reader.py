@@ -1,7 +1,4 @@
-"""The search reads (`IndexReader`): stats, postings and document rows for a `SearchTarget`.
-
-The design and its measurements: docs/store.md, "store/index/_reader.py".
-"""
+"""The search reads (`IndexReader`): stats, postings and document rows for a `SearchTarget`. More in docs/store.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""`DeltaWriter.append`, written once: one step boundary's messages in one write transaction.
-
-The design and its measurements: docs/store.md, "store/log/_append.py".
-"""
+"""`DeltaWriter.append`, written once: one step boundary's messages in one write transaction. More in docs/store.md."""
 
 from __future__ import annotations
 

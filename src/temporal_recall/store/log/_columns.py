@@ -1,7 +1,4 @@
-"""Turning records and messages into column values and back, independent of the database.
-
-The design and its measurements: docs/store.md, "store/log/_columns.py".
-"""
+"""Turning records and messages into column values and back, independent of the database. More in docs/store.md."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The write side of the message log and the conversation rows, over a `Session`, for `log._append` and `log._write`.
-
-The design and its measurements: docs/store.md, "store/log/_entries.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

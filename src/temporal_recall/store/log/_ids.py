@@ -1,7 +1,4 @@
-"""Entry ids, revisions and timestamps the store mints, without pydantic-ai's private helpers.
-
-The design and its measurements: docs/store.md, "store/log/_ids.py".
-"""
+"""Entry ids, revisions and timestamps the store mints, without pydantic-ai's private helpers. More in docs/store.md."""
 
 from __future__ import annotations
 

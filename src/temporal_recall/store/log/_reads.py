@@ -1,6 +1,5 @@
 """Reading the message log and the conversation rows, and deleting a conversation: written once, on a `Session`.
-
-The design and its measurements: docs/store.md, "store/log/_reads.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """`ConversationStore.write_record`, written once: a record, its new entries and their index rows.
-
-The design and its measurements: docs/store.md, "store/log/_write.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

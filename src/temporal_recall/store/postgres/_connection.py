@@ -1,7 +1,4 @@
-"""An asyncpg pool with the store's transactions, retries and error translation.
-
-The design and its measurements: docs/store.md, "store/postgres/_connection.py".
-"""
+"""An asyncpg pool with the store's transactions, retries and error translation. More in docs/store.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """PostgreSQL's dialect: the engine's SQL as written, the tables in PostgreSQL's spelling, and what SQL
-has no common spelling for (sequences, table locks).
-
-The design and its measurements: docs/store.md, "store/postgres/_dialect.py".
+has no common spelling for (sequences, table locks). More in docs/store.md.
 """
 
 from __future__ import annotations

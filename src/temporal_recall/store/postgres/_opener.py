@@ -1,6 +1,5 @@
 """Opening a PostgreSQL store: check the recorded schema version, then apply missing migrations safely.
-
-The design and its measurements: docs/store.md, "store/postgres/_opener.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

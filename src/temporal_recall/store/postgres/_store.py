@@ -1,6 +1,6 @@
 """`PostgresConversationStore`: the engine store (`_engine.EngineStore`) on a PostgreSQL schema.
 
-The design and its measurements: docs/store.md, "store/postgres/_store.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Posting lists stored in blocks: the layout, its encoding and every read of `posting_blocks`.
 
-The design and its measurements: docs/store.md, "store/postings/_blocks.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

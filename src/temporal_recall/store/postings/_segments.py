@@ -1,7 +1,4 @@
-"""A write's postings as a segment of their own, merged into the blocks a few writes later.
-
-The design and its measurements: docs/store.md, "store/postings/_segments.py".
-"""
+"""A write's postings as a segment of their own, merged into the blocks a few writes later. More in docs/store.md."""
 
 from __future__ import annotations
 

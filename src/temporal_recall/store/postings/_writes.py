@@ -1,6 +1,5 @@
 """Writing posting blocks (`postings._blocks`): adding postings to their terms' blocks, and taking documents out.
-
-The design and its measurements: docs/store.md, "store/postings/_writes.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Set-oriented statements over a batch of rows, written once for every backend.
-
-The design and its measurements: docs/store.md, "store/sql/_bulk.py".
-"""
+"""Set-oriented statements over a batch of rows, written once for every backend. More in docs/store.md."""
 
 from __future__ import annotations
 

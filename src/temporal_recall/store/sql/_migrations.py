@@ -1,6 +1,5 @@
 """Schema migrations bookkeeping, written once for every backend: versions, names, what is pending, applying.
-
-The design and its measurements: docs/store.md, "store/sql/_migrations.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

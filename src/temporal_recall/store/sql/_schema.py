@@ -1,6 +1,5 @@
 """The store's tables, written once: each released migration's DDL, rendered per backend by its `Dialect`.
-
-The design and its measurements: docs/store.md, "store/sql/_schema.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

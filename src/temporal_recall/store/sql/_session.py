@@ -1,7 +1,4 @@
-"""`Session` and `Dialect`: the one surface engine code runs its SQL through, on any backend.
-
-The design and its measurements: docs/store.md, "store/sql/_session.py".
-"""
+"""`Session` and `Dialect`: the one surface engine code runs its SQL through, on any backend. More in docs/store.md."""
 
 from __future__ import annotations
 

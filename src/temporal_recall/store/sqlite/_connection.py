@@ -1,6 +1,6 @@
 """One aiosqlite connection with the store's opening checks, transactions and error translation.
 
-The design and its measurements: docs/store.md, "store/sqlite/_connection.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """SQLite's dialect: what SQLite spells otherwise than the engine's SQL, and the tables in its spelling.
-
-The design and its measurements: docs/store.md, "store/sqlite/_dialect.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Opening a SQLite store: check the file and the recorded schema version, then apply missing migrations.
-
-The design and its measurements: docs/store.md, "store/sqlite/_opener.py".
+More in docs/store.md.
 """
 
 from __future__ import annotations

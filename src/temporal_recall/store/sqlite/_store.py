@@ -1,7 +1,4 @@
-"""`SqliteConversationStore`: the engine store (`_engine.EngineStore`) on one SQLite file.
-
-The design and its measurements: docs/store.md, "store/sqlite/_store.py".
-"""
+"""`SqliteConversationStore`: the engine store (`_engine.EngineStore`) on one SQLite file. More in docs/store.md."""
 
 from __future__ import annotations
 

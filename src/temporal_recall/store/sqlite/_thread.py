@@ -1,7 +1,4 @@
-"""The SQLite store's connection thread, which never keeps a process alive.
-
-The design and its measurements: docs/store.md, "store/sqlite/_thread.py".
-"""
+"""The SQLite store's connection thread, which never keeps a process alive. More in docs/store.md."""
 
 from __future__ import annotations
 
