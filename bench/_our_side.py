@@ -2,7 +2,7 @@
 
 Writes as the persistence capability does: one `append` per step boundary carrying only the new
 messages, anchored by `base_length`/`base_hash` on the history the writer already has (as in
-`scripts/bench_search.py`), then searches through `search_history`, the code path the recall tool
+`scripts/bench_search.py`), then searches through `search_index`, the code path the recall tool
 and activities use.
 
     .venv/bin/python bench/_our_side.py DATASET.json DB OUT.json [--max-queries N] [--query-budget S]
@@ -18,7 +18,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest, open_store
 
 SCOPE = 'bench'
@@ -61,7 +61,7 @@ async def main() -> None:
                 all_conversations=conversation_id is None,
                 limit=10,
             )
-            return len((await search_history(store, request)).hits)
+            return len((await search_index(store, request)).hits)
 
         searches = await time_searches(dataset, search, args.max_queries, args.query_budget)
     finally:

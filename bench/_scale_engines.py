@@ -6,7 +6,7 @@ pydantic-ai messages, rows or documents), and `write`, timed. Each offers one or
 
 - Ours writes through the public store API only: one `append` of the hundred messages (user prompts
   and assistant texts alternating), the fastest path the API offers; it searches through the product's
-  search entry point (`search_history` with a `SearchRequest`), as the activity, tool, CLI and API do.
+  search entry point (`search_index` with a `SearchRequest`), as the activity, tool, CLI and API do.
 - FTS5: one table (`body`, and the conversation and position unindexed), WAL and `synchronous=NORMAL`
   as our SQLite store, one transaction per hundred; ranked by `bm25()`. Two searches: OR ("the best 10
   messages holding any term", the question ours answers) and AND (for reference).
@@ -28,7 +28,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from bench._scale_corpus import LONG_CONVERSATION, Unit
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
-from temporal_recall.search.plan import search_history  # the product's search entry point
+from temporal_recall.search.plan import search_index  # the product's search entry point
 from temporal_recall.store import AppendRequest, open_store
 
 __all__ = (
@@ -39,7 +39,7 @@ __all__ = (
     'Search',
     'Tantivy',
     'drop_schema',
-    'search_history',
+    'search_index',
     'tantivy_missing',
     'vacuum_schema',
     'with_schema',
@@ -119,11 +119,11 @@ class Ours(Engine):
 
     async def search(self, terms: list[str]) -> Hits:
         request = SearchRequest(query=' '.join(terms), scope=SCOPE, all_conversations=True, limit=LIMIT)
-        return [(hit.conversation_id, hit.position) for hit in (await search_history(self.store, request)).hits]
+        return [(hit.conversation_id, hit.position) for hit in (await search_index(self.store, request)).hits]
 
     async def search_conversation(self, terms: list[str], conversation: str) -> Hits:
         request = SearchRequest(query=' '.join(terms), scope=SCOPE, conversation_id=conversation, limit=LIMIT)
-        return [(hit.conversation_id, hit.position) for hit in (await search_history(self.store, request)).hits]
+        return [(hit.conversation_id, hit.position) for hit in (await search_index(self.store, request)).hits]
 
     async def bytes(self) -> int:
         return (await self.store.stats()).database_bytes

@@ -115,7 +115,7 @@ def store_notes(args: argparse.Namespace) -> list[str]:
         'Workload: one seed for both sides (`bench/_workload.py`); Zipf vocabulary plus rare identifiers; '
         'runs of a user prompt, 1–4 tool calls and an answer; a save at every step boundary (2 messages).',
         'Ours: `store.append` per step boundary (delta with `base_length`/`base_hash`), search via '
-        '`search_history`. Reference: `SqliteStepStore.save_snapshot` of the whole history per step '
+        '`search_index`. Reference: `SqliteStepStore.save_snapshot` of the whole history per step '
         'boundary (as `StepPersistence` does; its events are not written), search via the '
         '`search_conversation_history` tool over `SnapshotHistorySource`. Both: SQLite, BM25 k1=1.5 b=0.75, '
         '10 results, no context lines.',

@@ -60,7 +60,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'src'))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for bench/
 
-from bench._scale_engines import drop_schema, search_history, vacuum_schema, with_schema
+from bench._scale_engines import drop_schema, search_index, vacuum_schema, with_schema
 from bench._workload import Generator
 from pydantic_ai.messages import (
     ModelMessage,
@@ -141,7 +141,7 @@ async def time_queries(store, workload: Workload, request_for, count: int) -> tu
     for _ in range(count):
         request = request_for(workload.query())
         started, started_cpu = time.perf_counter(), time.process_time()
-        await search_history(store, request)
+        await search_index(store, request)
         samples.append(time.perf_counter() - started)
         cpu.append(time.process_time() - started_cpu)
     return (*percentiles(samples), statistics.median(cpu) * 1000)

@@ -22,7 +22,7 @@ from temporal_recall.content import content_hash, load_message
 from temporal_recall.harness_import import HarnessImportError, import_harness, read_harness_runs
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import searchable_text
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.store import SqliteConversationStore, open_store
 
 DATA = Path(__file__).parent / 'data'
@@ -135,7 +135,7 @@ async def test_a_fresh_run_in_the_same_conversation_branches(store: SqliteConver
 async def test_externalized_tool_output_is_restored_and_searchable(store: SqliteConversationStore) -> None:
     await import_harness(store, HARNESS_DB)
 
-    result = await search_history(store, SearchRequest(query='INV-7731 line 59', conversation_id='billing-3'))
+    result = await search_index(store, SearchRequest(query='INV-7731 line 59', conversation_id='billing-3'))
     assert result.hits and result.hits[0].role == 'tool'
     conversation = await store.load('billing-3')
     assert conversation is not None
@@ -147,7 +147,7 @@ async def test_externalized_tool_output_is_restored_and_searchable(store: Sqlite
 async def test_interrupted_snapshots_are_not_imported(store: SqliteConversationStore) -> None:
     await import_harness(store, HARNESS_DB)
 
-    result = await search_history(store, SearchRequest(query='refund', conversation_id='orders-4'))
+    result = await search_index(store, SearchRequest(query='refund', conversation_id='orders-4'))
     assert result.hits == []
 
 

@@ -8,6 +8,7 @@ package) never imports the store backends or their database drivers.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -16,11 +17,12 @@ if TYPE_CHECKING:
     from .activities import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY, RecallActivities
     from .capability import ConversationRecall
     from .codec import RecallDataCodec, message_codec_plugin
-    from .errors import RecallError
+    from .errors import InvalidIdentifier, InvalidQuery, PruneRefused, RecallError, UnknownConversation
     from .models import (
+        ConversationClosed,
         ConversationInput,
-        ConversationSummary,
         HistoryWindow,
+        LoadedHistory,
         RecallDeps,
         RunPromptInput,
         RunPromptOutput,
@@ -38,10 +40,10 @@ if TYPE_CHECKING:
         read_conversation,
         search_messages,
     )
-    from .search import SearchHit
-    from .search.plan import search_history
+    from .search import Role, SearchHit
+    from .search.plan import search_index
     from .settings import Settings
-    from .store import SqliteConversationStore, open_store
+    from .store import PostgresConversationStore, SqliteConversationStore, open_store
     from .worker import RecallPlugin, build_worker
     from .workflows import ConversationWorkflow, RunPromptWorkflow, load_history, recall
 
@@ -49,17 +51,23 @@ __all__ = (
     'ANY_SCOPE',
     'LOAD_HISTORY_ACTIVITY',
     'SEARCH_ACTIVITY',
+    'ConversationClosed',
     'ConversationInfo',
     'ConversationInput',
     'ConversationRecall',
-    'ConversationSummary',
     'ConversationWorkflow',
     'HistoryWindow',
+    'InvalidIdentifier',
+    'InvalidQuery',
+    'LoadedHistory',
+    'PostgresConversationStore',
+    'PruneRefused',
     'RecallActivities',
     'RecallDataCodec',
     'RecallDeps',
     'RecallError',
     'RecallPlugin',
+    'Role',
     'RunPromptInput',
     'RunPromptOutput',
     'RunPromptWorkflow',
@@ -73,6 +81,7 @@ __all__ = (
     'TranscriptMessage',
     'TurnInput',
     'TurnOutput',
+    'UnknownConversation',
     'build_worker',
     'list_conversations',
     'load_history',
@@ -81,7 +90,7 @@ __all__ = (
     'prometheus_runtime',
     'read_conversation',
     'recall',
-    'search_history',
+    'search_index',
     'search_messages',
 )
 
@@ -90,14 +99,21 @@ _LOCATIONS = {
     'RecallDataCodec': '.codec',
     'message_codec_plugin': '.codec',
     'prometheus_runtime': '._metrics',
-    'search_history': '.search.plan',
+    'search_index': '.search.plan',
     'StoreProvider': '._store_provider',
     'LOAD_HISTORY_ACTIVITY': '.activities',
     'SEARCH_ACTIVITY': '.activities',
     'RecallActivities': '.activities',
     'RecallError': '.errors',
+    'InvalidIdentifier': '.errors',
+    'InvalidQuery': '.errors',
+    'PruneRefused': '.errors',
+    'UnknownConversation': '.errors',
+    'LoadedHistory': '.models',
+    'Role': '.search',
+    'PostgresConversationStore': '.store',
     'ConversationInput': '.models',
-    'ConversationSummary': '.models',
+    'ConversationClosed': '.models',
     'HistoryWindow': '.models',
     'RecallDeps': '.models',
     'RunPromptInput': '.models',
@@ -126,7 +142,19 @@ _LOCATIONS = {
 }
 
 
+_RENAMED = {'ConversationSummary': 'ConversationClosed', 'search_history': 'search_index'}
+"""Names renamed in this release, kept for one more: each access warns and gives the new name's object."""
+
+
 def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        new = _RENAMED[name]
+        warnings.warn(
+            f'temporal_recall.{name} is renamed {new}; the old name goes in the next release.',
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return __getattr__(new)
     module = _LOCATIONS.get(name)
     if module is None:
         raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -12,6 +12,9 @@ character, invalid text or an over-long id through to a store. A bad value raise
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
@@ -20,8 +23,8 @@ from ._validation import Identifier, QueryText
 from .search import RoleFilter, SearchResult
 
 __all__ = (
+    'ConversationClosed',
     'ConversationInput',
-    'ConversationSummary',
     'HistoryRequest',
     'HistoryWindow',
     'LoadedHistory',
@@ -228,10 +231,24 @@ class RecallDeps(BaseModel):
     without its oldest turns (`LoadedHistory.window`); `None` when it starts at the beginning."""
 
 
-class ConversationSummary(BaseModel):
+class ConversationClosed(BaseModel):
     """What `ConversationWorkflow` returns when it is closed."""
 
     model_config = _FROZEN
 
     conversation_id: str
     turns: int
+
+
+_RENAMED = {'ConversationSummary': 'ConversationClosed'}
+
+
+def __getattr__(name: str) -> Any:
+    """The names renamed in this release, for one more release: each access warns."""
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    warnings.warn(
+        f'{__name__}.{name} is renamed {new}; the old name goes in the next release.', DeprecationWarning, stacklevel=2
+    )
+    return globals()[new]

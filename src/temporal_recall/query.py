@@ -31,7 +31,7 @@ from pydantic_ai.messages import ModelMessage
 from .errors import InvalidSearchParameters, UnknownConversation
 from .models import SearchRequest
 from .search import Role, SearchResult, message_role, parse_query, transcript_text
-from .search.plan import search_history
+from .search.plan import search_index
 from .store import IndexReader
 
 __all__ = (
@@ -238,7 +238,7 @@ async def search_messages(
         context_lines=context,
     )
     try:
-        return await search_history(store, request)
+        return await search_index(store, request)
     except UnknownConversation:
         if conversation_id is not None:
             raise

@@ -18,7 +18,7 @@ from schemathesis import GenerationMode
 from temporal_recall.api import MAX_BODY_BYTES, create_app, load_tokens
 from temporal_recall.errors import ConfigurationError
 from temporal_recall.models import SearchRequest
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.store import open_store
 
 from ._http import Client, Response, serving
@@ -56,7 +56,7 @@ async def test_search_answers_the_hits_the_library_finds(api: Client, api_store:
     assert response.status == 200
     store = await open_store(api_store[0])
     try:
-        expected = await search_history(
+        expected = await search_index(
             store, SearchRequest(query='Harbour Street', conversation_id='support-42', scope='acme')
         )
     finally:

@@ -2,7 +2,7 @@
 
 The engines rank with different formulas, but a rare id is in at most a few messages, so every
 engine must return exactly the messages that hold it: that proves each engine was fed the same
-texts at the same positions, and that each search path (ours through `search_history`) works.
+texts at the same positions, and that each search path (ours through `search_index`) works.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from temporalio.client import Client
 from temporal_recall.cli import app, to_yaml
 from temporal_recall.demo._run import DEMO_TURNS
 from temporal_recall.models import RunPromptInput, SearchRequest
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.testing import DevServer, replay, running_worker
 from temporal_recall.workflows import RunPromptWorkflow
 
@@ -132,7 +132,7 @@ async def test_search_formats_all_carry_the_library_hits(filled: Filled) -> None
 
     store = await open_store(filled.path)
     try:
-        result = await search_history(
+        result = await search_index(
             store, SearchRequest(query='Harbour Street', conversation_id='support-42', scope='acme', limit=20)
         )
     finally:

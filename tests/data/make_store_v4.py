@@ -27,7 +27,7 @@ from pydantic_ai import messages as m
 
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest, SqliteConversationStore
 
 HERE = Path(__file__).parent
@@ -118,7 +118,7 @@ async def main() -> None:
             await write(store, 'english', ENGLISH)
             answers = {}
             for query in ENGLISH_QUERIES:
-                result = await search_history(
+                result = await search_index(
                     store, SearchRequest(query=query, conversation_id='english', scope='acme', limit=10)
                 )
                 answers[query] = [[hit.entry_id, hit.position, hit.score] for hit in result.hits]

@@ -1,4 +1,4 @@
-"""Search isolation and hostile queries, through the same `search_history` every entry point uses.
+"""Search isolation and hostile queries, through the same `search_index` every entry point uses.
 
 The isolation test is property-based, on both backends: generated tenants, conversations, runs
 (and messages saved without one), forks within and across scopes that carry on from the entries
@@ -25,7 +25,7 @@ from temporal_recall.content import content_hash
 from temporal_recall.errors import InvalidQuery, UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import transcript_text
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest, SqliteConversationStore
 
 from ..store._support import AnyStore, open_site
@@ -170,18 +170,18 @@ async def _check(store: AnyStore, world: World, asked: list[Ask]) -> None:
         )
         if not re.search(r'\w', ' '.join(words)):
             with pytest.raises(InvalidQuery):
-                await search_history(store, request)
+                await search_index(store, request)
             continue
         if conversation_id is not None and world.scope_of[conversation_id] != scope:
             # Out of scope answers exactly like a conversation that does not exist.
             with pytest.raises(UnknownConversation) as outside:
-                await search_history(store, request)
+                await search_index(store, request)
             with pytest.raises(UnknownConversation) as missing:
-                await search_history(store, request.model_copy(update={'conversation_id': 'conv-never'}))
+                await search_index(store, request.model_copy(update={'conversation_id': 'conv-never'}))
             assert str(outside.value).replace(conversation_id, '?') == str(missing.value).replace('conv-never', '?')
             continue
         try:
-            result = await search_history(store, request)
+            result = await search_index(store, request)
         except UnknownConversation as error:
             raise AssertionError(f'{request!r} refused an in-scope conversation; world={world!r}') from error
         allowed = [c for c in conversations if world.scope_of[c] == scope if everything or c == conversation_id]
@@ -260,7 +260,7 @@ async def test_hostile_queries_return_results_never_errors(query: str, tmp_path:
                 conversation_id='c', scope=None, idempotency_key='k', base_length=0, base_hash=None, messages=history
             )
         )
-        result = await search_history(store, SearchRequest(query=query, conversation_id='c'))
+        result = await search_index(store, SearchRequest(query=query, conversation_id='c'))
         assert isinstance(result.hits, list)
         if 'invoice' in query or 'refund' in query:
             assert result.hits, f'{query!r} should still find the literal words'
@@ -280,7 +280,7 @@ async def test_unusable_queries_get_a_clear_message(query: str, tmp_path: Path):
     store = await SqliteConversationStore.open(tmp_path / 'bad.db')
     try:
         with pytest.raises(InvalidQuery) as refused:
-            await search_history(store, SearchRequest(query=query, conversation_id='c'))
+            await search_index(store, SearchRequest(query=query, conversation_id='c'))
         assert str(refused.value)
     finally:
         await store.close()
@@ -300,7 +300,7 @@ async def test_ten_thousand_term_query_is_truncated_not_refused(tmp_path: Path):
             )
         )
         query = 'invoice ' + ' '.join(f'w{i}' for i in range(10_000))
-        result = await search_history(store, SearchRequest(query=query, conversation_id='c'))
+        result = await search_index(store, SearchRequest(query=query, conversation_id='c'))
         assert result.truncated_query and result.hits
     finally:
         await store.close()

@@ -14,7 +14,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import plan as _plan
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest, DeltaWriter, SearchTarget, SqliteConversationStore, open_store
 from temporal_recall.store.postings import _blocks
 
@@ -59,7 +59,7 @@ async def test_array_ranking_equals_the_row_ranking(
         for limit in (1, 3, 10):
             requests = [SearchRequest(query=q, scope='tenant', all_conversations=True, limit=limit) for q in queries]
             full = [await reference_search(store, request) for request in requests]
-            pruned = [await search_history(store, request) for request in requests]
+            pruned = [await search_index(store, request) for request in requests]
             for a, b in zip(full, pruned, strict=True):
                 assert [(h.entry_id, h.score) for h in a.hits] == [(h.entry_id, h.score) for h in b.hits]
     finally:
@@ -106,7 +106,7 @@ async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
             with monkeypatch.context() as patched:
                 for name in ('index_stats', 'target_postings', 'document_frequencies', 'documents'):
                     patched.setattr(store, name, counted(name))
-                pruned = [await search_history(store, request) for request in requests]
+                pruned = [await search_index(store, request) for request in requests]
             full = [await reference_search(store, request) for request in requests]
             for query, a, b in zip(queries, full, pruned, strict=True):
                 assert len(a.hits) == limit, query

@@ -20,7 +20,7 @@ from pydantic_ai.conversation_store import ConversationStore, InMemoryConversati
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import BM25Parameters, ScoredDocument, SearchResult, plan, rank
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
 from temporal_recall.store.postings._blocks import decode
 from temporal_recall.store.protocol import IndexReader, IndexStats, Posting, PostingColumns, SearchTarget
@@ -392,6 +392,6 @@ def ranking_by_rank() -> Iterator[None]:
 
 
 async def reference_search(reader: IndexReader, request: SearchRequest) -> SearchResult:
-    """`search_history` ranked by `ranking_by_rank`."""
+    """`search_index` ranked by `ranking_by_rank`."""
     with ranking_by_rank():
-        return await search_history(reader, request)
+        return await search_index(reader, request)

@@ -22,7 +22,7 @@ import pytest
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import ANALYZER
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.store.postgres import _dialect as _postgres_dialect
 from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
 
@@ -91,9 +91,7 @@ async def load_v4(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def search(store: AnyStore, query: str, conversation: str = 'multilingual') -> list[tuple[int, str]]:
-    result = await search_history(
-        store, SearchRequest(query=query, conversation_id=conversation, scope='acme', limit=10)
-    )
+    result = await search_index(store, SearchRequest(query=query, conversation_id=conversation, scope='acme', limit=10))
     return [(hit.position, hit.excerpt) for hit in result.hits]
 
 
@@ -136,7 +134,7 @@ async def test_a_store_indexed_by_analyzer_1_answers_correctly_after_the_upgrade
         assert [position for position, _ in await search(store, 'repeat this exactly')] == [2, 4]
 
         for query, answers in FIXTURE['english_answers'].items():
-            result = await search_history(
+            result = await search_index(
                 store, SearchRequest(query=query, conversation_id='english', scope='acme', limit=10)
             )
             assert [[hit.entry_id, hit.position, hit.score] for hit in result.hits] == answers, query

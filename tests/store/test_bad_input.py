@@ -16,7 +16,7 @@ from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationRecord
 from pydantic_ai.exceptions import UserError
 
-from temporal_recall import search_history
+from temporal_recall import search_index
 from temporal_recall._validation import MAX_ID_LENGTH
 from temporal_recall.errors import (
     ConfigurationError,
@@ -412,7 +412,7 @@ async def test_search_requests_with_bad_ids_are_refused_when_built(
             SearchRequest(query='weather', **fields)
         assert f'`{field}`' in str(raised.value)
         _assert_short(raised.value, bad)
-    result = await search_history(filled_any, SearchRequest(query='weather', conversation_id='c', scope='s'))
+    result = await search_index(filled_any, SearchRequest(query='weather', conversation_id='c', scope='s'))
     assert result.hits
 
 
@@ -427,7 +427,7 @@ async def test_search_requests_with_bad_ids_are_refused_when_built(
 async def test_queries_that_are_not_text_are_refused(filled_any: AnyStore, query: str, problem: str) -> None:
     with pytest.raises(InvalidQuery, match=re.escape(problem)):
         SearchRequest(query=query, conversation_id='c', scope='s')
-    spaced = await search_history(filled_any, SearchRequest(query='the\tweather\r\n', conversation_id='c', scope='s'))
+    spaced = await search_index(filled_any, SearchRequest(query='the\tweather\r\n', conversation_id='c', scope='s'))
     assert spaced.hits  # tab and line breaks are spacing, not control characters to refuse
 
 
@@ -436,7 +436,7 @@ async def test_the_longest_id_is_stored_and_found(recall_store: AnyStore) -> Non
     await recall_store.save(Conversation(messages=turn(1), conversation_id=longest), scope=longest)
     loaded = await recall_store.load(longest, scope=longest)
     assert loaded is not None and len(loaded.messages) == 2
-    found = await search_history(recall_store, SearchRequest(query='weather', conversation_id=longest, scope=longest))
+    found = await search_index(recall_store, SearchRequest(query='weather', conversation_id=longest, scope=longest))
     assert found.hits and {hit.conversation_id for hit in found.hits} == {longest}
 
 

@@ -9,14 +9,14 @@ import pytest
 from pydantic_ai.conversation import Conversation
 
 from temporal_recall.models import SearchRequest
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.store.sql._migrations import latest_version
 
 from ._support import Site, back_to_version_6, back_to_version_7, column_of, problems_of, turn, user
 
 
 async def _answers(store: object, requests: list[SearchRequest]) -> list[list[tuple[str, float]]]:
-    return [[(hit.entry_id, hit.score) for hit in (await search_history(store, r)).hits] for r in requests]  # type: ignore[arg-type]
+    return [[(hit.entry_id, hit.score) for hit in (await search_index(store, r)).hits] for r in requests]  # type: ignore[arg-type]
 
 
 def _requests() -> list[SearchRequest]:
@@ -56,7 +56,7 @@ async def test_a_version_7_store_upgrades_to_segments_with_the_same_answers(site
         await store.save(Conversation(conversation_id='c20', messages=[user('order A-2000 please')]), scope='acme')
         segments = await column_of(store, 'SELECT pending_segments FROM tenants ORDER BY pending_segments')
         assert segments == ([0, 1] if site.backend == 'sqlite' else [0, 0])  # `Dialect.writes_segments`
-        after = await search_history(store, SearchRequest(query='A-2000 order', scope='acme', all_conversations=True))
+        after = await search_index(store, SearchRequest(query='A-2000 order', scope='acme', all_conversations=True))
         assert [hit.conversation_id for hit in after.hits][:1] == ['c20']
         assert (await store.check()).clean
     finally:

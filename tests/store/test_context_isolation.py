@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import SearchResult
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 
 from ._support import AnyStore, append_after
 
@@ -34,19 +34,19 @@ async def test_a_forks_later_messages_never_appear_in_the_originals_context(reca
     await append_after(recall_store, 'g', fork_scope, history, _turn('GLOBEXSECRET question', 'GLOBEXSECRET answer'))
 
     for query in ['shipped monday', 'invoice 1042']:
-        result = await search_history(
+        result = await search_index(
             recall_store, SearchRequest(query=query, conversation_id='a1', scope='acme', context_lines=1)
         )
         assert result.hits, query
         assert 'GLOBEXSECRET' not in _shown(result)
-        scope_wide = await search_history(
+        scope_wide = await search_index(
             recall_store, SearchRequest(query=query, all_conversations=True, scope='acme', context_lines=3)
         )
         assert scope_wide.hits
         assert 'GLOBEXSECRET' not in _shown(scope_wide)
 
     # The fork itself still sees its own continuation as context.
-    own = await search_history(
+    own = await search_index(
         recall_store, SearchRequest(query='shipped monday', conversation_id='g', scope=fork_scope, context_lines=1)
     )
     assert 'GLOBEXSECRET question' in _shown(own)
@@ -59,7 +59,7 @@ async def test_context_follows_the_conversations_own_continuation_not_a_forks(re
     await append_after(recall_store, 'g', 'acme', history, _turn('FORKONLY question', 'FORKONLY answer'))
     await append_after(recall_store, 'a1', 'acme', history, _turn('original continues', 'ORIGINALNEXT answer'))
 
-    result = await search_history(
+    result = await search_index(
         recall_store, SearchRequest(query='shipped monday', conversation_id='a1', scope='acme', context_lines=2)
     )
     shown = _shown(result)
@@ -77,7 +77,7 @@ async def test_a_branch_of_another_scope_never_appears_through_a_shared_ancestor
     )
 
     for scope, conversation in [('acme', 'a1'), ('globex', 'g')]:
-        result = await search_history(
+        result = await search_index(
             recall_store,
             SearchRequest(query='invoice 1042', conversation_id=conversation, scope=scope, context_lines=3),
         )
@@ -95,14 +95,14 @@ async def test_context_at_a_branch_point_follows_the_chain_the_hit_is_on(recall_
     record = await recall_store.read_record('a1')
     assert record is not None and record.branches
 
-    at_branch_point = await search_history(
+    at_branch_point = await search_index(
         recall_store, SearchRequest(query='shipped monday', conversation_id='a1', scope='acme', context_lines=2)
     )
     shown = _shown(at_branch_point)
     assert 'NEWHEAD question' in shown  # the head's chain first
     assert 'OLDBRANCH' not in shown
 
-    on_old_branch = await search_history(
+    on_old_branch = await search_index(
         recall_store, SearchRequest(query='OLDBRANCH', conversation_id='a1', scope='acme', context_lines=1, limit=1)
     )
     assert [hit.position for hit in on_old_branch.hits] == [len(old) - 2]

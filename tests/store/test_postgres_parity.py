@@ -1,4 +1,4 @@
-"""Ranking parity: the same corpus written to SQLite and PostgreSQL gives identical `search_history` results.
+"""Ranking parity: the same corpus written to SQLite and PostgreSQL gives identical `search_index` results.
 
 Ranking is pure code over what `IndexReader` returns, so parity comes down to both backends storing
 the same documents, postings and membership and numbering documents in the same first-indexed order
@@ -29,7 +29,7 @@ from temporal_recall.content import content_hash
 from temporal_recall.errors import RecallError
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import SearchResult
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest, IndexReader, PostgresConversationStore, SqliteConversationStore
 
 from ._support import AT, AnyStore, PostgresSite, postgres_url, postings_of, problems_of, ranking_by_rank
@@ -194,7 +194,7 @@ async def entry_labels(store: AnyStore, conversations: list[tuple[str, str | Non
 
 async def answer(store: IndexReader, request: SearchRequest, labels: dict[str, str]) -> SearchResult | str:
     try:
-        result = await search_history(store, request)
+        result = await search_index(store, request)
     except RecallError as error:
         return f'{type(error).__name__}: {error}'
     hits = [hit.model_copy(update={'entry_id': labels.get(hit.entry_id, hit.entry_id)}) for hit in result.hits]

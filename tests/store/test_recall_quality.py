@@ -2,7 +2,7 @@
 
 Messages are written the way applications write them: through the capability on a plain
 `agent.run` (with `FunctionModel`), or through the store's `append`/`save`/`fork`, and searched
-through `search_history`, which every interface (the model's tool, `recall`, the Update, the CLI and
+through `search_index`, which every interface (the model's tool, `recall`, the Update, the CLI and
 the HTTP API) runs.
 """
 
@@ -22,7 +22,7 @@ from temporal_recall.content import content_hash
 from temporal_recall.errors import UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import SearchResult
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest
 from temporal_recall.text._documents import SUMMARY_METADATA
 
@@ -31,7 +31,7 @@ from ._support import AT, AnyStore, reply, tool_call, tool_return, user
 
 
 async def find(store: AnyStore, query: str, conversation_id: str | None = 'c', **options: Any) -> SearchResult:
-    return await search_history(
+    return await search_index(
         store,
         SearchRequest(
             query=query,

@@ -24,7 +24,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporal_recall import RunPromptInput, RunPromptOutput, RunPromptWorkflow
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
-from temporal_recall.search.plan import search_history
+from temporal_recall.search.plan import search_index
 from temporal_recall.store import PostgresConversationStore
 from temporal_recall.testing import DevServer
 
@@ -138,14 +138,14 @@ async def test_workers_sharing_a_postgres_store_survive_a_kill(
         assert report.entries == 4 * CONVERSATIONS
 
         everywhere = SearchRequest(query='Paris', all_conversations=True, limit=100)
-        seen_by_first = await search_history(first, everywhere)
-        assert seen_by_first == await search_history(second, everywhere)
+        seen_by_first = await search_index(first, everywhere)
+        assert seen_by_first == await search_index(second, everywhere)
         every_conversation = {f'{run}-{index}' for index in range(CONVERSATIONS)}
         assert {hit.conversation_id for hit in seen_by_first.hits} == every_conversation
         for index in (0, CONVERSATIONS // 2, CONVERSATIONS - 1):
             one = SearchRequest(query='Paris', conversation_id=f'{run}-{index}', context_lines=1)
-            found = await search_history(first, one)
-            assert found == await search_history(second, one)
+            found = await search_index(first, one)
+            assert found == await search_index(second, one)
             assert len(found.hits) == 4 and {hit.conversation_id for hit in found.hits} == {f'{run}-{index}'}
     finally:
         await first.close()

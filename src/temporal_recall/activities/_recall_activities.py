@@ -24,7 +24,7 @@ from .._store_provider import StoreProvider
 from ..content import content_hash
 from ..errors import PayloadTooLarge, RecallError, StoreUnavailable, UnknownConversation, non_retryable
 from ..models import HistoryRequest, HistoryWindow, LoadedHistory, SearchRequest, SearchResult
-from ..search.plan import search_history
+from ..search.plan import search_index
 from ._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
 
 __all__ = ('MAX_HISTORY_PAYLOAD_BYTES', 'RecallActivities')
@@ -46,7 +46,7 @@ class RecallActivities:
     async def search(self, request: SearchRequest) -> SearchResult:
         store = await self.store.get()
         try:
-            return await search_history(store, request)
+            return await search_index(store, request)
         except UnknownConversation:
             # Fail closed, and say the same thing for "absent" and "someone else's".
             return SearchResult(

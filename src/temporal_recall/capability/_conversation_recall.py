@@ -376,7 +376,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
                 and tool calls), 'tool' (tool results) or 'system' (system prompts).
         """
         from ..search import render_for_model
-        from ..search.plan import search_history
+        from ..search.plan import search_index
 
         conversation_id = ctx.conversation_id
         if not conversation_id:
@@ -395,7 +395,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
                 role=role,
             )
             store = await store_for(self.store)
-            result = await search_history(store, request)
+            result = await search_index(store, request)
         except UnknownConversation:
             return 'No earlier messages are stored for this conversation yet.'
         except (InvalidIdentifier, InvalidQuery, InvalidSearchParameters) as error:

@@ -7,10 +7,10 @@ makes the SQLite and PostgreSQL backends rank identically: a backend only fetche
 (`temporal_recall.store.protocol.IndexReader`), and every decision about what matches, in what
 order and how it is shown is made here, once.
 
-The plan (`temporal_recall.search.plan.search_history`) decides which postings to read, through
+The plan (`temporal_recall.search.plan.search_index`) decides which postings to read, through
 that reader protocol, for a conversation-driven search or a scope-wide one scored as arrays. It awaits
 the store, so this module does not import it: activity code, the CLI and the API import it from
-`plan` (and the library exports it as `temporal_recall.search_history`).
+`plan` (and the library exports it as `temporal_recall.search_index`).
 """
 
 from __future__ import annotations

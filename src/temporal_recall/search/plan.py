@@ -14,9 +14,10 @@ from here.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from temporal_recall.store.protocol import IndexReader, IndexStats, PostingColum
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ('search_history', 'target_of')
+__all__ = ('search_index', 'target_of')
 
 
 def target_of(request: SearchRequest) -> SearchTarget:
@@ -58,7 +59,7 @@ def target_of(request: SearchRequest) -> SearchTarget:
     )
 
 
-async def search_history(reader: IndexReader, request: SearchRequest) -> SearchResult:
+async def search_index(reader: IndexReader, request: SearchRequest) -> SearchResult:
     """Run `request` against the index; inside an activity, its latency and hits go to the worker's metrics.
 
     Raises:
@@ -251,3 +252,17 @@ def _rank_columns(
     return [
         ScoredDocument(int(doc_id), float(score)) for doc_id, score in zip(doc_ids[best], scores[best], strict=True)
     ]
+
+
+_RENAMED = {'search_history': 'search_index'}
+
+
+def __getattr__(name: str) -> Any:
+    """The names renamed in this release, for one more release: each access warns."""
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    warnings.warn(
+        f'{__name__}.{name} is renamed {new}; the old name goes in the next release.', DeprecationWarning, stacklevel=2
+    )
+    return globals()[new]

@@ -20,8 +20,8 @@ with workflow.unsafe.imports_passed_through():
 
     from ..errors import InvalidSearchParameters
     from ..models import (
+        ConversationClosed,
         ConversationInput,
-        ConversationSummary,
         HistoryWindow,
         RecallDeps,
         SearchRequest,
@@ -58,7 +58,7 @@ class ConversationWorkflow:
         self._closing = False
 
     @workflow.run
-    async def run(self, input: ConversationInput) -> ConversationSummary:
+    async def run(self, input: ConversationInput) -> ConversationClosed:
         timeout = timedelta(seconds=input.idle_timeout_seconds) if input.idle_timeout_seconds else None
         while True:
             seen = self._turns_total
@@ -76,7 +76,7 @@ class ConversationWorkflow:
         # A quiet boundary: every accepted turn answered and persisted before this run ends.
         await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self._turn_lock.locked())
         if self._closing:
-            return ConversationSummary(conversation_id=input.conversation_id, turns=self._turns_total)
+            return ConversationClosed(conversation_id=input.conversation_id, turns=self._turns_total)
         workflow.continue_as_new(input.model_copy(update={'turns_completed': self._turns_total}))
 
     def _rotate_due(self) -> bool:
