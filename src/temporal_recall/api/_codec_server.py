@@ -12,7 +12,10 @@ The decode is `RecallDataCodec.decode` itself, the code a worker runs, built for
 caller's token, so a request can only ever read bodies of that one scope. A payload whose body is
 missing, corrupted or stored under another scope comes back unchanged (as the hash the history
 holds), so another tenant's body and a body that does not exist answer byte for byte alike. Payloads
-that are not ours (other encodings, small inline JSON) pass through unchanged both ways.
+that are not ours (other encodings, small inline JSON) pass through unchanged both ways. On `/decode`
+a payload the codec cannot read (not JSON, a reference that is not a SHA-256 hex digest, which is
+refused before any store read) comes back unchanged too, like a missing body, and never takes the
+other payloads of its request with it.
 
 Authentication is the HTTP API's: a bearer token from the same tokens file maps to exactly one
 scope (`Authorization: Bearer <token>`, which `temporal --codec-auth` sends). The Web UI only sends
@@ -29,7 +32,8 @@ from any other origin is refused with 400 and no CORS headers. Errors are JSON,
 
 | status | code | when |
 |---|---|---|
-| 400 | `bad_request` | the body is not the JSON payloads document |
+| 400 | `bad_request` | the body is not the JSON payloads document (bytes not strict base64 included) |
+| 400 | `bad_payload` | `/encode`: a `json/plain` payload that is not storable JSON (the message names its index) |
 | 401 | `unauthorized` | no token, or one the configuration does not know |
 | 404 | `not_found` | any path other than `/decode` and `/encode` |
 | 405 | `method_not_allowed` | `/decode` or `/encode` with another method than POST |
@@ -61,7 +65,7 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
 from .._store_provider import StoreProvider
-from ..codec import MissingMessageBody, RecallDataCodec
+from ..codec import MissingMessageBody, RecallDataCodec, UnencodablePayload
 from ..errors import ConfigurationError, StoreError
 from ._app import TokenScope, bearer_scope, checked_tokens
 
@@ -96,6 +100,39 @@ _SESSION_FORM = _page("Paste your token; this browser will then send it with the
     '<form method="post" action="session"><input type="password" name="token" autocomplete="off" required>'
     '<button type="submit">Sign in</button></form>'
 )
+
+
+_BASE64_ALPHABETS = (re.compile(r'[A-Za-z0-9+/]*'), re.compile(r'[A-Za-z0-9_-]*'))
+
+
+def _is_base64(text: str) -> bool:
+    """Whether `text` is base64 as proto3 JSON writes bytes (standard or URL-safe, padded or not).
+
+    protobuf's own parser skips characters outside the alphabet, so `QUJD%%%` would silently become
+    other bytes than were sent; a payload must arrive exactly as the caller encoded it, or be refused.
+    """
+    bare = text.rstrip('=')
+    padding = len(text) - len(bare)
+    if padding > 2 or len(bare) % 4 == 1 or (padding and (len(bare) + padding) % 4):
+        return False
+    return any(alphabet.fullmatch(bare) for alphabet in _BASE64_ALPHABETS)
+
+
+def _check_base64(document: dict[str, Any]) -> None:
+    """Refuse, naming the payload, any `data` or metadata value that is not strict base64."""
+    payloads = document.get('payloads')
+    if not isinstance(payloads, list):
+        return  # the parser names what is wrong with the document itself
+    for index, payload in enumerate(payloads):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        if not isinstance(payload, dict):
+            continue
+        metadata = payload.get('metadata')  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
+        values: list[tuple[str, Any]] = [('data', payload.get('data'))]  # pyright: ignore[reportUnknownMemberType]
+        if isinstance(metadata, dict):
+            values += [(f'metadata {key!r}', value) for key, value in metadata.items()]  # pyright: ignore[reportUnknownVariableType]
+        for where, value in values:
+            if isinstance(value, str) and not _is_base64(value):
+                raise ValueError(f'payload {index}: {where} is not base64')
 
 
 def _error(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
@@ -168,6 +205,7 @@ class _CodecServer:
             parsed = json.loads(bytes(body).decode('utf-8'))
             if not isinstance(parsed, dict):
                 raise json_format.ParseError('the document is not a JSON object')
+            _check_base64(parsed)  # pyright: ignore[reportUnknownArgumentType]
             document = json_format.ParseDict(parsed, Payloads())
         except (json_format.ParseError, ValueError, RecursionError) as error:
             raise _Refused(
@@ -227,6 +265,8 @@ class _CodecServer:
                 answered = await self.decode(scope, payloads)
             else:
                 answered = await self.codec(scope).encode(payloads)
+        except UnencodablePayload as error:
+            return _error(400, 'bad_payload', str(error))
         except _Refused as refused:
             return refused.response
         except _UNAVAILABLE as error:

@@ -45,7 +45,7 @@ from temporalio.plugin import SimplePlugin
 from .._store_provider import StoreProvider
 from ..errors import RecallError
 from ..store.protocol import BODY_TOUCH_INTERVAL, BodyStore
-from ._tree import CHUNK, Addresser, MissingMessageBody, ReservedKey, dump, references_in, restore
+from ._tree import CHUNK, Addresser, MissingMessageBody, ReservedKey, checked_references, dump, references_in, restore
 
 __all__ = (
     'CHUNK',
@@ -54,6 +54,7 @@ __all__ = (
     'MessageCodecPlugin',
     'MissingMessageBody',
     'RecallDataCodec',
+    'UnencodablePayload',
     'message_codec_plugin',
 )
 
@@ -63,6 +64,17 @@ ENCODING = b'binary/temporal-recall-refs'
 _ORIGINAL_ENCODING = 'temporal-recall-encoding'
 _MAX_DEPTH = 64
 """Fetch rounds before a reference chain is refused: bodies nest a handful of levels deep."""
+
+
+class UnencodablePayload(RecallError, ValueError):
+    """A `json/plain` payload that is not JSON this codec can store: invalid JSON or UTF-8, a lone
+    surrogate, or nesting deeper than Python can walk. The SDK's converter never writes one; a codec
+    server's caller can."""
+
+    def __init__(self, index: int, error: BaseException) -> None:
+        self.index = index
+        reason = 'it nests too deeply' if isinstance(error, RecursionError) else str(error)[:200]
+        super().__init__(f'Payload {index} is json/plain but not storable JSON: {reason}.')
 
 
 class RecallDataCodec(PayloadCodec):
@@ -144,16 +156,19 @@ class RecallDataCodec(PayloadCodec):
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         encoded: list[Payload] = []
         pending: dict[str, bytes] = {}
-        for payload in payloads:
+        for index, payload in enumerate(payloads):
             if len(payload.data) < self.threshold_bytes or payload.metadata.get('encoding') != b'json/plain':
                 encoded.append(payload)
                 continue
             walk = Addresser(self.subtree_bytes)
             try:
                 root = walk.address(json.loads(payload.data))
+                data = dump(root)
             except ReservedKey:
                 encoded.append(payload)
                 continue
+            except (ValueError, RecursionError) as error:  # JSON, UTF-8 and surrogate errors are ValueErrors
+                raise UnencodablePayload(index, error) from None
             if not walk.bodies:
                 encoded.append(payload)
                 continue
@@ -163,7 +178,7 @@ class RecallDataCodec(PayloadCodec):
             metadata = dict(payload.metadata)
             metadata[_ORIGINAL_ENCODING] = metadata['encoding']
             metadata['encoding'] = ENCODING
-            encoded.append(Payload(metadata=metadata, data=dump(root)))
+            encoded.append(Payload(metadata=metadata, data=data))
         if pending:
             store = await self._bodies()
             await store.put_bodies(self.scope, pending)
@@ -179,7 +194,7 @@ class RecallDataCodec(PayloadCodec):
                 parsed.append(None)
                 continue
             value = json.loads(payload.data)
-            references_in(value, wanted)
+            wanted |= checked_references(value)
             parsed.append(value)
         needed = await self._fetch(wanted)
         decoded: list[Payload] = []
