@@ -146,7 +146,8 @@ class RecallPlugin(SimplePlugin):
     async def _open(self) -> None:
         """Open the store before polling: a store that can never work stops the worker at once.
 
-        An unreachable one (`StoreUnavailable`: a database down, a volume not mounted yet) does not:
+        Not a store, a bad URL or a missing folder is a setting to fix (not an outage) and raises.
+        An unreachable one (`StoreUnavailable`: a database server down, a file locked) does not:
         the worker polls, its activities fail and Temporal retries them visibly until the store is
         back, and the provider opens it then. The stock worker process is stricter and exits.
         """
