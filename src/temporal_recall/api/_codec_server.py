@@ -51,7 +51,7 @@ import logging
 import os
 import re
 import sqlite3
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -370,10 +370,12 @@ async def serve_codec(
     host: str = '127.0.0.1',
     port: int = 8088,
     log_level: str = 'info',
+    announce: Callable[[], None] | None = None,
 ) -> None:
     """Run the codec server on uvicorn until interrupted (what `recall codec-server` does).
 
-    The store is opened before serving, so a wrong URL fails here rather than at the first request.
+    The tokens are read and the store is opened before serving, so a bad tokens file or a wrong URL
+    fails here rather than at the first request; `announce` is called after both, before serving.
     """
     import uvicorn
 
@@ -386,6 +388,8 @@ async def serve_codec(
         app = create_codec_app(opened, tokens=tokens, allowed_origins=allowed_origins)
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan='on')
         logger.info('codec server for %d tokens, origins %s', len(tokens), ', '.join(allowed_origins) or 'none')
+        if announce is not None:
+            announce()
         await uvicorn.Server(config).serve()
     finally:
         await opened.close()

@@ -409,8 +409,13 @@ async def codec_server(
     """
     with _api_extra('codec-server'):
         from ..api import serve_codec
-    print(f'codec server for {_url(store)} on {host}:{port}; press Ctrl-C to stop', file=sys.stderr)
-    await serve_codec(_url(store), tokens_file=tokens, allowed_origins=list(allow_origin), host=host, port=port)
+
+    def announce() -> None:
+        print(f'codec server for {_url(store)} on {host}:{port}; press Ctrl-C to stop', file=sys.stderr)
+
+    await serve_codec(
+        _url(store), tokens_file=tokens, allowed_origins=list(allow_origin), host=host, port=port, announce=announce
+    )
     return 0
 
 
