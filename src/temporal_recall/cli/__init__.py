@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # asyncpg is an extra: only a PostgreSQL store imports it
 
 __all__ = ('app', 'main', 'run', 'run_async', 'to_yaml')
 
-EXIT_FAILURE, EXIT_USAGE = 1, 2
+EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 TEMPORAL_COMMANDS = frozenset({'demo', 'worker', 'dev-server', 'export-history'})
 
 Store = Annotated[
@@ -535,6 +535,8 @@ def run(argv: Sequence[str]) -> int:
     """Run `recall` with `argv` and return its exit status (what `main` does, without exiting)."""
     try:
         return app(argv, **_QUIET) or 0
+    except KeyboardInterrupt:
+        return _interrupted()
     except Exception as error:
         return _reported(error)
 
@@ -543,8 +545,15 @@ async def run_async(argv: Sequence[str]) -> int:
     """`run` inside a running event loop (tests, notebooks)."""
     try:
         return await app.run_async(argv, **_QUIET) or 0
+    except KeyboardInterrupt:
+        return _interrupted()
     except Exception as error:
         return _reported(error)
+
+
+def _interrupted() -> int:
+    print('interrupted', file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def main(argv: Sequence[str] | None = None) -> None:
