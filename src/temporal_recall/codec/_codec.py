@@ -43,7 +43,7 @@ from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.plugin import SimplePlugin
 
 from .._store_provider import StoreProvider
-from ..errors import RecallError
+from ..errors import ConfigurationError, RecallError
 from ..store.protocol import BODY_TOUCH_INTERVAL, BodyStore
 from ._tree import CHUNK, Addresser, MissingMessageBody, ReservedKey, checked_references, dump, references_in, restore
 
@@ -251,6 +251,32 @@ class RecallDataCodec(PayloadCodec):
         return body
 
 
+class _CodecRequired(PayloadCodec):
+    """Where no codec is set: a payload `RecallDataCodec` encoded fails naming the plugin it needs.
+
+    Without it, the payload converter meets an encoding it does not know and raises `KeyError:
+    'Unknown payload encoding binary/temporal-recall-refs'`, which says nothing of the fix.
+    """
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        if any(payload.metadata.get('encoding') == ENCODING for payload in payloads):
+            raise ConfigurationError(
+                'This history holds payloads that message_codec_plugin moved to the store (encoding '
+                f'{ENCODING.decode()}), and no message_codec_plugin is configured: replay it with '
+                "plugins=[message_codec_plugin(store_url)] (the store the workers' codec wrote to)."
+            )
+        return list(payloads)
+
+
+def codec_required(converter: DataConverter | None) -> DataConverter:
+    """`converter`, with a codec that names `message_codec_plugin` if it has no codec of its own."""
+    base = converter or DataConverter()
+    return base if base.payload_codec is not None else dataclasses.replace(base, payload_codec=_CodecRequired())
+
+
 def message_codec_plugin(
     store: str | StoreProvider | Any,
     *,
@@ -264,7 +290,8 @@ def message_codec_plugin(
 
     def with_codec(converter: DataConverter | None) -> DataConverter:
         base = converter or DataConverter()
-        if base.payload_codec is not None and base.payload_codec is not codec:
+        existing = base.payload_codec
+        if existing is not None and existing is not codec and not isinstance(existing, _CodecRequired):
             raise RecallError('The data converter already has a payload codec; RecallDataCodec must be the only one.')
         return dataclasses.replace(base, payload_codec=codec)
 

@@ -42,6 +42,7 @@ from temporalio.worker import (
 
 from .._store_provider import _WORKER_STORE, StoreProvider
 from ..activities import RecallActivities
+from ..codec._codec import codec_required
 from ..errors import ConfigurationError, StoreUnavailable
 from ..workflows import ConversationWorkflow, RunPromptWorkflow
 from ..workflows._agents import check_agents, register_agents, unregister_agents
@@ -119,6 +120,8 @@ class RecallPlugin(SimplePlugin):
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         register_agents(self.agents, task_queue=None)
         config = super().configure_replayer(config)
+        # A codec history replayed without message_codec_plugin then fails naming it, not with a KeyError.
+        config['data_converter'] = codec_required(config.get('data_converter'))
         for plugin in self._agent_plugins:
             config = plugin.configure_replayer(config)
         return config
