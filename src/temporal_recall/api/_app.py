@@ -97,11 +97,16 @@ class ApiStore(QueryStore, Protocol):
 
 
 class SearchBody(BaseModel):
-    """A search in one conversation of the token's scope."""
+    """A search in one conversation of the token's scope, or in all of them without `conversation_id`."""
 
     model_config = ConfigDict(extra='forbid', frozen=True)
 
-    conversation_id: Identifier = Field(min_length=1, json_schema_extra={'maxLength': MAX_ID_LENGTH})
+    conversation_id: Identifier | None = Field(
+        default=None,
+        min_length=1,
+        json_schema_extra={'maxLength': MAX_ID_LENGTH},
+        description="The conversation to search; omitted or null: every conversation of the token's scope.",
+    )
     query: QueryText = Field(description='Words to look for; must not be empty.')
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT, strict=True, description='Most hits to return (1-100).')
     run_id: Identifier | None = Field(
@@ -504,7 +509,7 @@ def create_app(
         f'{API_PREFIX}/conversations/search',
         response_model=SearchResponse,
         responses=_ERROR_RESPONSES,
-        summary='Search one conversation',
+        summary="Search one conversation, or every conversation of the token's scope",
         operation_id='search_conversation',
     )
     async def search(body: SearchBody, tenant: Tenant, store: Store) -> SearchResponse:
