@@ -18,7 +18,9 @@ refused before any store read) comes back unchanged too, like a missing body, an
 other payloads of its request with it.
 
 Authentication is the HTTP API's: a bearer token from the same tokens file maps to exactly one
-scope (`Authorization: Bearer <token>`, which `temporal --codec-auth` sends). The Web UI only sends
+scope (`Authorization: Bearer <token>`, which `temporal --codec-auth` sends), or is an operator
+token (`{"<token>": {"operator": true}}`), which decodes every scope's bodies, encodes nothing, and
+is accepted by nothing else (the search API answers it 401). The Web UI only sends
 its own OIDC access token, and only to an https endpoint, so for the UI the same token can come in
 the `recall-codec-token` cookie instead, which the UI sends when its codec setting "include
 cross-origin credentials" is on. A request authenticated by cookie must be `application/json`,
@@ -35,6 +37,7 @@ from any other origin is refused with 400 and no CORS headers. Errors are JSON,
 | 400 | `bad_request` | the body is not the JSON payloads document (bytes not strict base64 included) |
 | 400 | `bad_payload` | `/encode`: a `json/plain` payload that is not storable JSON (the message names its index) |
 | 401 | `unauthorized` | no token, or one the configuration does not know |
+| 403 | `forbidden` | `/encode` with an operator token, which only decodes |
 | 404 | `not_found` | any path other than `/decode` and `/encode` |
 | 405 | `method_not_allowed` | `/decode` or `/encode` with another method than POST |
 | 413 | `payload_too_large` | a body over `max_body_bytes` (4 MiB by default) |
@@ -65,9 +68,9 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
 from .._store_provider import StoreProvider
-from ..codec import MissingMessageBody, RecallDataCodec, UnencodablePayload
+from ..codec import ENCODING, MissingMessageBody, RecallDataCodec, UnencodablePayload
 from ..errors import ConfigurationError, StoreError
-from ._app import TokenScope, bearer_scope, checked_tokens
+from ._app import TokenScope, TokenValue, bearer_scope, checked_tokens
 
 __all__ = ('CODEC_COOKIE', 'MAX_CODEC_BODY_BYTES', 'create_codec_app', 'serve_codec')
 
@@ -159,7 +162,7 @@ class _CodecServer:
             codec = self.codecs[scope] = RecallDataCodec(self.store, scope=scope, cache_bytes=_CACHE_BYTES_PER_SCOPE)
         return codec
 
-    def scope(self, request: Request) -> str | None:
+    def tenant(self, request: Request) -> TokenScope:
         authorization = request.headers.getlist('authorization')
         cookie = request.cookies.get(CODEC_COOKIE)
         if len(authorization) == 1:
@@ -185,7 +188,7 @@ class _CodecServer:
                     {'WWW-Authenticate': 'Bearer'},
                 )
             )
-        return scope.scope
+        return scope
 
     async def payloads(self, request: Request) -> list[Payload]:
         too_large = _error(
@@ -234,6 +237,24 @@ class _CodecServer:
                 decoded.append(payload)
         return decoded
 
+    async def decode_any_scope(self, payloads: list[Payload]) -> list[Payload]:
+        """An operator token's decode: each payload by the codec of the scope that holds its bodies.
+
+        A payload's bodies were all written by one codec, so one scope holds them all; the scopes
+        holding any body are tried in turn, and a payload none of them decodes comes back unchanged.
+        """
+        store = await self.store.get()
+        scopes = [row.scope for row in await store.body_stats()]  # type: ignore[attr-defined]
+        decoded = list(payloads)
+        for scope in scopes:
+            pending = [index for index, payload in enumerate(decoded) if payload.metadata.get('encoding') == ENCODING]
+            if not pending:
+                break
+            answered = await self.decode(scope, [decoded[index] for index in pending])
+            for index, payload in zip(pending, answered, strict=True):
+                decoded[index] = payload
+        return decoded
+
     async def sign_in(self, request: Request) -> Response:
         """Set the token cookie from the sign-in form, for the Web UI's codec requests from this browser."""
         origin = request.headers.get('origin')
@@ -259,12 +280,19 @@ class _CodecServer:
 
     async def handle(self, request: Request, operation: str) -> Response:
         try:
-            scope = self.scope(request)
+            tenant = self.tenant(request)
             payloads = await self.payloads(request)
             if operation == 'decode':
-                answered = await self.decode(scope, payloads)
+                if tenant.operator:
+                    answered = await self.decode_any_scope(payloads)
+                else:
+                    answered = await self.decode(tenant.scope, payloads)
+            elif tenant.operator:
+                return _error(
+                    403, 'forbidden', 'An operator token only decodes; encode with a token mapped to the scope.'
+                )
             else:
-                answered = await self.codec(scope).encode(payloads)
+                answered = await self.codec(tenant.scope).encode(payloads)
         except UnencodablePayload as error:
             return _error(400, 'bad_payload', str(error))
         except _Refused as refused:
@@ -280,7 +308,7 @@ class _CodecServer:
 def create_codec_app(
     store: str | os.PathLike[str] | StoreProvider | Any,
     *,
-    tokens: Mapping[str, str | None],
+    tokens: Mapping[str, TokenValue],
     allowed_origins: Sequence[str] = (),
     max_body_bytes: int = MAX_CODEC_BODY_BYTES,
 ) -> Starlette:
@@ -291,7 +319,9 @@ def create_codec_app(
             use; closed at shutdown when this app runs its own lifespan), a `StoreProvider`, or an
             open store, which the caller keeps and closes (use that when mounting the app under
             another one, whose lifespan does not reach a mounted app).
-        tokens: Each bearer token mapped to exactly one tenant scope, as for `create_app`.
+        tokens: Each bearer token mapped to exactly one tenant scope, as for `create_app`, or to
+            `{"operator": true}`: an operator token, which decodes the bodies of every scope (and
+            encodes nothing).
         allowed_origins: Origins whose browsers may call this server (the Temporal UI's, e.g.
             `https://cloud.temporal.io`), credentials included. Empty: no CORS at all.
         max_body_bytes: Larger request bodies are refused with 413 before they are parsed.
@@ -300,7 +330,7 @@ def create_codec_app(
         ConfigurationError: No tokens, a short token, an empty scope, or an origin that is not
             `scheme://host[:port]`.
     """
-    checked = checked_tokens(tokens)
+    checked = checked_tokens(tokens, operators=True)
     for origin in allowed_origins:
         if origin == '*' or '://' not in origin or origin.endswith('/') or origin != origin.strip():
             raise ConfigurationError(
