@@ -20,6 +20,7 @@ import temporal_recall
 from temporal_recall import ANY_SCOPE, list_conversations, read_conversation, search_messages
 from temporal_recall.errors import InvalidQuery, InvalidSearchParameters, UnknownConversation
 from temporal_recall.query import ConversationInfo
+from temporal_recall.settings import DEFAULT_STORE_URL
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore, open_store
 from temporal_recall.text._documents import RECALL_TOOL_NAME
 
@@ -203,7 +204,10 @@ async def test_the_readme_example_runs(tmp_path: Path, capsys: pytest.CaptureFix
     assert found, 'README lost its query example markers'
     path = tmp_path / 'recall.db'
     await fill_store(path)
-    body = found.group(1).replace('sqlite:///recall.db', f'sqlite:///{path}').replace('delivery address', 'Harbour')
+    example = found.group(1)
+    # The store the stock worker writes by default, so a reader who ran it finds their conversations.
+    assert f"open_store('{DEFAULT_STORE_URL}')" in example, example
+    body = example.replace(DEFAULT_STORE_URL, f'sqlite:///{path}').replace('delivery address', 'Harbour')
     namespace: dict[str, object] = {}
     exec('async def example():\n' + ''.join(f'    {line}\n' for line in body.splitlines()), namespace)
     await namespace['example']()  # type: ignore[operator]

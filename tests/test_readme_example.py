@@ -21,20 +21,21 @@ def _example() -> str:
     return found.group(1)
 
 
+def _config() -> str:
+    found = re.search(
+        r'<!-- readme-pytest-config:start -->\n```toml\n(.*?)```\n<!-- readme-pytest-config:end -->',
+        README.read_text(),
+        re.S,
+    )
+    assert found, 'README lost its pytest configuration markers'
+    return found.group(1)
+
+
 def test_readme_testing_example_passes_as_a_standalone_test_file(tmp_path: Path):
     (tmp_path / 'test_escalation.py').write_text(_example())
+    (tmp_path / 'pyproject.toml').write_text(_config())  # the README's configuration, nothing else
     result = subprocess.run(
-        [
-            sys.executable,
-            '-m',
-            'pytest',
-            '-q',
-            '-p',
-            'no:cacheprovider',
-            '-o',
-            'asyncio_mode=auto',
-            'test_escalation.py',
-        ],
+        [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_escalation.py'],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -42,3 +43,4 @@ def test_readme_testing_example_passes_as_a_standalone_test_file(tmp_path: Path)
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert '1 passed' in result.stdout
+    assert 'warning' not in result.stdout.lower(), result.stdout  # no asyncio_default_fixture_loop_scope warning

@@ -44,6 +44,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _check_free(port: int) -> None:
+    """Refuse a port something already listens on: the SDK would connect to that server and report
+    success, while the dev server it started fails to bind and exits."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is no owner
+        try:
+            sock.bind(('127.0.0.1', port))
+        except OSError as error:
+            raise ConfigurationError(
+                f'Port {port} on 127.0.0.1 is taken ({error.strerror or error}): another Temporal server or '
+                'program listens there. Stop it, or pass another port (--port).'
+            ) from None
+
+
 @dataclass(frozen=True)
 class DevServer:
     """A running dev server: where to connect, and where its web UI is (when asked for)."""
@@ -68,6 +82,8 @@ async def start_dev_server(
     With `ui`, `ui_codec_endpoint` is the codec server the Web UI decodes payloads with
     (`recall codec-server`).
     """
+    if port is not None:
+        _check_free(port)
     ui_port = free_port() if ui else None
     environment = await WorkflowEnvironment.start_local(
         namespace=namespace,

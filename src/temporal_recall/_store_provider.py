@@ -20,7 +20,9 @@ import os
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigurationError
+from temporalio import activity
+
+from .errors import ConfigurationError, non_retryable
 
 if TYPE_CHECKING:
     from .store.protocol import RecallStore
@@ -85,9 +87,12 @@ async def store_for(explicit: StoreProvider | None) -> RecallStore:
     """`explicit` when the capability was given a store, else the store of this activity's worker."""
     provider = explicit if explicit is not None else _WORKER_STORE.get()
     if provider is None:
-        raise ConfigurationError(
+        error = ConfigurationError(
             'No store: pass `store=` (a URL such as "sqlite:///recall.db", or an open store) to '
             'ConversationRecall for a plain `agent.run`, or run the agent on a worker with '
             '`RecallPlugin(store=...)` (which `build_worker` adds).'
         )
+        if activity.in_activity():  # no retry can add a plugin to the worker: fail once, visibly
+            raise non_retryable(error) from error
+        raise error
     return await provider.get()

@@ -6,6 +6,7 @@ Catch `RecallError` to handle anything the product refuses; catch a leaf to hand
     ├── StoreError                      the store cannot do what was asked
     │   ├── StoreUnavailable            the database cannot be opened or reached (retryable)
     │   ├── NotADatabase                the path or URL does not name a store
+    │   │   └── NoStore                 nothing is there, and the caller asked not to create a store
     │   ├── SchemaTooNew                written by a newer temporal-recall; nothing was touched
     │   ├── StoreReadOnly               the database refuses writes
     │   ├── UnknownConversation         no such conversation in the caller's scope
@@ -35,6 +36,7 @@ __all__ = (
     'InvalidQuery',
     'InvalidSearchParameters',
     'MessageNotSerializable',
+    'NoStore',
     'NotADatabase',
     'PayloadTooLarge',
     'PruneRefused',
@@ -46,6 +48,7 @@ __all__ = (
     'StoreUnavailable',
     'UnknownConversation',
     'UnknownEntry',
+    'counted',
     'non_retryable',
 )
 
@@ -59,6 +62,11 @@ def shown(value: str) -> str:
     if len(value) <= SHOWN_CHARACTERS:
         return repr(value)
     return f'{value[:SHOWN_CHARACTERS]!r}… ({len(value):,} characters)'
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`count` and `noun`, plural unless the count is one: `1 conversation`, `3 entries`, `0 problems`."""
+    return f'{count} {noun if count == 1 else plural or noun + "s"}'
 
 
 class RecallError(Exception):
@@ -75,6 +83,16 @@ class StoreUnavailable(StoreError):
 
 class NotADatabase(StoreError):
     """The path or URL does not name a temporal-recall store."""
+
+
+class NoStore(NotADatabase):
+    """No store exists at the path or URL (no file, or an empty PostgreSQL schema), and the caller
+    opened it with `create=False`, as every command that only reads does; nothing was created."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        """Where the store was looked for: "at <path>", or "in the PostgreSQL schema ... at <url>"."""
+        super().__init__(f'No store {where}; nothing was created.')
 
 
 class SchemaTooNew(StoreError):

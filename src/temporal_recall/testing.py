@@ -28,9 +28,11 @@ from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from temporalio.client import Client, WorkflowHistory
+from temporalio.plugin import SimplePlugin
 from temporalio.worker import Replayer, Worker, WorkflowReplayResults
 
 from ._devserver import DevServer, start_dev_server
+from .codec._codec import codec_required
 from .worker import SHIPPED_WORKFLOWS, build_worker
 from .workflows._agents import register_agents
 
@@ -270,7 +272,13 @@ async def replay(
     register_agents(agents, task_queue=None)
     replayer = Replayer(
         workflows=[*(SHIPPED_WORKFLOWS if include_shipped_workflows else ()), *workflows],
-        plugins=[PydanticAIPlugin(), *plugins, *(AgentPlugin(agent) for agent in agents)],
+        plugins=[
+            PydanticAIPlugin(),
+            *plugins,
+            *(AgentPlugin(agent) for agent in agents),
+            # Last: a codec history without message_codec_plugin fails naming it, not with a KeyError.
+            SimplePlugin('temporal_recall.codec-required', data_converter=codec_required),
+        ],
     )
 
     async def iterate() -> AsyncIterator[WorkflowHistory]:

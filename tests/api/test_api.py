@@ -65,6 +65,16 @@ async def test_search_answers_the_hits_the_library_finds(api: Client, api_store:
     assert response.json()['hits'][0]['excerpt'].startswith('Order A-1042 leaves the Leith depot')
 
 
+def test_search_without_a_conversation_searches_the_tokens_whole_scope(api: Client) -> None:
+    """As `recall search all --scope` and `search_messages(conversation_id=None)` do; the token picks the scope."""
+    for body in ({'query': 'order A-1042 invoice'}, {'query': 'order A-1042 invoice', 'conversation_id': None}):
+        acme = api.post(SEARCH, token=ACME, json_body=body)
+        globex = api.post(SEARCH, token=GLOBEX, json_body=body)
+        assert acme.status == 200, acme.body
+        assert {hit['conversation_id'] for hit in acme.json()['hits']} == {'support-42', 'acme-billing'}
+        assert {hit['conversation_id'] for hit in globex.json()['hits']} == {'globex-7'}
+
+
 def test_search_without_matches_answers_an_empty_list(api: Client) -> None:
     response = api.post(SEARCH, token=ACME, json_body={'conversation_id': 'support-42', 'query': 'zeppelin'})
     assert (response.status, response.json()) == (200, {'hits': []})
@@ -118,7 +128,6 @@ def test_get_answers_the_record_and_the_transcript(api: Client) -> None:
 @pytest.mark.parametrize(
     ('body', 'mentions'),
     [
-        ({'query': 'order'}, 'conversation_id'),
         ({'conversation_id': 'support-42'}, 'query'),
         ({'conversation_id': 'support-42', 'query': 'order', 'limit': 0}, 'limit'),
         ({'conversation_id': 'support-42', 'query': 'order', 'limit': 101}, 'limit'),

@@ -15,7 +15,7 @@ from pydantic_ai.durable_exec.temporal import PydanticAIPayloadConverter
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 from temporalio.api.common.v1 import Payload
 
-from temporal_recall.codec import ENCODING, MissingMessageBody, RecallDataCodec
+from temporal_recall.codec import ENCODING, MissingMessageBody, RecallDataCodec, UnencodablePayload
 from temporal_recall.models import StepDelta
 from temporal_recall.store import SqliteConversationStore
 from temporal_recall.store.protocol import BODY_TOUCH_INTERVAL
@@ -213,3 +213,22 @@ async def test_a_body_cached_longer_than_the_touch_interval_is_touched_again_whe
     codec._stored_at = {digest: at - interval for digest, at in codec._stored_at.items()}  # an interval later
     await codec.encode([_payload()])
     assert all(abs(stamp - time.time()) < 60 for stamp in touched())
+
+
+async def test_a_json_payload_that_is_not_storable_json_is_refused_naming_it(store):
+    good = _payload()
+    bad = Payload(metadata={'encoding': b'json/plain'}, data=b'{"text": "\\udc00' + b' ' * 600 + b'"}')
+    with pytest.raises(UnencodablePayload, match='Payload 1 is json/plain but not storable JSON') as raised:
+        await RecallDataCodec(store, scope='acme').encode([good, bad])
+    assert raised.value.index == 1
+
+
+async def test_a_reference_that_cannot_be_a_hash_is_refused_before_the_store_is_read(tmp_path: Path):
+    forged = Payload(
+        metadata={'encoding': ENCODING, 'temporal-recall-encoding': b'json/plain'},
+        data=json.dumps({'$recall': '\x00' * 64}).encode(),
+    )
+    codec = RecallDataCodec(str(tmp_path / 'never-opened.db'))
+    with pytest.raises(MissingMessageBody, match='is not a message body reference'):
+        await codec.decode([forged])
+    assert not (tmp_path / 'never-opened.db').exists()

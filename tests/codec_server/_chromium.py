@@ -130,6 +130,15 @@ class Chromium:
                 return text
             time.sleep(0.25)
 
+    def wait_until_gone(self, unwanted: str, *, within: float = 60) -> str:
+        """Wait until the page no longer shows `unwanted`; returns the page text either way (the caller asserts)."""
+        deadline = time.monotonic() + within
+        while True:
+            text = self.text()
+            if unwanted not in text or time.monotonic() > deadline:
+                return text
+            time.sleep(0.25)
+
     def screenshot(self, path: Path) -> None:
         data = self.call('Page.captureScreenshot', {'format': 'png', 'captureBeyondViewport': True})['data']
         path.write_bytes(base64.b64decode(data))

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from ..api._http import Client, free_port
+from ..cli._support import recall_async
 from .conftest import ACME, ACME_TEXT, GLOBEX, TOKENS, document, encoded_by_worker, messages_payload, payloads_of
 
 
@@ -25,7 +26,7 @@ async def test_recall_codec_server_serves_the_protocol(store_url: str, tmp_path:
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     client = Client('127.0.0.1', port)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 300  # a hang guard only: startup time is not what is tested
         while True:
             try:
                 answer = client.post('/decode', token=ACME, json_body=document([encoded]))
@@ -57,3 +58,14 @@ def test_a_bad_tokens_file_is_refused_before_serving(tmp_path: Path, store_url: 
     )
     assert ran.returncode == 2, ran
     assert 'shorter than 16 characters' in ran.stderr
+
+
+async def test_an_empty_tokens_file_is_reported_before_anything_is_announced(tmp_path: Path, store_url: str):
+    tokens = tmp_path / 'empty.json'
+    tokens.write_text('{}')
+
+    ran = await recall_async('codec-server', '--tokens', tokens, '--store', store_url, '--port', '0')
+
+    assert ran.returncode == 2, str(ran)
+    assert ran.stderr.startswith('error: No API tokens are configured'), str(ran)
+    assert 'press Ctrl-C' not in ran.stderr

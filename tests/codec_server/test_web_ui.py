@@ -47,6 +47,8 @@ SCROLL_TO = """
 """
 
 HASH = '"$recall"'
+DECODING_FAILED = 'Decoding failed'
+"""What the UI shows in a payload's place until its decode resolves, and after a decode that failed."""
 """How an encoded payload looks when the UI shows it undecoded."""
 
 
@@ -68,7 +70,13 @@ def _show_workflow(browser: Chromium, ui: str, codec: str, page: str, token: str
     assert expanded == 4, f'expected 4 activity results (history, model, tool, model), found {expanded}'
     # Either the decoded text or the hashes show once the codec server has answered.
     browser.wait_for_text(LEDGER_TEXT, HASH, within=30)
-    time.sleep(1)  # let any later decode land before reading what the page shows
+    if token is not None:
+        # "Decoding failed" is the UI's placeholder until a decode resolves, not only a failure: read
+        # the page once it is gone, and it must be gone (the codec server answers a known token 200).
+        settled = browser.wait_until_gone(DECODING_FAILED, within=60)
+        assert DECODING_FAILED not in settled, f'the UI still shows {DECODING_FAILED!r} with a known token'
+    else:
+        time.sleep(1)  # without a token the codec server answers 401: the placeholder may stay
     wanted = LEDGER_TEXT if LEDGER_TEXT in browser.text() else '$recall'
     browser.evaluate(SCROLL_TO.replace('XPATH', json.dumps(f'//*[contains(text(), "{wanted}")]')))  # for the screenshot
     return browser.text()

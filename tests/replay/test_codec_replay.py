@@ -14,8 +14,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
 
-from temporal_recall import message_codec_plugin
+from temporal_recall import RecallPlugin, message_codec_plugin
 from temporal_recall.codec import ENCODING
 from temporal_recall.testing import replay
 
@@ -82,3 +85,30 @@ async def test_without_the_bodies_replay_fails_naming_the_missing_hash(
             await replay([history], agents=AGENTS, plugins=[plugin])
     finally:
         await plugin.codec.aclose()
+
+
+async def test_without_the_codec_plugin_replay_fails_naming_it(history: str):
+    with pytest.raises(Exception) as raised:
+        await replay([history], agents=AGENTS)
+    failure = str(raised.value) + ''.join(str(cause) for cause in _causes(raised.value))
+    assert 'message_codec_plugin' in failure, failure
+    assert 'Unknown payload encoding' not in failure, failure
+
+
+async def test_a_replayer_with_recall_plugin_and_no_codec_fails_naming_it(history: str, tmp_path: Path):
+    replayer = Replayer(
+        workflows=[],  # the plugin registers the shipped workflows
+        plugins=[PydanticAIPlugin(), RecallPlugin(tmp_path / 'never.db', agents=AGENTS)],
+    )
+    with pytest.raises(Exception) as raised:
+        await replayer.replay_workflow(WorkflowHistory.from_json('codec', json.loads(history)))
+    failure = str(raised.value) + ''.join(str(cause) for cause in _causes(raised.value))
+    assert 'message_codec_plugin' in failure, failure
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    found: list[BaseException] = []
+    while error.__cause__ is not None:
+        error = error.__cause__
+        found.append(error)
+    return found

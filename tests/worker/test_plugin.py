@@ -3,6 +3,7 @@ as on the worker, beside the message codec, and it owns the store's lifetime."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import uuid
 from datetime import timedelta
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.durable_exec.temporal import TemporalDurability
+from pydantic_ai.durable_exec.temporal import AgentPlugin, TemporalDurability
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from temporal_recall import (
@@ -22,11 +24,12 @@ from temporal_recall import (
     RunPromptWorkflow,
     message_codec_plugin,
 )
-from temporal_recall.errors import ConfigurationError
+from temporal_recall.errors import ConfigurationError, NotADatabase
 from temporal_recall.store import open_store
 from temporal_recall.testing import DevServer, connect, scripted_model, text
 
 from ..workflows.agents import echo_agent, weather_agent
+from .workflows import WeatherWithoutPlugin
 
 pytestmark = pytest.mark.temporal
 
@@ -165,6 +168,50 @@ async def test_a_store_that_cannot_open_stops_the_worker_before_it_polls(tempora
     with pytest.raises(Exception, match=r'notes\.txt'):
         await worker.run()
     assert not worker.is_running
+
+
+async def test_a_store_in_a_missing_folder_stops_the_worker_before_it_polls(temporal_client: Client, tmp_path: Path):
+    """A missing folder is a wrong setting, not an outage: no "activities will retry", no polling."""
+    missing = tmp_path / 'no' / 'such' / 'dir'
+    worker = Worker(
+        temporal_client, task_queue=f'bad-{uuid.uuid4()}', plugins=[RecallPlugin(missing / 'x.db', agents=[echo_agent])]
+    )
+    with pytest.raises(NotADatabase, match=f'the directory {missing} does not exist'):
+        async with asyncio.timeout(60):  # before the fix it polled on; fail rather than hang
+            await worker.run()
+    assert not worker.is_running
+    assert not missing.parent.exists()
+
+
+async def test_a_capability_without_a_store_fails_its_activity_once(temporal_client: Client):
+    """On a worker without `RecallPlugin`, the model-request activity has no store: that is not retried."""
+    queue = f'no-plugin-{uuid.uuid4()}'
+    handle = None
+    async with Worker(
+        temporal_client, task_queue=queue, workflows=[WeatherWithoutPlugin], plugins=[AgentPlugin(weather_agent)]
+    ):
+        handle = await temporal_client.start_workflow(
+            WeatherWithoutPlugin.run,
+            'no-plugin-1',
+            id=f'no-plugin-{uuid.uuid4()}',
+            task_queue=queue,
+            execution_timeout=timedelta(seconds=60),  # before the fix it retried forever; fail rather than hang
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    cause = failed.value.cause
+    while not isinstance(cause, ApplicationError) and cause is not None and cause.cause is not None:
+        cause = cause.cause
+    assert isinstance(cause, ApplicationError), failed.value
+    assert cause.type == 'ConfigurationError' and cause.non_retryable
+    assert 'RecallPlugin' in cause.message
+    history = await handle.fetch_history()
+    attempts = [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.HasField('activity_task_started_event_attributes')
+    ]
+    assert attempts == [1], 'failed once, not retried'
 
 
 async def test_a_client_without_the_pydantic_ai_plugin_is_refused(temporal_dev_server: DevServer, tmp_path: Path):

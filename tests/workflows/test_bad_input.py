@@ -26,6 +26,7 @@ from temporal_recall._validation import MAX_ID_LENGTH
 from temporal_recall.testing import running_worker
 
 from ..replay.workflows import RecallDirectlyWorkflow
+from .workflows import RecallQueryWorkflow
 
 pytestmark = pytest.mark.temporal
 
@@ -111,3 +112,22 @@ async def test_recall_from_workflow_code_with_a_bad_id_fails_the_workflow_withou
     assert isinstance(cause, ApplicationError)
     assert cause.type == 'InvalidIdentifier' and cause.non_retryable
     assert 'control character U+0000' in cause.message
+
+
+@pytest.mark.parametrize('query', ['?!...', '—', '*** ### ***'])
+async def test_recall_refuses_a_query_without_searchable_terms_before_scheduling(
+    temporal_client: Client, store_url: str, query: str
+) -> None:
+    workflow_id = f'unsearchable-{uuid.uuid4()}'
+    async with running_worker(temporal_client, agents=[], store=store_url, workflows=[RecallQueryWorkflow]) as worker:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await temporal_client.execute_workflow(
+                RecallQueryWorkflow.run, query, id=workflow_id, task_queue=worker.task_queue
+            )
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError), failed.value
+    assert cause.type == 'InvalidQuery' and cause.non_retryable
+    assert 'no words in it' in cause.message
+    history = await temporal_client.get_workflow_handle(workflow_id).fetch_history()
+    scheduled = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    assert scheduled == [], 'refused in workflow code: no search activity was scheduled'

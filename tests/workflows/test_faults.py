@@ -34,24 +34,6 @@ async def _wait_for_visible_retry(handle: WorkflowHandle, needle: str) -> str:
     raise AssertionError(f'no pending activity retried with a failure mentioning {needle!r}')
 
 
-async def test_unreachable_store_is_retried_visibly_and_recovers(temporal_client: Client, tmp_path: Path):
-    missing = tmp_path / 'not-yet'
-    path = missing / 'recall.db'
-    async with running_worker(temporal_client, agents=[weather_agent], store=str(path)) as worker:
-        handle = await temporal_client.start_workflow(
-            RunPromptWorkflow.run,
-            RunPromptInput(prompt='Weather in Paris?', conversation_id='conv-outage', agent='weather'),
-            id=f'outage-{uuid.uuid4()}',
-            task_queue=worker.task_queue,
-        )
-        message = await _wait_for_visible_retry(handle, 'does not exist')
-        assert str(missing) in message
-        missing.mkdir()  # the outage ends
-        result = await asyncio.wait_for(handle.result(), timeout=120)
-    assert result.output == 'Sunny in Paris.'
-    await assert_stored_once(path, 'conv-outage', 4)
-
-
 async def test_locked_store_is_retried_visibly_and_recovers(temporal_client: Client, tmp_path: Path):
     path = tmp_path / 'recall.db'
     store = await open_store(path)  # create the schema before locking the file

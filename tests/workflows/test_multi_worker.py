@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -82,7 +81,6 @@ async def _start_all(client: Client, queue: str, run: str) -> list[WorkflowHandl
 async def test_workers_sharing_a_postgres_store_survive_a_kill(
     temporal_dev_server: DevServer, temporal_client: Client, pg_site: PostgresSite, tmp_path: Path
 ) -> None:
-    started = time.monotonic()
     queue = f'multi-worker-{uuid.uuid4()}'
     run = f'mw-{uuid.uuid4().hex[:8]}'
     logs = [tmp_path / f'worker-{number}.log' for number in range(WORKERS)]
@@ -94,7 +92,6 @@ async def test_workers_sharing_a_postgres_store_survive_a_kill(
         handles = await _start_all(temporal_client, queue, run)
         pending = {asyncio.ensure_future(handle.result()) for handle in handles}
         completed = 0
-        deadline = time.monotonic() + 90
         # Kill at the first moment some workflows have completed and a worker is in the middle of tool calls.
         while True:
             done = {future for future in pending if future.done()}
@@ -105,7 +102,8 @@ async def test_workers_sharing_a_postgres_store_survive_a_kill(
             in_flight, number = _in_flight(logs)
             if completed >= KILL_AFTER_COMPLETED and in_flight > 0:
                 break
-            assert time.monotonic() < deadline, f'{completed} completed, {in_flight} tool calls in flight after 90 s'
+            # No clock: the runs end on their own, and all of them ending before the moment came fails here.
+            assert pending, f'every workflow finished ({completed}) before a worker was seen mid tool call'
             await asyncio.sleep(0.02)
         victim = workers[number]
         victim.send_signal(signal.SIGKILL)
@@ -150,4 +148,3 @@ async def test_workers_sharing_a_postgres_store_survive_a_kill(
     finally:
         await first.close()
         await second.close()
-    assert time.monotonic() - started < 120

@@ -10,6 +10,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.usage import UsageLimits
 
     from temporal_recall.models import RecallDeps, RunPromptInput
+    from temporal_recall.workflows import recall
     from temporal_recall.workflows._agents import agent_named
 
 
@@ -49,3 +50,12 @@ class GivenHistoryWorkflow:
             input.prompt, message_history=input.history, conversation_id=input.conversation_id, deps=RecallDeps()
         )
         return RunHistory(messages=result.all_messages())
+
+
+@workflow.defn(name='tests.RecallQuery')
+class RecallQueryWorkflow:
+    """`recall()` with the query the caller passes."""
+
+    @workflow.run
+    async def run(self, query: str) -> int:
+        return len((await recall(query, conversation_id='conv-any')).hits)

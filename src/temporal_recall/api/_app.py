@@ -97,11 +97,16 @@ class ApiStore(QueryStore, Protocol):
 
 
 class SearchBody(BaseModel):
-    """A search in one conversation of the token's scope."""
+    """A search in one conversation of the token's scope, or in all of them without `conversation_id`."""
 
     model_config = ConfigDict(extra='forbid', frozen=True)
 
-    conversation_id: Identifier = Field(min_length=1, json_schema_extra={'maxLength': MAX_ID_LENGTH})
+    conversation_id: Identifier | None = Field(
+        default=None,
+        min_length=1,
+        json_schema_extra={'maxLength': MAX_ID_LENGTH},
+        description="The conversation to search; omitted or null: every conversation of the token's scope.",
+    )
     query: QueryText = Field(description='Words to look for; must not be empty.')
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT, strict=True, description='Most hits to return (1-100).')
     run_id: Identifier | None = Field(
@@ -178,36 +183,65 @@ def _digest(token: bytes) -> bytes:
     return hashlib.sha256(token).digest()
 
 
+OPERATOR = {'operator': True}
+"""A token's value in the tokens file that makes it an operator token: `{"<token>": {"operator": true}}`.
+
+An operator token may decode bodies of every scope in the codec server (`recall codec-server`), which
+is what an operator who opens the Temporal UI needs. It reads nothing else: the HTTP search API
+(`recall serve`) does not accept it, and the codec server's /encode refuses it (which scope would
+the bodies belong to?)."""
+
+TokenValue = str | None | Mapping[str, bool]
+"""A scope, `None` (the conversations stored without a scope), or `OPERATOR`."""
+
+
 @dataclass(frozen=True)
 class TokenScope:
     """The one tenant a bearer token reads: `scope` `None` is the conversations stored without a scope
-    (a token mapped to JSON `null`), a tenant of its own like any other."""
+    (a token mapped to JSON `null`), a tenant of its own like any other. An operator token
+    (`operator`) has no scope: the codec server decodes every scope's bodies for it."""
 
     scope: str | None
+    operator: bool = False
 
 
-def checked_tokens(tokens: Mapping[str, str | None]) -> list[tuple[bytes, TokenScope]]:
+def checked_tokens(tokens: Mapping[str, TokenValue], *, operators: bool = False) -> list[tuple[bytes, TokenScope]]:
+    """Each token's digest and what it reads; operator tokens are kept only with `operators` (the codec server)."""
     if not tokens:
         raise ConfigurationError('No API tokens are configured; map at least one token to a scope.')
     checked: list[tuple[bytes, TokenScope]] = []
     for token, scope in tokens.items():
+        if scope == OPERATOR and isinstance(token, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            _check_token_text(token)
+            if operators:
+                checked.append((_digest(token.encode()), TokenScope(None, operator=True)))
+            continue
         if not isinstance(token, str) or not isinstance(scope, str | None):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError(
-                'API tokens must be strings, and scopes strings or null (stored without a scope): '
-                '{"token": "scope", ...}.'
+                'API tokens must be strings, and scopes strings, null (stored without a scope) or '
+                '{"operator": true} (decodes every scope, in the codec server only): {"token": "scope", ...}.'
             )
-        if len(token) < MIN_TOKEN_LENGTH or token != token.strip() or any(c.isspace() for c in token):
-            raise ConfigurationError(
-                f'An API token is shorter than {MIN_TOKEN_LENGTH} characters or contains whitespace; '
-                'use long random tokens, e.g. `python -c "import secrets; print(secrets.token_urlsafe(32))"`.'
-            )
+        _check_token_text(token)
         if scope == '':
             raise ConfigurationError(
                 'An API token maps to an empty scope; map every token to its tenant scope '
                 '(null for the conversations stored without one).'
             )
         checked.append((_digest(token.encode()), TokenScope(scope)))
+    if not checked:
+        raise ConfigurationError(
+            'The tokens file holds only operator tokens, which decode in the codec server only; '
+            'map a token to a scope to serve the search API.'
+        )
     return checked
+
+
+def _check_token_text(token: str) -> None:
+    if len(token) < MIN_TOKEN_LENGTH or token != token.strip() or any(c.isspace() for c in token):
+        raise ConfigurationError(
+            f'An API token is shorter than {MIN_TOKEN_LENGTH} characters or contains whitespace; '
+            'use long random tokens, e.g. `python -c "import secrets; print(secrets.token_urlsafe(32))"`.'
+        )
 
 
 def bearer_scope(tokens: Sequence[tuple[bytes, TokenScope]], authorization: bytes) -> TokenScope | None:
@@ -227,9 +261,9 @@ def bearer_scope(tokens: Sequence[tuple[bytes, TokenScope]], authorization: byte
     return found
 
 
-def load_tokens(path: str | os.PathLike[str]) -> dict[str, str | None]:
+def load_tokens(path: str | os.PathLike[str]) -> dict[str, TokenValue]:
     """Read a tokens file: a JSON object mapping each bearer token to the one scope it may read
-    (`null`: the conversations stored without a scope).
+    (`null`: the conversations stored without a scope), or to `{"operator": true}` (`OPERATOR`).
 
     Raises:
         ConfigurationError: The file is missing or unreadable, is not a JSON object of strings, or
@@ -246,13 +280,16 @@ def load_tokens(path: str | os.PathLike[str]) -> dict[str, str | None]:
             f'The tokens file {path} is not valid JSON ({error.msg} at line {error.lineno}); '
             'write an object like {"<token>": "<scope>"}.'
         ) from error
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str | None) for k, v in data.items()):  # pyright: ignore[reportUnknownVariableType]
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and (isinstance(v, str | None) or v == OPERATOR)
+        for k, v in data.items()  # pyright: ignore[reportUnknownVariableType]
+    ):
         raise ConfigurationError(
             f'The tokens file {path} must hold one JSON object mapping each token to its scope, '
-            'like {"<token>": "<scope>"}.'
+            'like {"<token>": "<scope>"} (null for no scope, {"operator": true} for an operator token).'
         )
-    tokens: dict[str, str | None] = dict(data)  # pyright: ignore[reportUnknownArgumentType]
-    checked_tokens(tokens)
+    tokens: dict[str, TokenValue] = dict(data)  # pyright: ignore[reportUnknownArgumentType]
+    checked_tokens(tokens, operators=True)
     return tokens
 
 
@@ -460,7 +497,7 @@ Store = Annotated[ApiStore, Depends(_opened_store)]
 def create_app(
     store: str | os.PathLike[str] | ApiStore,
     *,
-    tokens: Mapping[str, str | None],
+    tokens: Mapping[str, TokenValue],
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The search API over `store`, for the bearer tokens in `tokens` (token -> the one scope it reads).
@@ -470,7 +507,8 @@ def create_app(
             store answers 503 and is retried on the next request), or an open store, which the
             caller keeps and closes.
         tokens: Each bearer token mapped to exactly one tenant scope; at least one, each token at
-            least `MIN_TOKEN_LENGTH` characters.
+            least `MIN_TOKEN_LENGTH` characters. Operator tokens (`OPERATOR`) are not accepted here:
+            they answer 401, as an unknown token.
         max_body_bytes: Larger request bodies are refused with 413 before they are parsed.
 
     Raises:
@@ -504,7 +542,7 @@ def create_app(
         f'{API_PREFIX}/conversations/search',
         response_model=SearchResponse,
         responses=_ERROR_RESPONSES,
-        summary='Search one conversation',
+        summary="Search one conversation, or every conversation of the token's scope",
         operation_id='search_conversation',
     )
     async def search(body: SearchBody, tenant: Tenant, store: Store) -> SearchResponse:

@@ -12,10 +12,15 @@ The decode is `RecallDataCodec.decode` itself, the code a worker runs, built for
 caller's token, so a request can only ever read bodies of that one scope. A payload whose body is
 missing, corrupted or stored under another scope comes back unchanged (as the hash the history
 holds), so another tenant's body and a body that does not exist answer byte for byte alike. Payloads
-that are not ours (other encodings, small inline JSON) pass through unchanged both ways.
+that are not ours (other encodings, small inline JSON) pass through unchanged both ways. On `/decode`
+a payload the codec cannot read (not JSON, a reference that is not a SHA-256 hex digest, which is
+refused before any store read) comes back unchanged too, like a missing body, and never takes the
+other payloads of its request with it.
 
 Authentication is the HTTP API's: a bearer token from the same tokens file maps to exactly one
-scope (`Authorization: Bearer <token>`, which `temporal --codec-auth` sends). The Web UI only sends
+scope (`Authorization: Bearer <token>`, which `temporal --codec-auth` sends), or is an operator
+token (`{"<token>": {"operator": true}}`), which decodes every scope's bodies, encodes nothing, and
+is accepted by nothing else (the search API answers it 401). The Web UI only sends
 its own OIDC access token, and only to an https endpoint, so for the UI the same token can come in
 the `recall-codec-token` cookie instead, which the UI sends when its codec setting "include
 cross-origin credentials" is on. A request authenticated by cookie must be `application/json`,
@@ -29,8 +34,10 @@ from any other origin is refused with 400 and no CORS headers. Errors are JSON,
 
 | status | code | when |
 |---|---|---|
-| 400 | `bad_request` | the body is not the JSON payloads document |
+| 400 | `bad_request` | the body is not the JSON payloads document (bytes not strict base64 included) |
+| 400 | `bad_payload` | `/encode`: a `json/plain` payload that is not storable JSON (the message names its index) |
 | 401 | `unauthorized` | no token, or one the configuration does not know |
+| 403 | `forbidden` | `/encode` with an operator token, which only decodes |
 | 404 | `not_found` | any path other than `/decode` and `/encode` |
 | 405 | `method_not_allowed` | `/decode` or `/encode` with another method than POST |
 | 413 | `payload_too_large` | a body over `max_body_bytes` (4 MiB by default) |
@@ -47,7 +54,7 @@ import logging
 import os
 import re
 import sqlite3
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -61,9 +68,9 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
 from .._store_provider import StoreProvider
-from ..codec import MissingMessageBody, RecallDataCodec
+from ..codec import ENCODING, MissingMessageBody, RecallDataCodec, UnencodablePayload
 from ..errors import ConfigurationError, StoreError
-from ._app import TokenScope, bearer_scope, checked_tokens
+from ._app import TokenScope, TokenValue, bearer_scope, checked_tokens
 
 __all__ = ('CODEC_COOKIE', 'MAX_CODEC_BODY_BYTES', 'create_codec_app', 'serve_codec')
 
@@ -98,6 +105,39 @@ _SESSION_FORM = _page("Paste your token; this browser will then send it with the
 )
 
 
+_BASE64_ALPHABETS = (re.compile(r'[A-Za-z0-9+/]*'), re.compile(r'[A-Za-z0-9_-]*'))
+
+
+def _is_base64(text: str) -> bool:
+    """Whether `text` is base64 as proto3 JSON writes bytes (standard or URL-safe, padded or not).
+
+    protobuf's own parser skips characters outside the alphabet, so `QUJD%%%` would silently become
+    other bytes than were sent; a payload must arrive exactly as the caller encoded it, or be refused.
+    """
+    bare = text.rstrip('=')
+    padding = len(text) - len(bare)
+    if padding > 2 or len(bare) % 4 == 1 or (padding and (len(bare) + padding) % 4):
+        return False
+    return any(alphabet.fullmatch(bare) for alphabet in _BASE64_ALPHABETS)
+
+
+def _check_base64(document: dict[str, Any]) -> None:
+    """Refuse, naming the payload, any `data` or metadata value that is not strict base64."""
+    payloads = document.get('payloads')
+    if not isinstance(payloads, list):
+        return  # the parser names what is wrong with the document itself
+    for index, payload in enumerate(payloads):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        if not isinstance(payload, dict):
+            continue
+        metadata = payload.get('metadata')  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
+        values: list[tuple[str, Any]] = [('data', payload.get('data'))]  # pyright: ignore[reportUnknownMemberType]
+        if isinstance(metadata, dict):
+            values += [(f'metadata {key!r}', value) for key, value in metadata.items()]  # pyright: ignore[reportUnknownVariableType]
+        for where, value in values:
+            if isinstance(value, str) and not _is_base64(value):
+                raise ValueError(f'payload {index}: {where} is not base64')
+
+
 def _error(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({'error': {'code': code, 'message': message}}, status_code=status, headers=headers)
 
@@ -122,7 +162,7 @@ class _CodecServer:
             codec = self.codecs[scope] = RecallDataCodec(self.store, scope=scope, cache_bytes=_CACHE_BYTES_PER_SCOPE)
         return codec
 
-    def scope(self, request: Request) -> str | None:
+    def tenant(self, request: Request) -> TokenScope:
         authorization = request.headers.getlist('authorization')
         cookie = request.cookies.get(CODEC_COOKIE)
         if len(authorization) == 1:
@@ -148,7 +188,7 @@ class _CodecServer:
                     {'WWW-Authenticate': 'Bearer'},
                 )
             )
-        return scope.scope
+        return scope
 
     async def payloads(self, request: Request) -> list[Payload]:
         too_large = _error(
@@ -168,6 +208,7 @@ class _CodecServer:
             parsed = json.loads(bytes(body).decode('utf-8'))
             if not isinstance(parsed, dict):
                 raise json_format.ParseError('the document is not a JSON object')
+            _check_base64(parsed)  # pyright: ignore[reportUnknownArgumentType]
             document = json_format.ParseDict(parsed, Payloads())
         except (json_format.ParseError, ValueError, RecursionError) as error:
             raise _Refused(
@@ -196,6 +237,24 @@ class _CodecServer:
                 decoded.append(payload)
         return decoded
 
+    async def decode_any_scope(self, payloads: list[Payload]) -> list[Payload]:
+        """An operator token's decode: each payload by the codec of the scope that holds its bodies.
+
+        A payload's bodies were all written by one codec, so one scope holds them all; the scopes
+        holding any body are tried in turn, and a payload none of them decodes comes back unchanged.
+        """
+        store = await self.store.get()
+        scopes = [row.scope for row in await store.body_stats()]  # type: ignore[attr-defined]
+        decoded = list(payloads)
+        for scope in scopes:
+            pending = [index for index, payload in enumerate(decoded) if payload.metadata.get('encoding') == ENCODING]
+            if not pending:
+                break
+            answered = await self.decode(scope, [decoded[index] for index in pending])
+            for index, payload in zip(pending, answered, strict=True):
+                decoded[index] = payload
+        return decoded
+
     async def sign_in(self, request: Request) -> Response:
         """Set the token cookie from the sign-in form, for the Web UI's codec requests from this browser."""
         origin = request.headers.get('origin')
@@ -221,12 +280,21 @@ class _CodecServer:
 
     async def handle(self, request: Request, operation: str) -> Response:
         try:
-            scope = self.scope(request)
+            tenant = self.tenant(request)
             payloads = await self.payloads(request)
             if operation == 'decode':
-                answered = await self.decode(scope, payloads)
+                if tenant.operator:
+                    answered = await self.decode_any_scope(payloads)
+                else:
+                    answered = await self.decode(tenant.scope, payloads)
+            elif tenant.operator:
+                return _error(
+                    403, 'forbidden', 'An operator token only decodes; encode with a token mapped to the scope.'
+                )
             else:
-                answered = await self.codec(scope).encode(payloads)
+                answered = await self.codec(tenant.scope).encode(payloads)
+        except UnencodablePayload as error:
+            return _error(400, 'bad_payload', str(error))
         except _Refused as refused:
             return refused.response
         except _UNAVAILABLE as error:
@@ -240,7 +308,7 @@ class _CodecServer:
 def create_codec_app(
     store: str | os.PathLike[str] | StoreProvider | Any,
     *,
-    tokens: Mapping[str, str | None],
+    tokens: Mapping[str, TokenValue],
     allowed_origins: Sequence[str] = (),
     max_body_bytes: int = MAX_CODEC_BODY_BYTES,
 ) -> Starlette:
@@ -251,7 +319,9 @@ def create_codec_app(
             use; closed at shutdown when this app runs its own lifespan), a `StoreProvider`, or an
             open store, which the caller keeps and closes (use that when mounting the app under
             another one, whose lifespan does not reach a mounted app).
-        tokens: Each bearer token mapped to exactly one tenant scope, as for `create_app`.
+        tokens: Each bearer token mapped to exactly one tenant scope, as for `create_app`, or to
+            `{"operator": true}`: an operator token, which decodes the bodies of every scope (and
+            encodes nothing).
         allowed_origins: Origins whose browsers may call this server (the Temporal UI's, e.g.
             `https://cloud.temporal.io`), credentials included. Empty: no CORS at all.
         max_body_bytes: Larger request bodies are refused with 413 before they are parsed.
@@ -260,7 +330,7 @@ def create_codec_app(
         ConfigurationError: No tokens, a short token, an empty scope, or an origin that is not
             `scheme://host[:port]`.
     """
-    checked = checked_tokens(tokens)
+    checked = checked_tokens(tokens, operators=True)
     for origin in allowed_origins:
         if origin == '*' or '://' not in origin or origin.endswith('/') or origin != origin.strip():
             raise ConfigurationError(
@@ -330,10 +400,12 @@ async def serve_codec(
     host: str = '127.0.0.1',
     port: int = 8088,
     log_level: str = 'info',
+    announce: Callable[[], None] | None = None,
 ) -> None:
     """Run the codec server on uvicorn until interrupted (what `recall codec-server` does).
 
-    The store is opened before serving, so a wrong URL fails here rather than at the first request.
+    The tokens are read and the store is opened before serving, so a bad tokens file or a wrong URL
+    fails here rather than at the first request; `announce` is called after both, before serving.
     """
     import uvicorn
 
@@ -346,6 +418,8 @@ async def serve_codec(
         app = create_codec_app(opened, tokens=tokens, allowed_origins=allowed_origins)
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan='on')
         logger.info('codec server for %d tokens, origins %s', len(tokens), ', '.join(allowed_origins) or 'none')
+        if announce is not None:
+            announce()
         await uvicorn.Server(config).serve()
     finally:
         await opened.close()

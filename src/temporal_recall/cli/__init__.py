@@ -29,7 +29,16 @@ from cyclopts.exceptions import CycloptsError
 from rich.console import Group
 from rich.text import Text
 
-from ..errors import ConfigurationError, InvalidIdentifier, RecallError, SearchError, UnknownConversation, shown
+from ..errors import (
+    ConfigurationError,
+    InvalidIdentifier,
+    NoStore,
+    RecallError,
+    SearchError,
+    UnknownConversation,
+    counted,
+    shown,
+)
 from ..query import ANY_SCOPE, TranscriptMessage, list_conversations, read_conversation, search_messages
 from ..search import Role
 from ..settings import Settings
@@ -41,7 +50,7 @@ if TYPE_CHECKING:  # asyncpg is an extra: only a PostgreSQL store imports it
 
 __all__ = ('app', 'main', 'run', 'run_async', 'to_yaml')
 
-EXIT_FAILURE, EXIT_USAGE = 1, 2
+EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 TEMPORAL_COMMANDS = frozenset({'demo', 'worker', 'dev-server', 'export-history'})
 
 Store = Annotated[
@@ -70,26 +79,18 @@ def _url(store: str | None) -> str:
     return store or Settings.from_env().store_url
 
 
-def _missing_file(url: str) -> str | None:
-    """The SQLite file `url` names if it does not exist (opening it would create it)."""
-    path = url.removeprefix('sqlite:///') if url.startswith('sqlite:///') else url.removeprefix('sqlite:')
-    path = path.partition('?')[0]
-    return None if '://' in path or Path(path).exists() else path
-
-
 @asynccontextmanager
 async def _opened(
     store: str | None, *, scope: str | None = None, create: bool = False
 ) -> AsyncGenerator[SqliteConversationStore | PostgresConversationStore]:
-    """The store `--store` names, closed afterwards; only write commands may create a SQLite file."""
-    url = _url(store)
-    missing = None if create else _missing_file(url)
-    if missing is not None:
+    """The store `--store` names, closed afterwards; only write commands may create one, on either backend."""
+    try:
+        opened = await open_store(_url(store), create=create)
+    except NoStore as error:
         raise Failure(
-            f'no store at {missing}: pass --store with the path or URL of an existing store, or set '
+            f'no store {error.where}: pass --store with the path or URL of an existing store, or set '
             'TEMPORAL_RECALL_STORE (a worker, `recall demo` or `recall import-harness` creates one)'
-        )
-    opened = await open_store(url)
+        ) from None
     try:
         yield opened
     except UnknownConversation as error:
@@ -140,7 +141,8 @@ async def search(
         if not hits:
             # `all` without --scope is the tenant of conversations stored without one: say so.
             where = ' stored without a scope; pass --scope for a tenant' if everything and scope is None else ''
-            return Text(f'No matches for {words!r} ({result.searched_documents} messages searched{where}).')
+            searched = counted(result.searched_documents, 'message')
+            return Text(f'No matches for {words!r} ({searched} searched{where}).')
         rows: list[Sequence[object]] = []
         for hit in hits:
             rows.append([f'{hit["score"]:.3f}', hit['position'], hit['role'], hit['conversation_id'], hit['excerpt']])
@@ -206,11 +208,13 @@ async def show(
         document['branches'] = [{'tip': b.tip, 'messages': _rows(b.messages)} for b in found.branches]
 
     def human() -> Group:
-        counts = f'{len(found.messages)} messages, {info.branches} branches left'
+        counts = f'{counted(len(found.messages), "message")}, {counted(info.branches, "branch", "branches")} left'
         title = f'{info.conversation_id} (scope {info.scope or "-"}, {counts})'
         lines = [Text(title, style='bold'), *_lines(found.messages, 300)]
         for number, branch in enumerate(found.branches, 1):
-            lines.append(Text(f'--- branch {number}: {len(branch.messages)} messages, tip {branch.tip}', style='dim'))
+            lines.append(
+                Text(f'--- branch {number}: {counted(len(branch.messages), "message")}, tip {branch.tip}', style='dim')
+            )
             lines += _lines(branch.messages, 200, '  ')
         return Group(*lines)
 
@@ -256,7 +260,7 @@ async def reindex(*, store: Store = None) -> int:
     async with _opened(store) as opened:
         with progress('reindexing', 'entries') as update:
             count = await opened.reindex(progress=update)
-    print(f'reindexed {count} documents')
+    print(f'reindexed {counted(count, "document")}')
     return 0
 
 
@@ -276,14 +280,21 @@ async def check(*, store: Store = None) -> int:
             report = await opened.check(progress=lambda step: update(CHECK_STEPS.index(step), steps, step))
             update(steps, steps, 'checked')
     print(*report.findings, sep='\n', end='\n' if report.findings else '')
-    sizes = (
-        f'{report.conversations} conversations, {report.entries} entries, {report.documents} documents, '
-        f'{report.postings} postings, {report.bodies} message bodies'
+    sizes = ', '.join(
+        [
+            counted(report.conversations, 'conversation'),
+            counted(report.entries, 'entry', 'entries'),
+            counted(report.documents, 'document'),
+            counted(report.postings, 'posting'),
+            counted(report.bodies, 'message body', 'message bodies'),
+        ]
     )
     if report.clean:
         print(f'clean: checked {sizes}')
         return 0
-    print(f'{len(report.findings)} problems in {sizes}; `recall reindex` rebuilds the index from the entries')
+    print(
+        f'{counted(len(report.findings), "problem")} in {sizes}; `recall reindex` rebuilds the index from the entries'
+    )
     return EXIT_FAILURE
 
 
@@ -398,8 +409,13 @@ async def codec_server(
     """
     with _api_extra('codec-server'):
         from ..api import serve_codec
-    print(f'codec server for {_url(store)} on {host}:{port}; press Ctrl-C to stop', file=sys.stderr)
-    await serve_codec(_url(store), tokens_file=tokens, allowed_origins=list(allow_origin), host=host, port=port)
+
+    def announce() -> None:
+        print(f'codec server for {_url(store)} on {host}:{port}; press Ctrl-C to stop', file=sys.stderr)
+
+    await serve_codec(
+        _url(store), tokens_file=tokens, allowed_origins=list(allow_origin), host=host, port=port, announce=announce
+    )
     return 0
 
 
@@ -519,6 +535,8 @@ def run(argv: Sequence[str]) -> int:
     """Run `recall` with `argv` and return its exit status (what `main` does, without exiting)."""
     try:
         return app(argv, **_QUIET) or 0
+    except KeyboardInterrupt:
+        return _interrupted()
     except Exception as error:
         return _reported(error)
 
@@ -527,8 +545,15 @@ async def run_async(argv: Sequence[str]) -> int:
     """`run` inside a running event loop (tests, notebooks)."""
     try:
         return await app.run_async(argv, **_QUIET) or 0
+    except KeyboardInterrupt:
+        return _interrupted()
     except Exception as error:
         return _reported(error)
+
+
+def _interrupted() -> int:
+    print('interrupted', file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def main(argv: Sequence[str] | None = None) -> None:

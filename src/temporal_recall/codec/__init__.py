@@ -12,7 +12,7 @@ here never enters the workflow sandbox.
 
 from __future__ import annotations
 
-from ._codec import ENCODING, MessageCodecPlugin, RecallDataCodec, message_codec_plugin
+from ._codec import ENCODING, MessageCodecPlugin, RecallDataCodec, UnencodablePayload, message_codec_plugin
 from ._tree import CHUNK, MissingMessageBody
 
 __all__ = (
@@ -21,5 +21,6 @@ __all__ = (
     'MessageCodecPlugin',
     'MissingMessageBody',
     'RecallDataCodec',
+    'UnencodablePayload',
     'message_codec_plugin',
 )

@@ -43,9 +43,9 @@ from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.plugin import SimplePlugin
 
 from .._store_provider import StoreProvider
-from ..errors import RecallError
+from ..errors import ConfigurationError, RecallError
 from ..store.protocol import BODY_TOUCH_INTERVAL, BodyStore
-from ._tree import CHUNK, Addresser, MissingMessageBody, ReservedKey, dump, references_in, restore
+from ._tree import CHUNK, Addresser, MissingMessageBody, ReservedKey, checked_references, dump, references_in, restore
 
 __all__ = (
     'CHUNK',
@@ -54,6 +54,7 @@ __all__ = (
     'MessageCodecPlugin',
     'MissingMessageBody',
     'RecallDataCodec',
+    'UnencodablePayload',
     'message_codec_plugin',
 )
 
@@ -63,6 +64,17 @@ ENCODING = b'binary/temporal-recall-refs'
 _ORIGINAL_ENCODING = 'temporal-recall-encoding'
 _MAX_DEPTH = 64
 """Fetch rounds before a reference chain is refused: bodies nest a handful of levels deep."""
+
+
+class UnencodablePayload(RecallError, ValueError):
+    """A `json/plain` payload that is not JSON this codec can store: invalid JSON or UTF-8, a lone
+    surrogate, or nesting deeper than Python can walk. The SDK's converter never writes one; a codec
+    server's caller can."""
+
+    def __init__(self, index: int, error: BaseException) -> None:
+        self.index = index
+        reason = 'it nests too deeply' if isinstance(error, RecursionError) else str(error)[:200]
+        super().__init__(f'Payload {index} is json/plain but not storable JSON: {reason}.')
 
 
 class RecallDataCodec(PayloadCodec):
@@ -144,16 +156,19 @@ class RecallDataCodec(PayloadCodec):
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         encoded: list[Payload] = []
         pending: dict[str, bytes] = {}
-        for payload in payloads:
+        for index, payload in enumerate(payloads):
             if len(payload.data) < self.threshold_bytes or payload.metadata.get('encoding') != b'json/plain':
                 encoded.append(payload)
                 continue
             walk = Addresser(self.subtree_bytes)
             try:
                 root = walk.address(json.loads(payload.data))
+                data = dump(root)
             except ReservedKey:
                 encoded.append(payload)
                 continue
+            except (ValueError, RecursionError) as error:  # JSON, UTF-8 and surrogate errors are ValueErrors
+                raise UnencodablePayload(index, error) from None
             if not walk.bodies:
                 encoded.append(payload)
                 continue
@@ -163,7 +178,7 @@ class RecallDataCodec(PayloadCodec):
             metadata = dict(payload.metadata)
             metadata[_ORIGINAL_ENCODING] = metadata['encoding']
             metadata['encoding'] = ENCODING
-            encoded.append(Payload(metadata=metadata, data=dump(root)))
+            encoded.append(Payload(metadata=metadata, data=data))
         if pending:
             store = await self._bodies()
             await store.put_bodies(self.scope, pending)
@@ -179,7 +194,7 @@ class RecallDataCodec(PayloadCodec):
                 parsed.append(None)
                 continue
             value = json.loads(payload.data)
-            references_in(value, wanted)
+            wanted |= checked_references(value)
             parsed.append(value)
         needed = await self._fetch(wanted)
         decoded: list[Payload] = []
@@ -236,6 +251,32 @@ class RecallDataCodec(PayloadCodec):
         return body
 
 
+class _CodecRequired(PayloadCodec):
+    """Where no codec is set: a payload `RecallDataCodec` encoded fails naming the plugin it needs.
+
+    Without it, the payload converter meets an encoding it does not know and raises `KeyError:
+    'Unknown payload encoding binary/temporal-recall-refs'`, which says nothing of the fix.
+    """
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        if any(payload.metadata.get('encoding') == ENCODING for payload in payloads):
+            raise ConfigurationError(
+                'This history holds payloads that message_codec_plugin moved to the store (encoding '
+                f'{ENCODING.decode()}), and no message_codec_plugin is configured: replay it with '
+                "plugins=[message_codec_plugin(store_url)] (the store the workers' codec wrote to)."
+            )
+        return list(payloads)
+
+
+def codec_required(converter: DataConverter | None) -> DataConverter:
+    """`converter`, with a codec that names `message_codec_plugin` if it has no codec of its own."""
+    base = converter or DataConverter()
+    return base if base.payload_codec is not None else dataclasses.replace(base, payload_codec=_CodecRequired())
+
+
 def message_codec_plugin(
     store: str | StoreProvider | Any,
     *,
@@ -249,7 +290,8 @@ def message_codec_plugin(
 
     def with_codec(converter: DataConverter | None) -> DataConverter:
         base = converter or DataConverter()
-        if base.payload_codec is not None and base.payload_codec is not codec:
+        existing = base.payload_codec
+        if existing is not None and existing is not codec and not isinstance(existing, _CodecRequired):
             raise RecallError('The data converter already has a payload codec; RecallDataCodec must be the only one.')
         return dataclasses.replace(base, payload_codec=codec)
 

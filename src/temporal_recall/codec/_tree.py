@@ -15,16 +15,29 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections import OrderedDict
 from typing import Any
 
 from .._body_references import REF, RESERVED, SPLICE, reference, references_in
-from ..errors import RecallError
+from ..errors import RecallError, shown
 
-__all__ = ('CHUNK', 'Addresser', 'MissingMessageBody', 'ReservedKey', 'dump', 'references_in', 'restore')
+__all__ = (
+    'CHUNK',
+    'Addresser',
+    'MissingMessageBody',
+    'ReservedKey',
+    'checked_references',
+    'dump',
+    'references_in',
+    'restore',
+)
 
 CHUNK = 32
 """Items per stored chunk of a long list (a message history, most often)."""
+
+_DIGEST = re.compile(r'[0-9a-f]{64}')
+"""What `hashlib.sha256(...).hexdigest()` gives, and so the only reference a body can answer to."""
 
 
 class MissingMessageBody(RecallError):
@@ -79,6 +92,23 @@ class Addresser:
         if len(body) >= self.subtree_bytes:
             return {REF: self.store(node, body)}
         return node
+
+
+def checked_references(value: Any) -> set[str]:
+    """The hashes a payload refers to, each checked to be a SHA-256 hex digest before any store sees it.
+
+    Raises:
+        MissingMessageBody: A reference that no body can have (it could only have been forged).
+    """
+    found: set[str] = set()
+    references_in(value, found)
+    for digest in found:
+        if not _DIGEST.fullmatch(digest):
+            raise MissingMessageBody(
+                f'{shown(digest)} is not a message body reference (64 lowercase hexadecimal characters); '
+                'the payload was not written by RecallDataCodec.'
+            )
+    return found
 
 
 def restore(value: Any, bodies: OrderedDict[str, tuple[Any, int]]) -> Any:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from temporal_recall.errors import ConfigurationError, PruneRefused, StoreReadOnly
+from temporal_recall.errors import ConfigurationError, PruneRefused, StoreReadOnly, counted
 
 from ._checks import check_optional_id
 from .protocol import BODY_TOUCH_INTERVAL
@@ -97,7 +97,8 @@ class PruneResult:
 
     def describe(self) -> str:
         verb = 'would delete' if self.dry_run else 'deleted'
-        return f'{verb} {self.bodies} message bodies ({self.bytes} bytes) untouched since {self.cutoff.isoformat()}'
+        what = f'{counted(self.bodies, "message body", "message bodies")} ({counted(self.bytes, "byte")})'
+        return f'{verb} {what} untouched since {self.cutoff.isoformat()}'
 
 
 def _shown(duration: timedelta) -> str:

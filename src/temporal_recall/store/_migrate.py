@@ -44,7 +44,8 @@ async def apply(session: Session, migrations: Sequence[Migration], recorded: int
             await session.run(statement)
     reindexing = [migration for migration in missing if migration.reindex]
     if reindexing:
-        await rebuild_index(session, reindex_progress(store, reindexing[-1]))
+        # A new store (version 0) has nothing to reindex; an operator is told only about real upgrades.
+        await rebuild_index(session, reindex_progress(store, reindexing[-1]) if recorded else None)
     for migration in missing:
         await session.run(
             'INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)',

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from temporal_recall.errors import ConfigurationError
+from temporal_recall.errors import ConfigurationError, NoStore
 
 from .postgres._url import SCHEMES, parse_postgres_url, url_flag
 from .sqlite._connection import Synchronous
@@ -35,8 +36,10 @@ def _split(url: str) -> tuple[str, str]:
     return path, query
 
 
-async def open_store(url: str | os.PathLike[str]) -> SqliteConversationStore | PostgresConversationStore:
-    """Open the store a URL or path names.
+async def open_store(
+    url: str | os.PathLike[str], *, create: bool = True
+) -> SqliteConversationStore | PostgresConversationStore:
+    """Open the store a URL or path names; with `create=False` only one that exists (what reading needs).
 
     Accepted forms (the `sqlite:` ones follow SQLAlchemy's convention):
 
@@ -59,18 +62,19 @@ async def open_store(url: str | os.PathLike[str]) -> SqliteConversationStore | P
         `passfile`, …) are passed to the driver unchanged; any other name is refused.
 
     Raises:
+        NoStore: `create=False`, and no SQLite file or an empty PostgreSQL schema is there.
         ConfigurationError: An unknown scheme, option or option value; asyncpg missing for a
             PostgreSQL URL; or the PostgreSQL server refused the login.
         NotADatabase, SchemaTooNew, StoreReadOnly, StoreUnavailable: see `SqliteConversationStore.open`
             and `PostgresConversationStore.open`.
     """
     if isinstance(url, os.PathLike):
-        return await SqliteConversationStore.open(Path(url))
+        return await SqliteConversationStore.open(_existing(Path(url), create))
     scheme = url.partition(':')[0].lower() if '://' in url or url.startswith('sqlite:') else ''
     if not scheme:
-        return await SqliteConversationStore.open(Path(url))
+        return await SqliteConversationStore.open(_existing(Path(url), create))
     if scheme in SCHEMES:
-        return await _open_postgres(url)
+        return await _open_postgres(url, create=create)
     if scheme != 'sqlite':
         raise ConfigurationError(
             f'Store URL scheme {scheme!r} is not supported. Use a path, sqlite:///path.db or postgresql://….'
@@ -99,13 +103,20 @@ async def open_store(url: str | os.PathLike[str]) -> SqliteConversationStore | P
                 f'Store URL option {name!r} is unknown; use busy_timeout_ms, synchronous or read_only.'
             )
     return await SqliteConversationStore.open(
-        Path(path), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous, read_only=read_only
+        _existing(Path(path), create), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous, read_only=read_only
     )
 
 
-async def _open_postgres(url: str) -> PostgresConversationStore:
+def _existing(path: Path, create: bool) -> Path:
+    """`path`, unless it must exist and does not (a stat: opening the file would create it)."""
+    if not create and not path.exists():
+        raise NoStore(f'at {path}')
+    return path
+
+
+async def _open_postgres(url: str, *, create: bool) -> PostgresConversationStore:
     """Validate the URL's options first, then import the driver: a typo is reported even without asyncpg."""
-    options = parse_postgres_url(url)
+    options = dataclasses.replace(parse_postgres_url(url), create=create)
     try:
         from .postgres._store import PostgresConversationStore
     except ModuleNotFoundError as error:

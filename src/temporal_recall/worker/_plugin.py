@@ -42,6 +42,7 @@ from temporalio.worker import (
 
 from .._store_provider import _WORKER_STORE, StoreProvider
 from ..activities import RecallActivities
+from ..codec._codec import codec_required
 from ..errors import ConfigurationError, StoreUnavailable
 from ..workflows import ConversationWorkflow, RunPromptWorkflow
 from ..workflows._agents import check_agents, register_agents, unregister_agents
@@ -119,6 +120,8 @@ class RecallPlugin(SimplePlugin):
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         register_agents(self.agents, task_queue=None)
         config = super().configure_replayer(config)
+        # A codec history replayed without message_codec_plugin then fails naming it, not with a KeyError.
+        config['data_converter'] = codec_required(config.get('data_converter'))
         for plugin in self._agent_plugins:
             config = plugin.configure_replayer(config)
         return config
@@ -146,7 +149,8 @@ class RecallPlugin(SimplePlugin):
     async def _open(self) -> None:
         """Open the store before polling: a store that can never work stops the worker at once.
 
-        An unreachable one (`StoreUnavailable`: a database down, a volume not mounted yet) does not:
+        Not a store, a bad URL or a missing folder is a setting to fix (not an outage) and raises.
+        An unreachable one (`StoreUnavailable`: a database server down, a file locked) does not:
         the worker polls, its activities fail and Temporal retries them visibly until the store is
         back, and the provider opens it then. The stock worker process is stricter and exits.
         """

@@ -33,6 +33,8 @@ __all__ = ('JsonLogFormatter', 'configure_logging', 'main', 'run_worker')
 log = logging.getLogger('temporal_recall.worker')
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=90)
+EXIT_INTERRUPTED = 130
+"""The shell's status for a process ended by SIGINT (128 + 2), which `recall` and the worker exit with."""
 CONNECT_TIMEOUT = 10.0
 """Seconds to wait for the Temporal frontend before giving up with a one-line error."""
 
@@ -97,13 +99,26 @@ async def _open_store(settings: Settings) -> StoreProvider:
 
 
 async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
-    """Run a worker until `stop` is set (or SIGTERM/SIGINT arrives), then shut down gracefully."""
+    """Run a worker until `stop` is set (or SIGTERM/SIGINT arrives), then shut down gracefully.
+
+    SIGTERM drains in-flight activities and returns. SIGINT drains too, and a second SIGINT stops at
+    once; either way it ends by raising `KeyboardInterrupt`, so the process exits 130 as interrupted.
+    """
     from .._metrics import prometheus_runtime
 
     stop = stop or asyncio.Event()
+    interrupted, at_once = False, asyncio.Event()
+
+    def on_signal(signum: signal.Signals) -> None:
+        nonlocal interrupted
+        interrupted = interrupted or signum == signal.SIGINT
+        if stop.is_set() and signum == signal.SIGINT:
+            at_once.set()  # Ctrl-C again while draining: the operator will not wait
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal, signum)
     agents = import_agents(settings.agents)
     runtime = None if settings.metrics_port is None else prometheus_runtime(f'0.0.0.0:{settings.metrics_port}')
     plugins: list[Any] = [PydanticAIPlugin()]
@@ -148,9 +163,21 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
             stopped = asyncio.create_task(stop.wait())
             done, _ = await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
             if stopped in done:
-                log.info('shutting down: finishing in-flight activities', extra={'fields': {}})
+                log.info(
+                    'shutting down: finishing in-flight activities (Ctrl-C again to stop at once)',
+                    extra={'fields': {}},
+                )
                 draining = True
-                await worker.shutdown()
+                shutdown = asyncio.create_task(worker.shutdown())
+                forced = asyncio.create_task(at_once.wait())
+                done, _ = await asyncio.wait({shutdown, forced}, return_when=asyncio.FIRST_COMPLETED)
+                if forced in done:
+                    log.warning(
+                        'stopping at once: in-flight activities are cancelled, and Temporal retries them',
+                        extra={'fields': {}},
+                    )
+                    raise KeyboardInterrupt
+                forced.cancel()
             else:
                 stopped.cancel()
             try:
@@ -168,6 +195,8 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         if codec_plugin is not None:
             await codec_plugin.codec.aclose()
     log.info('worker stopped', extra={'fields': {}})
+    if interrupted:
+        raise KeyboardInterrupt  # exit status 130, as every interrupted command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -190,6 +219,8 @@ def main(argv: list[str] | None = None) -> None:
     except RecallError as error:
         print(f'temporal-recall-worker: {error}', file=sys.stderr)
         status = 1
+    except KeyboardInterrupt:
+        status = EXIT_INTERRUPTED
     # Temporal's Rust core keeps threads that can abort the interpreter while it finalizes
     # (temporalio/sdk-python#300: "PyGILState_Release ... must be current"), which would turn a
     # clean exit into status 134 with a crash report. Everything is closed by now: skip finalization.

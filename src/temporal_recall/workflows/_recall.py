@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from ..activities._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
     from ..errors import InvalidIdentifier, InvalidQuery, InvalidSearchParameters, non_retryable
     from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
-    from ..search import Role
+    from ..search import Role, parse_query
 
 __all__ = ('DEFAULT_RETRY_POLICY', 'load_history', 'recall', 'refused')
 
@@ -83,6 +83,7 @@ async def recall(
             context_lines=context_lines,
             role=role,
         )
+    _refuse_unsearchable(request.query)
     return await workflow.execute_activity(
         SEARCH_ACTIVITY,
         request,
@@ -91,6 +92,23 @@ async def recall(
         schedule_to_close_timeout=schedule_to_close_timeout,
         retry_policy=retry_policy,
     )
+
+
+UNSEARCHABLE_QUERY_PATCH = 'temporal_recall.recall-refuses-unsearchable-queries'
+"""Marks a workflow whose `recall()` refused a query with no searchable terms without scheduling a search."""
+
+
+def _refuse_unsearchable(query: str) -> None:
+    """Refuse a query the search activity would refuse anyway (punctuation only, no terms), before scheduling it.
+
+    `parse_query` is pure, so this is deterministic. Only an unusable query reaches `workflow.patched`:
+    a history recorded before this scheduled the search and failed in it, and replays that way.
+    """
+    try:
+        parse_query(query)
+    except InvalidQuery as error:
+        if workflow.patched(UNSEARCHABLE_QUERY_PATCH):
+            raise non_retryable(error) from error
 
 
 async def load_history(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from asyncpg import exceptions as pg
 
-from temporal_recall.errors import NotADatabase, SchemaTooNew, StoreReadOnly
+from temporal_recall.errors import NoStore, NotADatabase, SchemaTooNew, StoreReadOnly
 
 from .._migrate import apply
 from .._migrate import recorded_version as _recorded_version
@@ -98,6 +98,8 @@ async def open_database(options: PostgresOptions, *, migrations: Sequence[Migrat
         known = latest_version(migrations)
         if recorded > known:
             raise _too_new(options, recorded, known)
+        if recorded == 0 and not options.create:
+            raise NoStore(f'in the PostgreSQL schema {options.schema!r} at {options.display}')
         if recorded < known:
             if options.read_only:
                 raise StoreReadOnly(

@@ -69,6 +69,8 @@ class PostgresOptions:
     statement_timeout_ms: int = 0
     """The server-side `statement_timeout`; 0 leaves the server's default."""
     read_only: bool = False
+    create: bool = True
+    """Whether an empty schema becomes a store; with False it is refused as `NoStore` and left as it is."""
 
     def __post_init__(self) -> None:
         if not _SCHEMA_NAME.fullmatch(self.schema):

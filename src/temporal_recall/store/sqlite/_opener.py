@@ -113,8 +113,8 @@ async def connect(
     migrations = sql.MIGRATIONS if migrations is None else migrations
     if not path.parent.is_dir():
         # Checked here rather than left to SQLite: a failed aiosqlite.connect leaves its worker
-        # thread behind, and an unreachable store is retried many times by Temporal.
-        raise StoreUnavailable(
+        # thread behind. A missing folder is a wrong setting, not an outage: nothing retries it.
+        raise NotADatabase(
             f'The store at {path} cannot be used: the directory {path.parent} does not exist. '
             'Create it, or point the store URL at an existing directory.'
         )
