@@ -47,6 +47,8 @@ returned, unless the response already has one. This wrapper stamps it first (the
 alias. A streamed response cannot be stamped (the run rebuilds it from the stream), so the stored
 copy gets the same id and the workflow side checks the hash: a response whose workflow copy hashes
 differently (a different model id, a workspace reference) is written again from the workflow.
+The run's `run_id` and `conversation_id` are stamped the same way, as pydantic-ai fills them in
+after the request (a value the model set is kept), so the stored response is the run's own.
 """
 
 from __future__ import annotations
@@ -221,7 +223,7 @@ class PersistingModel(WrapperModel):
         if step is None or response.state != 'complete':
             return response
         # A copy: the model may hand out a response object it keeps (a scripted model does).
-        response = replace(response, model_id=response.model_id or self.wrapped.model_id)
+        response = step.stamped(replace(response, model_id=response.model_id or self.wrapped.model_id))
         stored_hash = await step.write_response(response)
         if stored_hash is not None:
             response.metadata = _marked(response.metadata, stored_hash, step.digest)
@@ -244,7 +246,7 @@ class PersistingModel(WrapperModel):
         response = stream.get()
         if step is not None and response.state == 'complete':
             response.model_id = response.model_id or self.wrapped.model_id
-            stored_hash = await step.write_response(response)
+            stored_hash = await step.write_response(step.stamped(response))
             if stored_hash is not None:
                 # `get()` builds a new response each time from the stream's fields: mark the stream.
                 stream.metadata = _marked(stream.metadata, stored_hash, step.digest)
@@ -323,6 +325,12 @@ class _Step:
             function_tools=frozenset(tool.name for tool in parameters.function_tools),
             window=capability.window_of(ctx),
         )
+
+    def stamped(self, response: ModelResponse) -> ModelResponse:
+        """`response` with the run's ids, where the model left them unset (pydantic-ai fills them in the same way)."""
+        response.run_id = response.run_id or self.run_id
+        response.conversation_id = response.conversation_id or self.conversation_id
+        return response
 
     @property
     def digest(self) -> ViewCheck:

@@ -17,6 +17,7 @@ from . import _entries as entries
 from . import _statements as statements
 from ._columns import RecordColumns, dump_usage, load_usage, timestamp_order
 from ._ids import new_id, now
+from ._lineage import appended_revision
 from ._rows import ConversationRow
 from ._tenants import lock_tenants, tenant_of
 
@@ -112,7 +113,12 @@ async def apply(session: Session, prepared: Prepared) -> AppendResult:
         conv_key = row.conv_key
         if members or request.usage is not None:
             await _move_head(
-                session, row, new_head, branched=bool(members) and parent_key != row.head_key, usage=request.usage
+                session,
+                row,
+                new_head,
+                branched=bool(members) and parent_key != row.head_key,
+                usage=request.usage,
+                run_id=request.run_id,
             )
     await add_members(session, conv_key, tenant_id, members)
     if row is None and fence_key is not None:
@@ -183,7 +189,7 @@ def _new_columns(request: AppendRequest) -> RecordColumns:
         deferred_tool_requests=None,
         forked_from=None,
         forked_at=None,
-        revision=new_id(),
+        revision=appended_revision(None, 0, request.run_id),
         updated_at=updated_at.isoformat(),
         updated_order=timestamp_order(updated_at),
         format_version=1,
@@ -191,9 +197,16 @@ def _new_columns(request: AppendRequest) -> RecordColumns:
 
 
 async def _move_head(
-    session: Session, row: ConversationRow, new_head: int | None, *, branched: bool, usage: RunUsage | None
+    session: Session,
+    row: ConversationRow,
+    new_head: int | None,
+    *,
+    branched: bool,
+    usage: RunUsage | None,
+    run_id: str | None,
 ) -> None:
-    """Move the head (keeping the old one in `branches` when the new entries branched), add usage, new revision."""
+    """Move the head (keeping the old one in `branches` when the new entries branched), add usage, new
+    revision (one that says which run appended since when: `_lineage`)."""
     if branched and row.head_key is not None:
         await entries.write_branches(
             session, row.conv_key, [key for key in row.branch_keys if key != row.head_key] + [row.head_key]
@@ -209,7 +222,7 @@ async def _move_head(
         row.conv_key,
         new_head,
         total,
-        new_id(),
+        appended_revision(row.revision, row.head_position + 1, run_id),
         updated_at.isoformat(),
         timestamp_order(updated_at),
     )
