@@ -72,7 +72,7 @@ from temporalio import activity, workflow
 from temporalio.exceptions import ApplicationError
 
 from .._store_provider import store_for
-from ..content import content_hash
+from ..content import content_hash, resent_hash
 from ..errors import HistoryMismatch, RecallError, StoreUnavailable, non_retryable
 
 if TYPE_CHECKING:
@@ -356,6 +356,8 @@ class _Step:
             usage=usage,
             fence=self.fence,
             summary=self.capability.summary,
+            # A chat UI that keeps its own history sends back earlier turns without some fields.
+            base_resent_hash=resent_hash(self.view[base - 1]) if base else None,
         )
 
     async def write_prefix(self) -> bool:

@@ -6,12 +6,13 @@ from dataclasses import dataclass
 
 from pydantic_ai.usage import RunUsage
 
+from temporal_recall.content import load_message, resent_hash
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
 from ..index._documents import add_members
 from ..index._terms import PreparedMessage, prepare_message
 from ..protocol import AppendRequest, AppendResult, fence_row_key
-from ..sql._keys import hash_bytes
+from ..sql._keys import hash_bytes, run_id_of
 from ..sql._session import Backend, Session
 from . import _entries as entries
 from . import _statements as statements
@@ -162,20 +163,37 @@ async def _attach(
     parent_key: int | None = None
     if base > 0:
         parent_key, stored_hash = by_position[base - 1]
-        if stored_hash != base_hash:
+        if stored_hash != base_hash and not await _resent(
+            session, parent_key, request.base_resent_hash, request.run_id
+        ):
             raise HistoryMismatch(
                 f'Message {base - 1} of conversation {request.conversation_id!r} is not the one the delta '
                 'follows (its content hash differs); resend with base_length=0.'
             )
     parent_position = base - 1
     skipped = 0
-    for content in hashes:
+    for message, content in zip(request.messages, hashes, strict=True):
         following = by_position.get(parent_position + 1)
-        if following is None or following[1] != content:
+        if following is None or (
+            following[1] != content and not await _resent(session, following[0], resent_hash(message), request.run_id)
+        ):
             break
         parent_key, parent_position = following[0], parent_position + 1
         skipped += 1
     return parent_key, parent_position, skipped
+
+
+async def _resent(session: Session, entry_key: int, resent: str | None, run_id: str | None) -> bool:
+    """Whether the stored entry is a message of an earlier run that a chat UI sent back as one with `resent`."""
+    if resent is None:
+        return False
+    found = await session.one(
+        f'SELECT e.message, {run_id_of("e.run_key")} FROM entries e WHERE e.entry_key = $1',  # noqa: S608
+        entry_key,
+    )
+    if found is None or (run_id is not None and found[1] == run_id):
+        return False
+    return resent_hash(load_message(found[0])) == resent
 
 
 def _new_columns(request: AppendRequest) -> RecordColumns:
