@@ -52,3 +52,19 @@ async def test_ui_then_workflow_then_ui_holds_every_message_once(
     assert (await store.check()).findings == []
     # The UI's last turn found what the UI's first turn said, past the workflow's turn.
     assert 'arriving Tuesday' in last.tool_outputs['search_conversation_history']
+
+
+async def test_a_workflow_stores_its_responses_with_the_runs_ids(
+    temporal_client: Client, any_store_url: str, store: Any
+):
+    """Written inside the model-request activity, each response carries the run's `run_id` and `conversation_id`."""
+    async with running_worker(temporal_client, agents=[durable_chat_agent], store=any_store_url) as worker:
+        output = await temporal_client.execute_workflow(
+            RunPromptWorkflow.run,
+            RunPromptInput(prompt=ORDER_QUESTION, conversation_id='wf-chat', scope='acme', agent='chat'),
+            id=f'run-{uuid.uuid4()}',
+            task_queue=worker.task_queue,
+        )
+    messages = [entry.message for entry in await store.load_entries('wf-chat', scope='acme')]
+    assert [message.kind for message in messages] == ['request', 'response', 'request', 'response']
+    assert {(message.run_id, message.conversation_id) for message in messages} == {(output.run_id, 'wf-chat')}
