@@ -85,8 +85,10 @@ class Chat:
     mode: Mode = 'full'
     messages: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
 
-    async def send(self, text: str) -> Turn:
+    async def send(self, text: str, *, message_id: str | None = None) -> Turn:
         user = self._user(text)
+        if message_id is not None:
+            user['id'] = message_id
         self.messages.append(user)
         response = await self.http.post(
             self.path,
@@ -98,6 +100,13 @@ class Chat:
         turn = Turn(status=200)
         self.messages.extend(self._apply(_events(response.text), turn))
         return turn
+
+    async def edit_last(self, text: str) -> Turn:
+        """Resubmit the last user message, edited (same message id, as the clients do), dropping what followed it."""
+        last_user = max(i for i, m in enumerate(self.messages) if m['role'] == 'user')
+        message_id = self.messages[last_user]['id']
+        del self.messages[last_user:]
+        return await self.send(text, message_id=message_id)
 
     def drop_last_turn(self) -> None:
         """Drop the last user message and what followed it, to send an edited one instead."""

@@ -76,6 +76,25 @@ async def test_four_turns_with_the_store_behind_the_adapter(store: Any, protocol
     assert record.usage.requests == len(responses) == 6
 
 
+@pytest.mark.parametrize('mode', ['full', 'last'])
+@pytest.mark.parametrize('protocol', PROTOCOLS)
+async def test_an_edited_turn_replaces_the_stored_one_on_a_branch(store: Any, protocol: str, mode: Mode):
+    async with asgi_client(chat_app(chat_agent(store), store)) as http:
+        chat = CLIENTS[protocol](http, f'edit-{protocol}-{mode}', 'acme', mode=mode)
+        await _talk(chat, TURNS[:2])
+        edited = await chat.edit_last('Thanks a lot!')
+    assert (edited.status, edited.error) == (200, None)
+    messages = [entry.message for entry in await store.load_entries(chat.chat_id, scope='acme')]
+    assert [type(message).__name__ for message in messages] == ['ModelRequest', 'ModelResponse'] * 3
+    assert [part.content for part in messages[4].parts if part.part_kind == 'user-prompt'] == ['Thanks a lot!']
+    record = await store.read_record(chat.chat_id)
+    assert len(record.branches) == 1
+    left = [entry.message for entry in await store.read_history(record.branches[0])]
+    assert [part.content for part in left[4].parts if part.part_kind == 'user-prompt'] == ['Thanks!']
+    # The client was told the entries of the edited turn.
+    assert edited.saved_entry_ids == [entry.id for entry in (await store.load_entries(chat.chat_id))[4:]]
+
+
 @pytest.mark.parametrize('protocol', PROTOCOLS)
 async def test_another_tenant_sees_nothing(store: Any, protocol: str):
     async with asgi_client(chat_app(chat_agent(store), store)) as http:

@@ -37,8 +37,8 @@ async def save_after_own_appends(
     """Save `saving` if only its own run changed the stored conversation since it was loaded; else `None`.
 
     Returns the entries holding the conversation's unsaved messages (from `new_message_index` on,
-    all of them without one), stored by this save or already by the run's appends, so a UI adapter
-    can tell its client their ids either way.
+    or from the run's first message without one), stored by this save or already by the run's
+    appends, so a UI adapter can tell its client their ids either way.
     """
     result = saving if isinstance(saving, AgentRunResult) else None
     conversation = saving.conversation if isinstance(saving, AgentRunResult) else saving
@@ -49,11 +49,13 @@ async def save_after_own_appends(
     if record is None or record.revision == conversation.revision or (scope is not None and record.scope != scope):
         return None
     held = own_appends(record.revision, conversation.revision, run_id)
-    boundary = conversation.new_message_index or 0
-    if held is None or held < boundary:
+    index = conversation.new_message_index
+    if held is None or (index is not None and held < index):
         return None
     history = await store.read_history(record.head_id)
-    offset = held - boundary  # where the conversation's first message is in the stored history
+    # Where the conversation's first message is in the stored history: a conversation that says how
+    # many of its messages were stored ends with those; one that does not is compared from the start.
+    offset = 0 if index is None else held - index
     stored = history[offset:]
     shared = 0
     for entry, message in zip(stored, messages, strict=False):
@@ -84,4 +86,6 @@ async def save_after_own_appends(
     mark_stored(conversation, messages)
     if result is not None:
         result._conversation_saved(updated.revision)
-    return [*stored[boundary:shared], *new_entries]
+    # The unsaved messages: from `new_message_index` on; without one, from the run's first message.
+    start = index if index is not None else next((i for i, m in enumerate(messages) if m.run_id == run_id), 0)
+    return [*stored[start:shared], *new_entries]
