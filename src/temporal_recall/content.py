@@ -127,7 +127,7 @@ def resent_hash(message: ModelMessage) -> str:
     fields a Vercel AI or AG-UI round trip drops or changes (see the README's "Behind a chat UI").
 
     Not an identity: the store keys and indexes messages by `content_hash`. It only lets a re-sent
-    history attach to the stored one (`store._append`), so a client that keeps its own history does
+    history attach to the stored one (`store/log/_append.py`), so a client that keeps its own history does
     not branch the conversation on an unchanged turn, while an edit of anything said still does.
     """
     data = _canonical(message)

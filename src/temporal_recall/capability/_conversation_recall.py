@@ -17,7 +17,7 @@ Where each message is written (see `_persisting_model` for the details):
 In pydantic-ai's own cycle (load → `agent.run(conversation=...)` → `store.save(result)`, which its UI
 adapters run with `conversation_store=`), the save comes after this capability stored the run's
 steps. This project's stores accept that save: an append records which run changed the revision
-since when (`store._lineage`), and the save writes only what the store lacks (`store._save`).
+since when (`store/log/_lineage.py`), and the save writes only what the store lacks (`store/log/_save.py`).
 pydantic-ai gives a capability no public way to hand its revision to the result, so it is done there.
 
 Workflow-side decisions are made from the activity results in the workflow's history (the marker the

@@ -104,7 +104,7 @@ class EngineStore(CheckedStore, StoredBodies):
 
         When the stored revision differs from the conversation's only by that run's appends, the
         save writes what the store still lacks (usually only the record) instead of raising
-        `ConversationConflict`, and returns the entries holding the run's messages (see `_save`).
+        `ConversationConflict`, and returns the entries holding the run's messages (see `log/_save`).
         Any other change since the conversation was loaded still raises `ConversationConflict`.
         """
         saved = await save_after_own_appends(self, conversation, scope=scope)
