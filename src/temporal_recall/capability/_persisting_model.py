@@ -47,8 +47,9 @@ returned, unless the response already has one. This wrapper stamps it first (the
 alias. A streamed response cannot be stamped (the run rebuilds it from the stream), so the stored
 copy gets the same id and the workflow side checks the hash: a response whose workflow copy hashes
 differently (a different model id, a workspace reference) is written again from the workflow.
-The run's `run_id` and `conversation_id` are stamped the same way, as pydantic-ai fills them in
-after the request (a value the model set is kept), so the stored response is the run's own.
+The run's `run_id` and `conversation_id` are stamped on the stored copy only, as pydantic-ai fills
+them in after the request (a value the model set is kept): the stored response is the run's own,
+and the activity's result, in the workflow's history, is unchanged.
 """
 
 from __future__ import annotations
@@ -223,8 +224,8 @@ class PersistingModel(WrapperModel):
         if step is None or response.state != 'complete':
             return response
         # A copy: the model may hand out a response object it keeps (a scripted model does).
-        response = step.stamped(replace(response, model_id=response.model_id or self.wrapped.model_id))
-        stored_hash = await step.write_response(response)
+        response = replace(response, model_id=response.model_id or self.wrapped.model_id)
+        stored_hash = await step.write_response(step.stamped(response))
         if stored_hash is not None:
             response.metadata = _marked(response.metadata, stored_hash, step.digest)
         return response
@@ -327,10 +328,15 @@ class _Step:
         )
 
     def stamped(self, response: ModelResponse) -> ModelResponse:
-        """`response` with the run's ids, where the model left them unset (pydantic-ai fills them in the same way)."""
-        response.run_id = response.run_id or self.run_id
-        response.conversation_id = response.conversation_id or self.conversation_id
-        return response
+        """A copy of `response` with the run's ids where the model left them unset, as pydantic-ai fills them in.
+
+        A copy: the response the activity returns stays as it was, so the workflow's history does not grow.
+        """
+        return replace(
+            response,
+            run_id=response.run_id or self.run_id,
+            conversation_id=response.conversation_id or self.conversation_id,
+        )
 
     @property
     def digest(self) -> ViewCheck:
