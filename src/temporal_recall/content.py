@@ -24,7 +24,7 @@ from pydantic_core import PydanticSerializationError
 
 from .errors import MessageNotSerializable
 
-__all__ = ('HASH_ALGORITHM', 'canonical_json', 'content_hash', 'dump_message', 'load_message')
+__all__ = ('HASH_ALGORITHM', 'canonical_json', 'content_hash', 'dump_message', 'load_message', 'resent_hash')
 
 HASH_ALGORITHM = 'sha256'
 """Named in stored rows' schema docs; changing it is a schema migration, not a refactor."""
@@ -39,6 +39,33 @@ _PART_STAMPS = frozenset({'timestamp'})
 
 _BOOKKEEPING_PART_KINDS = frozenset({'instruction-delta', 'instruction-baseline'})
 """Request parts that record how instructions were delivered rather than anything said."""
+
+_RESENT_MESSAGE = frozenset({'metadata'})
+"""What a chat UI's round trip changes on any message: the Vercel AI and AG-UI adapters add their UI
+message id to `metadata`, and AG-UI drops the application's keys."""
+
+_RESENT_RESPONSE = frozenset(
+    {
+        'usage',
+        'model_name',
+        'model_id',
+        'provider_name',
+        'provider_url',
+        'provider_details',
+        'provider_response_id',
+        'finish_reason',
+        'canonical_system',
+        'history_digest',
+        'workspace_ref',
+    }
+)
+"""Response fields neither protocol carries back (and the adapters reset `workspace_ref` on client messages)."""
+
+_RESENT_RESPONSE_PART = frozenset({'id', 'provider_name', 'provider_details'})
+"""Part fields AG-UI does not carry back (Vercel AI keeps them in `providerMetadata`)."""
+
+_RESENT_TOOL_RETURN = frozenset({'metadata'})
+"""A tool return's `metadata` is for the application, and neither protocol carries it."""
 
 _SINGLE_MESSAGE = pydantic.TypeAdapter(ModelMessage)
 
@@ -62,6 +89,14 @@ def load_message(data: str | bytes) -> ModelMessage:
 
 def canonical_json(message: ModelMessage) -> str:
     """The message's serialization with after-the-fact stamps removed, keys sorted."""
+    return _dumps(_canonical(message))
+
+
+def _dumps(data: dict[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, separators=(',', ':'), ensure_ascii=False)
+
+
+def _canonical(message: ModelMessage) -> dict[str, Any]:
     try:
         data: dict[str, Any] = ModelMessagesTypeAdapter.dump_python([message], mode='json')[0]
     except (PydanticSerializationError, ValueError, TypeError) as error:
@@ -79,9 +114,43 @@ def canonical_json(message: ModelMessage) -> str:
             continue
         parts.append({key: value for key, value in part.items() if key not in _PART_STAMPS})
     data['parts'] = parts
-    return json.dumps(data, sort_keys=True, separators=(',', ':'), ensure_ascii=False)
+    return data
 
 
 def content_hash(message: ModelMessage) -> str:
     """Hex digest identifying what the message says, stable across re-instantiation and re-sending."""
     return hashlib.sha256(canonical_json(message).encode()).hexdigest()
+
+
+def resent_hash(message: ModelMessage) -> str:
+    """Hex digest of what the message says as a chat UI sends it back: `content_hash` without the
+    fields a Vercel AI or AG-UI round trip drops or changes (see the README's "Behind a chat UI").
+
+    Not an identity: the store keys and indexes messages by `content_hash`. It only lets a re-sent
+    history attach to the stored one (`store/log/_append.py`), so a client that keeps its own history does
+    not branch the conversation on an unchanged turn, while an edit of anything said still does.
+    """
+    data = _canonical(message)
+    response = data.get('kind') == 'response'
+    for key in _RESENT_MESSAGE | (_RESENT_RESPONSE if response else frozenset[str]()):
+        data.pop(key, None)
+    for part in data['parts']:
+        kind = part.get('part_kind')
+        dropped = _RESENT_TOOL_RETURN if kind == 'tool-return' else _RESENT_RESPONSE_PART if response else ()
+        for key in dropped:
+            part.pop(key, None)
+        if kind == 'tool-call':
+            part['args'] = _parsed_args(part.get('args'))
+    return hashlib.sha256(_dumps(data).encode()).hexdigest()
+
+
+def _parsed_args(args: Any) -> Any:
+    """Tool-call arguments as JSON values: Vercel AI sends back an object, AG-UI its own serialization of it."""
+    if args is None or args == '':
+        return {}
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args

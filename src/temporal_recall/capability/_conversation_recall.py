@@ -14,6 +14,12 @@ Where each message is written (see `_persisting_model` for the details):
   workflow whose history predates in-activity writes (its responses carry no marker, so it keeps
   taking this path and replays unchanged).
 
+In pydantic-ai's own cycle (load → `agent.run(conversation=...)` → `store.save(result)`, which its UI
+adapters run with `conversation_store=`), the save comes after this capability stored the run's
+steps. This project's stores accept that save: an append records which run changed the revision
+since when (`store/log/_lineage.py`), and the save writes only what the store lacks (`store/log/_save.py`).
+pydantic-ai gives a capability no public way to hand its revision to the result, so it is done there.
+
 Workflow-side decisions are made from the activity results in the workflow's history (the marker the
 wrapper puts on a stored response), so they replay identically. Each `store_step` write carries only
 what the store lacks, with an idempotency key made of the workflow id, the agent run id and the

@@ -47,6 +47,9 @@ returned, unless the response already has one. This wrapper stamps it first (the
 alias. A streamed response cannot be stamped (the run rebuilds it from the stream), so the stored
 copy gets the same id and the workflow side checks the hash: a response whose workflow copy hashes
 differently (a different model id, a workspace reference) is written again from the workflow.
+The run's `run_id` and `conversation_id` are stamped on the stored copy only, as pydantic-ai fills
+them in after the request (a value the model set is kept): the stored response is the run's own,
+and the activity's result, in the workflow's history, is unchanged.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ from temporalio import activity, workflow
 from temporalio.exceptions import ApplicationError
 
 from .._store_provider import store_for
-from ..content import content_hash
+from ..content import content_hash, resent_hash
 from ..errors import HistoryMismatch, RecallError, StoreUnavailable, non_retryable
 
 if TYPE_CHECKING:
@@ -222,7 +225,7 @@ class PersistingModel(WrapperModel):
             return response
         # A copy: the model may hand out a response object it keeps (a scripted model does).
         response = replace(response, model_id=response.model_id or self.wrapped.model_id)
-        stored_hash = await step.write_response(response)
+        stored_hash = await step.write_response(step.stamped(response))
         if stored_hash is not None:
             response.metadata = _marked(response.metadata, stored_hash, step.digest)
         return response
@@ -244,7 +247,7 @@ class PersistingModel(WrapperModel):
         response = stream.get()
         if step is not None and response.state == 'complete':
             response.model_id = response.model_id or self.wrapped.model_id
-            stored_hash = await step.write_response(response)
+            stored_hash = await step.write_response(step.stamped(response))
             if stored_hash is not None:
                 # `get()` builds a new response each time from the stream's fields: mark the stream.
                 stream.metadata = _marked(stream.metadata, stored_hash, step.digest)
@@ -324,6 +327,17 @@ class _Step:
             window=capability.window_of(ctx),
         )
 
+    def stamped(self, response: ModelResponse) -> ModelResponse:
+        """A copy of `response` with the run's ids where the model left them unset, as pydantic-ai fills them in.
+
+        A copy: the response the activity returns stays as it was, so the workflow's history does not grow.
+        """
+        return replace(
+            response,
+            run_id=response.run_id or self.run_id,
+            conversation_id=response.conversation_id or self.conversation_id,
+        )
+
     @property
     def digest(self) -> ViewCheck:
         """What this step's response is stored after: the attach point's message and the messages written after it."""
@@ -348,6 +362,8 @@ class _Step:
             usage=usage,
             fence=self.fence,
             summary=self.capability.summary,
+            # A chat UI that keeps its own history sends back earlier turns without some fields.
+            base_resent_hash=resent_hash(self.view[base - 1]) if base else None,
         )
 
     async def write_prefix(self) -> bool:

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, NoReturn, Self
 
+from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 from pydantic_ai.exceptions import UserError
+from pydantic_ai.run import AgentRunResult
 
 from ..errors import UnknownEntry
 from ._bodies import BodyEngine, StoredBodies
@@ -23,6 +25,7 @@ from .index._terms import prepare_message
 from .log import _append, _entries, _write
 from .log import _reads as _log
 from .log._columns import record_columns
+from .log._save import save_after_own_appends
 from .log._tenants import lock_tenants
 from .protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, SearchTarget, TargetPostings
 from .sql._keys import scope_key
@@ -91,6 +94,23 @@ class EngineStore(CheckedStore, StoredBodies):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         await self.close()
+
+    # --- ConversationStore --------------------------------------------------------------------------
+
+    async def save(
+        self, conversation: Conversation | AgentRunResult[Any], *, scope: str | None = None
+    ) -> list[ConversationEntry]:
+        """pydantic-ai's `save`, which also accepts a run whose own `ConversationRecall` stored its steps.
+
+        When the stored revision differs from the conversation's only by that run's appends, the
+        save writes what the store still lacks (usually only the record) instead of raising
+        `ConversationConflict`, and returns the entries holding the run's messages (see `log/_save`).
+        Any other change since the conversation was loaded still raises `ConversationConflict`.
+        """
+        saved = await save_after_own_appends(self, conversation, scope=scope)
+        if saved is not None:
+            return saved
+        return await super().save(conversation, scope=scope)
 
     # --- ConversationStore primitives -------------------------------------------------------------
 

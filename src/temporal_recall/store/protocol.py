@@ -76,6 +76,10 @@ class AppendRequest:
     summary: SummaryRule | None = None
     """The application's own rule for summary messages (`ConversationRecall(summary=...)`): a message it
     accepts is stored marked as such and never indexed."""
+    base_resent_hash: str | None = None
+    """`content.resent_hash` of the message the delta follows, for a history a chat UI sent back:
+    the attach point then also matches a message of an earlier run that differs only in what a UI
+    round trip changes (see `_append`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,17 +6,19 @@ from dataclasses import dataclass
 
 from pydantic_ai.usage import RunUsage
 
+from temporal_recall.content import load_message, resent_hash
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
 from ..index._documents import add_members
 from ..index._terms import PreparedMessage, prepare_message
 from ..protocol import AppendRequest, AppendResult, fence_row_key
-from ..sql._keys import hash_bytes
+from ..sql._keys import hash_bytes, run_id_of
 from ..sql._session import Backend, Session
 from . import _entries as entries
 from . import _statements as statements
 from ._columns import RecordColumns, dump_usage, load_usage, timestamp_order
 from ._ids import new_id, now
+from ._lineage import appended_revision
 from ._rows import ConversationRow
 from ._tenants import lock_tenants, tenant_of
 
@@ -112,7 +114,12 @@ async def apply(session: Session, prepared: Prepared) -> AppendResult:
         conv_key = row.conv_key
         if members or request.usage is not None:
             await _move_head(
-                session, row, new_head, branched=bool(members) and parent_key != row.head_key, usage=request.usage
+                session,
+                row,
+                new_head,
+                branched=bool(members) and parent_key != row.head_key,
+                usage=request.usage,
+                run_id=request.run_id,
             )
     await add_members(session, conv_key, tenant_id, members)
     if row is None and fence_key is not None:
@@ -156,20 +163,37 @@ async def _attach(
     parent_key: int | None = None
     if base > 0:
         parent_key, stored_hash = by_position[base - 1]
-        if stored_hash != base_hash:
+        if stored_hash != base_hash and not await _resent(
+            session, parent_key, request.base_resent_hash, request.run_id
+        ):
             raise HistoryMismatch(
                 f'Message {base - 1} of conversation {request.conversation_id!r} is not the one the delta '
                 'follows (its content hash differs); resend with base_length=0.'
             )
     parent_position = base - 1
     skipped = 0
-    for content in hashes:
+    for message, content in zip(request.messages, hashes, strict=True):
         following = by_position.get(parent_position + 1)
-        if following is None or following[1] != content:
+        if following is None or (
+            following[1] != content and not await _resent(session, following[0], resent_hash(message), request.run_id)
+        ):
             break
         parent_key, parent_position = following[0], parent_position + 1
         skipped += 1
     return parent_key, parent_position, skipped
+
+
+async def _resent(session: Session, entry_key: int, resent: str | None, run_id: str | None) -> bool:
+    """Whether the stored entry is a message of an earlier run that a chat UI sent back as one with `resent`."""
+    if resent is None:
+        return False
+    found = await session.one(
+        f'SELECT e.message, {run_id_of("e.run_key")} FROM entries e WHERE e.entry_key = $1',  # noqa: S608
+        entry_key,
+    )
+    if found is None or (run_id is not None and found[1] == run_id):
+        return False
+    return resent_hash(load_message(found[0])) == resent
 
 
 def _new_columns(request: AppendRequest) -> RecordColumns:
@@ -183,7 +207,7 @@ def _new_columns(request: AppendRequest) -> RecordColumns:
         deferred_tool_requests=None,
         forked_from=None,
         forked_at=None,
-        revision=new_id(),
+        revision=appended_revision(None, 0, request.run_id),
         updated_at=updated_at.isoformat(),
         updated_order=timestamp_order(updated_at),
         format_version=1,
@@ -191,9 +215,16 @@ def _new_columns(request: AppendRequest) -> RecordColumns:
 
 
 async def _move_head(
-    session: Session, row: ConversationRow, new_head: int | None, *, branched: bool, usage: RunUsage | None
+    session: Session,
+    row: ConversationRow,
+    new_head: int | None,
+    *,
+    branched: bool,
+    usage: RunUsage | None,
+    run_id: str | None,
 ) -> None:
-    """Move the head (keeping the old one in `branches` when the new entries branched), add usage, new revision."""
+    """Move the head (keeping the old one in `branches` when the new entries branched), add usage, new
+    revision (one that says which run appended since when: `_lineage`)."""
     if branched and row.head_key is not None:
         await entries.write_branches(
             session, row.conv_key, [key for key in row.branch_keys if key != row.head_key] + [row.head_key]
@@ -209,7 +240,7 @@ async def _move_head(
         row.conv_key,
         new_head,
         total,
-        new_id(),
+        appended_revision(row.revision, row.head_position + 1, run_id),
         updated_at.isoformat(),
         timestamp_order(updated_at),
     )

@@ -1,0 +1,91 @@
+"""`ConversationStore.save` after the run's own `ConversationRecall` appends: no conflict, nothing stored twice.
+
+An agent carrying `ConversationRecall` on the same store writes each step while it runs, so by the
+time pydantic-ai's cycle (load → run → `save(result)`, what the UI adapters do with
+`conversation_store=`) saves the result, the store already holds the run's messages under a newer
+revision. `own_appends` (`_lineage`) tells whether only this run's appends made that revision; if
+so, the save compares the conversation with the stored history by content hash, from where the
+conversation starts in it, and writes only what is missing (usually nothing but the record: usage,
+deferred tool requests, a new revision). The write is checked against the revision just read, so a
+change landing in between still conflicts. Any other difference of revision is left to pydantic-ai's
+own `save`, which raises `ConversationConflict`.
+
+pydantic-ai has no public way for a store to mark a conversation saved: its own `save` calls
+`mark_stored` and `AgentRunResult._conversation_saved`, and so does this one, so the result carries
+the new revision into the next run exactly as after pydantic-ai's save.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai._conversation_marks import mark_stored
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
+from pydantic_ai.run import AgentRunResult
+
+from temporal_recall.content import content_hash
+
+from ._lineage import own_appends
+
+__all__ = ('save_after_own_appends',)
+
+
+async def save_after_own_appends(
+    store: ConversationStore, saving: Conversation | AgentRunResult[Any], *, scope: str | None
+) -> list[ConversationEntry] | None:
+    """Save `saving` if only its own run changed the stored conversation since it was loaded; else `None`.
+
+    Returns the entries holding the conversation's unsaved messages (from `new_message_index` on,
+    or from the run's first message without one), stored by this save or already by the run's
+    appends, so a UI adapter can tell its client their ids either way.
+    """
+    result = saving if isinstance(saving, AgentRunResult) else None
+    conversation = saving.conversation if isinstance(saving, AgentRunResult) else saving
+    messages = list(conversation.messages)
+    # A result knows its run; a conversation is the run's whose response it ends with.
+    run_id = result.run_id if result is not None else (messages[-1].run_id if messages else None)
+    record = await store.read_record(conversation.conversation_id)
+    if record is None or record.revision == conversation.revision or (scope is not None and record.scope != scope):
+        return None
+    held = own_appends(record.revision, conversation.revision, run_id)
+    index = conversation.new_message_index
+    if held is None or (index is not None and held < index):
+        return None
+    history = await store.read_history(record.head_id)
+    # Where the conversation's first message is in the stored history: a conversation that says how
+    # many of its messages were stored ends with those; one that does not is compared from the start.
+    offset = 0 if index is None else held - index
+    stored = history[offset:]
+    shared = 0
+    for entry, message in zip(stored, messages, strict=False):
+        if content_hash(entry.message) != content_hash(message):
+            break
+        shared += 1
+    parent_id = stored[shared - 1].id if shared else history[offset - 1].id if offset else None
+    branches = list(record.branches)
+    if history and offset + shared < len(history):
+        # The run's history differs from what its appends left stored: keep that as a branch.
+        branches = [*(tip for tip in branches if tip != history[-1].id), history[-1].id]
+    new_entries: list[ConversationEntry] = []
+    for message in messages[shared:]:
+        new_entries.append(ConversationEntry(parent_id=parent_id, message=message))
+        parent_id = new_entries[-1].id
+    updated = ConversationRecord(
+        conversation_id=record.conversation_id,
+        head_id=parent_id,
+        usage=conversation.usage,
+        deferred_tool_requests=conversation.deferred_tool_requests,
+        scope=scope if scope is not None else record.scope,
+        forked_from=record.forked_from,
+        forked_at=record.forked_at,
+        branches=branches,
+    )
+    await store.write_record(updated, new_entries=new_entries, expected_revision=record.revision)
+    conversation.revision = updated.revision
+    mark_stored(conversation, messages)
+    if result is not None:
+        result._conversation_saved(updated.revision)
+    # The unsaved messages: from `new_message_index` on; without one, from the run's first message.
+    start = index if index is not None else next((i for i, m in enumerate(messages) if m.run_id == run_id), 0)
+    return [*stored[start:shared], *new_entries]
