@@ -18,7 +18,10 @@ def _row(term_id: int, postings: list[Posting]) -> tuple[int, int, bytes]:
 
 
 def _decoded(rows: list[tuple[int, int, bytes]]) -> dict[int, list[Posting]]:
-    return {term_id: _blocks.postings_of(columns) for term_id, columns in _blocks.columns_of(rows).items()}
+    return {
+        term_id: [Posting(*posting) for posting in zip(*(column.tolist() for column in columns), strict=True)]
+        for term_id, columns in _blocks.columns_of(rows).items()
+    }
 
 
 def test_rows_in_any_order_and_repeated_decode_to_each_terms_postings_in_document_order() -> None:
