@@ -338,6 +338,26 @@ async def back_to_version_6(store: AnyStore) -> None:
         await connection.executemany(insert, postings)
 
 
+async def back_to_version_8(store: AnyStore) -> None:
+    """Turn a store into what version 8 wrote, given one whose documents are whole messages (each
+    content's one document, as version 8's writer made them): `documents` unique by tenant and content,
+    version 8 recorded. Close and reopen it afterwards."""
+    from temporal_recall.store.postgres import _dialect as _postgres_dialect
+    from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
+
+    released = (_sqlite_dialect if isinstance(store, SqliteConversationStore) else _postgres_dialect).MIGRATIONS
+    columns = 'doc_id, tenant_id, content_hash, length, refs, term_ids, role'
+    documents = await rows_of(store, f'SELECT {columns} FROM documents')
+    assert len({(row[1], bytes(row[2])) for row in documents}) == len(documents), 'not a version 8 index'
+    await run_sql(store, 'DROP TABLE documents')
+    for statement in (*released[0].statements, *released[4].statements):
+        if 'CREATE TABLE documents' in statement or 'ALTER TABLE documents' in statement:
+            await run_sql(store, statement)
+    for row in documents:
+        await run_sql(store, f'INSERT INTO documents ({columns}) VALUES ($1, $2, $3, $4, $5, $6, $7)', *row)
+    await run_sql(store, 'DELETE FROM schema_migrations WHERE version > 8')
+
+
 async def run_sql(store: AnyStore, sql: str, *params: Any) -> None:
     """Run one statement (`$n` placeholders) on either backend, committed: to damage or age a store."""
     if isinstance(store, SqliteConversationStore):
