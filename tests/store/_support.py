@@ -14,9 +14,12 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
+from pydantic_ai import Agent
 from pydantic_ai import messages as m
 from pydantic_ai.conversation_store import ConversationStore, InMemoryConversationStore
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from temporal_recall import ConversationRecall, RecallDeps
 from temporal_recall.content import content_hash
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
 from temporal_recall.store.postings._blocks import decode
@@ -160,6 +163,29 @@ def summary(text: str) -> m.ModelRequest:
 def turn(n: int, topic: str = 'weather') -> list[m.ModelMessage]:
     """A user prompt and a reply, with words that identify the turn."""
     return [user(f'question {n} about the {topic} please'), reply(f'answer {n} regarding {topic} follows')]
+
+
+SYSTEM_PROMPT = 'You are the courier desk of Wombat Freight; answer in one sentence.'
+PROMPT = 'Where is parcel Z-88 now?'
+ANSWER = 'Parcel Z-88 left the Wombat depot at noon.'
+
+
+def _answer(messages: list[m.ModelMessage], info: AgentInfo) -> m.ModelResponse:
+    return m.ModelResponse(parts=[m.TextPart(ANSWER)])
+
+
+async def run_briefed_agent(
+    store: ConversationStore, conversation_id: str = 'briefed', scope: str | None = None
+) -> list[m.ModelMessage]:
+    """A real agent with a system prompt (sent in the request of the first user prompt), persisting
+    through `store` in-process."""
+    agent = Agent(
+        FunctionModel(_answer, model_name='scripted'),
+        system_prompt=SYSTEM_PROMPT,
+        capabilities=[ConversationRecall(store=store, search_tool=False)],  # type: ignore[arg-type]
+    )
+    result = await agent.run(PROMPT, conversation_id=conversation_id, deps=RecallDeps(scope=scope))
+    return result.all_messages()
 
 
 def hex_hash(message: m.ModelMessage) -> str:

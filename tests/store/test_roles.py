@@ -3,33 +3,11 @@ found under its own speaker (on both backends)."""
 
 from __future__ import annotations
 
-from pydantic_ai import Agent
 from pydantic_ai import messages as m
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from temporal_recall import ConversationRecall
 from temporal_recall.query import search_messages
 
-from ._support import AnyStore, rows_of
-
-SYSTEM_PROMPT = 'You are the courier desk of Wombat Freight; answer in one sentence.'
-PROMPT = 'Where is parcel Z-88 now?'
-ANSWER = 'Parcel Z-88 left the Wombat depot at noon.'
-
-
-def _answer(messages: list[m.ModelMessage], info: AgentInfo) -> m.ModelResponse:
-    return m.ModelResponse(parts=[m.TextPart(ANSWER)])
-
-
-async def _run_briefed_agent(store: AnyStore, conversation_id: str = 'briefed') -> list[m.ModelMessage]:
-    """A real agent with a system prompt, persisting through the store in-process."""
-    agent = Agent(
-        FunctionModel(_answer, model_name='scripted'),
-        system_prompt=SYSTEM_PROMPT,
-        capabilities=[ConversationRecall(store=store, search_tool=False)],
-    )
-    result = await agent.run(PROMPT, conversation_id=conversation_id)
-    return result.all_messages()
+from ._support import ANSWER, PROMPT, SYSTEM_PROMPT, AnyStore, rows_of, run_briefed_agent
 
 
 async def _found(store: AnyStore, query: str, role: str | None = None, **options: int) -> list[tuple[int, str, str]]:
@@ -38,7 +16,7 @@ async def _found(store: AnyStore, query: str, role: str | None = None, **options
 
 
 async def test_a_system_prompt_is_found_as_the_systems_words_and_never_as_the_users(recall_store: AnyStore) -> None:
-    messages = await _run_briefed_agent(recall_store)
+    messages = await run_briefed_agent(recall_store)
     first = messages[0]
     assert isinstance(first, m.ModelRequest)
     assert [part.part_kind for part in first.parts] == ['system-prompt', 'user-prompt']  # one request, two speakers
@@ -67,8 +45,8 @@ async def test_a_system_prompt_is_found_as_the_systems_words_and_never_as_the_us
 
 
 async def test_reindex_reproduces_the_documents_of_each_speaker(recall_store: AnyStore) -> None:
-    await _run_briefed_agent(recall_store)
-    await _run_briefed_agent(recall_store, conversation_id='second')  # the same system prompt again
+    await run_briefed_agent(recall_store)
+    await run_briefed_agent(recall_store, conversation_id='second')  # the same system prompt again
     documents = 'SELECT doc_id, content_hash, role, length, refs FROM documents ORDER BY doc_id'
     before = await rows_of(recall_store, documents)
     assert [row[2] for row in before] == ['system', 'user', 'assistant']  # shared by both conversations

@@ -14,8 +14,7 @@ from temporal_recall.store.index import _documents, _terms
 from temporal_recall.store.index._terms import IndexTerms
 from temporal_recall.store.sql._migrations import latest_version
 
-from ._support import AnyStore, Site, back_to_version_8, column_of
-from .test_roles import PROMPT, SYSTEM_PROMPT, _run_briefed_agent
+from ._support import PROMPT, SYSTEM_PROMPT, AnyStore, Site, back_to_version_8, column_of, run_briefed_agent
 
 
 def _whole_message(message: m.ModelMessage) -> tuple[IndexTerms, ...]:
@@ -37,7 +36,7 @@ async def test_a_version_8_store_is_reindexed_into_a_document_per_speaker(
         with monkeypatch.context() as old_writer:
             old_writer.setattr(_terms, 'index_documents', _whole_message)
             old_writer.setattr(_documents, 'index_documents', _whole_message)
-            await _run_briefed_agent(store)
+            await run_briefed_agent(store)
         # What version 8 answered: the system prompt's words filed under the user.
         assert await _roles(store, 'courier desk', 'system') == []
         assert [hit[:2] for hit in await _roles(store, 'courier desk', 'user')] == [(0, 'user')]

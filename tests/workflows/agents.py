@@ -94,13 +94,16 @@ def _counted(model: FunctionModel) -> FunctionModel:
     return model
 
 
-def _durable(name: str, model, *, recall: bool = True, tools=(get_weather,)) -> Agent[RecallDeps, str]:
+def _durable(
+    name: str, model, *, recall: bool = True, tools=(get_weather,), system_prompt: str = ''
+) -> Agent[RecallDeps, str]:
     capabilities = [ConversationRecall()] if recall else []
     return Agent(
         _counted(model),
         name=name,
         deps_type=RecallDeps,
         tools=list(tools),
+        system_prompt=system_prompt or (),
         capabilities=[*capabilities, TemporalDurability()],
     )
 
@@ -108,6 +111,12 @@ def _durable(name: str, model, *, recall: bool = True, tools=(get_weather,)) -> 
 weather_agent = _durable(
     'weather', scripted_model(tool_call('get_weather', {'city': 'Paris'}), text('Sunny in Paris.'))
 )
+briefed_weather_agent = _durable(
+    'briefed_weather',
+    scripted_model(tool_call('get_weather', {'city': 'Paris'}), text('Sunny in Paris.')),
+    system_prompt='You are the Paris desk of a weather service.',
+)
+"""The weather agent with a system prompt, which pydantic-ai sends in the request of the first prompt."""
 weather_agent_no_persistence = _durable(
     'weather_bare', scripted_model(tool_call('get_weather', {'city': 'Paris'}), text('Sunny in Paris.')), recall=False
 )
