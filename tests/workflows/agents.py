@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from pydantic_ai import Agent, RunContext, ToolOutput
+from pydantic_ai.capabilities.instrumentation import Instrumentation
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
@@ -229,6 +230,18 @@ output_tool_agent = Agent(
     tools=[get_weather],
     capabilities=[ConversationRecall(), TemporalDurability()],
 )
+traced_output_tool_agent = Agent(
+    scripted_model(
+        tool_call('get_weather', {'city': 'Paris'}),
+        tool_call('final_result', {'city': 'Paris', 'sky': 'sunny'}, tool_call_id='out-1'),
+    ),
+    name='traced_output_tool',
+    deps_type=RecallDeps,
+    output_type=ToolOutput(Forecast),
+    tools=[get_weather],
+    capabilities=[Instrumentation(), ConversationRecall(), TemporalDurability()],
+)
+"""`output_tool_agent` with pydantic-ai's OpenTelemetry instrumentation (tests/test_tracing.py)."""
 output_tool_agent_no_persistence = Agent(
     scripted_model(
         tool_call('get_weather', {'city': 'Paris'}),
