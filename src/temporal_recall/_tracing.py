@@ -25,7 +25,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 if TYPE_CHECKING:
-    from .store._protocol import AppendRequest, AppendResult, DeltaWriter
+    from .store.protocol import AppendRequest, AppendResult, DeltaWriter
 
 __all__ = (
     'CODEC_FETCH',
