@@ -44,7 +44,7 @@ The tables (version 1 unless noted):
 - `pending_postings` (8): postings a write added and no merge has yet moved into `posting_blocks`,
   keyed by the tenant's write (`segment`) first so a write inserts them in key order; with the
   tenant's `pending_segments` and `pending_postings` counters (see `_segments`).
-- `documents` (9): one per speaker of a message's content per tenant (`_index`), unique by
+- `documents` (9): one per speaker of a message's content per tenant (`index._documents`), unique by
   `(tenant_id, content_hash, role)`; a request holding a system prompt and a user prompt is two.
 """
 
@@ -268,7 +268,7 @@ _V8: tuple[_Statement, ...] = (
 )
 
 _V9: tuple[_Statement, ...] = (
-    # A document per speaker of a message (`_index`), so unique by content and role; the rebuild fills it.
+    # A document per speaker of a message (`index._documents`), so unique by content and role; the rebuild fills it.
     'DROP TABLE documents',
     """
     CREATE TABLE documents (
