@@ -3,9 +3,13 @@ found under its own speaker (on both backends)."""
 
 from __future__ import annotations
 
+from pydantic_ai import Agent
 from pydantic_ai import messages as m
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from temporal_recall import ConversationRecall
 from temporal_recall.query import search_messages
+from temporal_recall.text._documents import RECALL_TOOL_NAME
 
 from ._support import ANSWER, PROMPT, SYSTEM_PROMPT, AnyStore, rows_of, run_briefed_agent
 
@@ -57,3 +61,21 @@ async def test_reindex_reproduces_the_documents_of_each_speaker(recall_store: An
     assert [await _found(recall_store, query, role) for query, role in queries] == answers
     report = await recall_store.check()
     assert report.clean, report.findings
+
+
+async def test_the_models_recall_tool_finds_a_system_prompt_only_as_the_systems(recall_store: AnyStore) -> None:
+    await run_briefed_agent(recall_store)
+    for role, found in (('system', True), ('user', False)):
+
+        def recall_then_answer(messages: list[m.ModelMessage], info: AgentInfo, role: str = role) -> m.ModelResponse:
+            returns = [part for part in messages[-1].parts if isinstance(part, m.ToolReturnPart)]
+            if returns:
+                return m.ModelResponse(parts=[m.TextPart(returns[0].model_response_str())])
+            call = m.ToolCallPart(RECALL_TOOL_NAME, {'query': 'courier desk', 'role': role}, tool_call_id='recall-1')
+            return m.ModelResponse(parts=[call])
+
+        agent = Agent(FunctionModel(recall_then_answer), capabilities=[ConversationRecall(store=recall_store)])  # type: ignore[arg-type]
+        conversation = await recall_store.load('briefed')
+        result = await agent.run('What were you told to be?', conversation=conversation)
+        assert ('position 0, system' in result.output and SYSTEM_PROMPT in result.output) is found, result.output
+        assert PROMPT not in result.output
