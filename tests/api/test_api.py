@@ -21,6 +21,7 @@ from temporal_recall.models import SearchRequest
 from temporal_recall.search.plan import search_index
 from temporal_recall.store import open_store
 
+from ..store._support import PROMPT, SYSTEM_PROMPT, run_briefed_agent
 from ._http import Client, Response, serving
 from .conftest import (
     ACME,
@@ -458,3 +459,22 @@ def test_search_role_filter(api: Client) -> None:
     refused = api.post(SEARCH, token=ACME, json_body={**body, 'role': 'robot'})
     assert refused.status == 400
     assert 'role' in refused.body.decode()
+
+
+async def test_search_role_finds_a_system_prompt_only_as_the_systems(tmp_path: Path) -> None:
+    """An agent's system prompt rides the request of the first user prompt; `role` tells them apart."""
+    path = tmp_path / 'briefed.db'
+    async with await open_store(str(path)) as store:
+        await run_briefed_agent(store, scope='acme')
+    expected = {
+        ('courier desk', 'system'): [(0, 'system', SYSTEM_PROMPT)],
+        ('courier desk', 'user'): [],
+        ('where now', 'user'): [(0, 'user', PROMPT)],
+        ('where now', 'system'): [],
+    }
+    with serving(create_app(path, tokens=TOKENS)) as client:
+        for (query, role), hits in expected.items():
+            body = {'conversation_id': 'briefed', 'query': query, 'role': role}
+            answer = client.post(SEARCH, token=ACME, json_body=body)
+            found = [(hit['position'], hit['role'], hit['excerpt']) for hit in answer.json()['hits']]
+            assert (answer.status, found) == (200, hits), role

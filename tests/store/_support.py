@@ -14,9 +14,12 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
+from pydantic_ai import Agent
 from pydantic_ai import messages as m
 from pydantic_ai.conversation_store import ConversationStore, InMemoryConversationStore
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from temporal_recall import ConversationRecall, RecallDeps
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import BM25Parameters, ScoredDocument, SearchResult, plan, rank
@@ -163,6 +166,29 @@ def summary(text: str) -> m.ModelRequest:
 def turn(n: int, topic: str = 'weather') -> list[m.ModelMessage]:
     """A user prompt and a reply, with words that identify the turn."""
     return [user(f'question {n} about the {topic} please'), reply(f'answer {n} regarding {topic} follows')]
+
+
+SYSTEM_PROMPT = 'You are the courier desk of Wombat Freight; answer in one sentence.'
+PROMPT = 'Where is parcel Z-88 now?'
+ANSWER = 'Parcel Z-88 left the Wombat depot at noon.'
+
+
+def _answer(messages: list[m.ModelMessage], info: AgentInfo) -> m.ModelResponse:
+    return m.ModelResponse(parts=[m.TextPart(ANSWER)])
+
+
+async def run_briefed_agent(
+    store: ConversationStore, conversation_id: str = 'briefed', scope: str | None = None
+) -> list[m.ModelMessage]:
+    """A real agent with a system prompt (sent in the request of the first user prompt), persisting
+    through `store` in-process."""
+    agent = Agent(
+        FunctionModel(_answer, model_name='scripted'),
+        system_prompt=SYSTEM_PROMPT,
+        capabilities=[ConversationRecall(store=store, search_tool=False)],  # type: ignore[arg-type]
+    )
+    result = await agent.run(PROMPT, conversation_id=conversation_id, deps=RecallDeps(scope=scope))
+    return result.all_messages()
 
 
 def hex_hash(message: m.ModelMessage) -> str:
@@ -339,6 +365,26 @@ async def back_to_version_6(store: AnyStore) -> None:
         for statement in statements:
             await connection.execute(statement)
         await connection.executemany(insert, postings)
+
+
+async def back_to_version_8(store: AnyStore) -> None:
+    """Turn a store into what version 8 wrote, given one whose documents are whole messages (each
+    content's one document, as version 8's writer made them): `documents` unique by tenant and content,
+    version 8 recorded. Close and reopen it afterwards."""
+    from temporal_recall.store.postgres import _dialect as _postgres_dialect
+    from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
+
+    released = (_sqlite_dialect if isinstance(store, SqliteConversationStore) else _postgres_dialect).MIGRATIONS
+    columns = 'doc_id, tenant_id, content_hash, length, refs, term_ids, role'
+    documents = await rows_of(store, f'SELECT {columns} FROM documents')
+    assert len({(row[1], bytes(row[2])) for row in documents}) == len(documents), 'not a version 8 index'
+    await run_sql(store, 'DROP TABLE documents')
+    for statement in (*released[0].statements, *released[4].statements):
+        if 'CREATE TABLE documents' in statement or 'ALTER TABLE documents' in statement:
+            await run_sql(store, statement)
+    for row in documents:
+        await run_sql(store, f'INSERT INTO documents ({columns}) VALUES ($1, $2, $3, $4, $5, $6, $7)', *row)
+    await run_sql(store, 'DELETE FROM schema_migrations WHERE version > 8')
 
 
 async def run_sql(store: AnyStore, sql: str, *params: Any) -> None:

@@ -114,7 +114,7 @@ DAMAGE: dict[str, tuple[Sequence[str], str, str]] = {
     'document role': (
         ["UPDATE documents SET role = 'system' WHERE doc_id = (SELECT min(doc_id) FROM documents)"],
         'index',
-        "has role 'system', its message 'user'",
+        "has role 'system', but its text has index terms of only 'user'",
     ),
     'occurrence count': (
         ['UPDATE conversation_documents SET occurrences = occurrences + 1'],

@@ -290,6 +290,7 @@ async def _answers(store: AnyStore, targets: list[SearchTarget]) -> list[Any]:
                     row.message,
                     row.timestamp,
                     row.neighbours,
+                    row.role,
                 )
             )
     return answers
@@ -331,6 +332,8 @@ async def test_reindex_answers_exactly_like_the_incremental_index(
     await save(store, 'doomed', [user('nothing shares this text')], scope='team')
     await store.delete('doomed')
     await save(store, 'late', [*turn(1), *turn(6, 'rivers')], scope='team')
+    briefed = m.ModelRequest(parts=[m.SystemPromptPart('answer about rivers'), *user('question 7 rivers').parts])
+    await save(store, 'briefed', [briefed, *turn(7, 'rivers'), briefed], scope='team')
 
     targets = [
         target(name, scope, run)
@@ -341,12 +344,14 @@ async def test_reindex_answers_exactly_like_the_incremental_index(
             ('fork-same', 'team'),
             ('fork-other', 'elsewhere'),
             ('late', 'team'),
+            ('briefed', 'team'),
             (None, 'team'),
             (None, None),
             (None, 'elsewhere'),
         ]
         for run in (None, 'run-1')
     ]
+    targets += [dataclasses.replace(each, role=role) for each in targets for role in ('system', 'user')]
     before = await _answers(store, targets)
     progress: list[tuple[int, int]] = []
     documents = await store.reindex(progress=lambda done, total: progress.append((done, total)))

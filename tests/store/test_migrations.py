@@ -24,6 +24,8 @@ EXTRA = Migration(NEXT, 'conversation notes', ['CREATE TABLE conversation_notes 
 CURRENT = [(migration.version, migration.name) for migration in MIGRATIONS]
 POSTINGS_V1 = next(statement for statement in MIGRATIONS[0].statements if 'CREATE TABLE postings' in statement)
 """The row-per-posting table of versions 1 to 6, for making a store of those versions."""
+DOCUMENTS_V1 = next(statement for statement in MIGRATIONS[0].statements if 'CREATE TABLE documents' in statement)
+"""The documents table of versions 1 to 4 (a document per message, without its role)."""
 
 
 def file_bytes(path: Path) -> bytes:
@@ -82,7 +84,9 @@ async def test_a_version_1_store_gets_the_real_later_migrations(db_path: Path) -
         db.executescript(
             f'{"; ".join(UNDO_SEGMENTS)}; DROP TABLE posting_blocks; {POSTINGS_V1}; DROP TABLE message_bodies; '
             'DROP TABLE term_documents; '
-            'DROP TABLE index_settings; ALTER TABLE documents DROP COLUMN role; '
+            'DROP TABLE index_settings; ALTER TABLE documents RENAME TO documents_v9; '
+            f'{DOCUMENTS_V1}; INSERT INTO documents SELECT doc_id, tenant_id, content_hash, length, refs, term_ids '
+            'FROM documents_v9; DROP TABLE documents_v9; '
             'ALTER TABLE conversation_documents DROP COLUMN occurrences; ALTER TABLE entries DROP COLUMN unindexed; '
             'DELETE FROM schema_migrations WHERE version > 1;'
         )

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from pydantic_ai import Agent, RunContext, ToolOutput
+from pydantic_ai.capabilities.instrumentation import Instrumentation
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
@@ -94,13 +95,16 @@ def _counted(model: FunctionModel) -> FunctionModel:
     return model
 
 
-def _durable(name: str, model, *, recall: bool = True, tools=(get_weather,)) -> Agent[RecallDeps, str]:
+def _durable(
+    name: str, model, *, recall: bool = True, tools=(get_weather,), system_prompt: str = ''
+) -> Agent[RecallDeps, str]:
     capabilities = [ConversationRecall()] if recall else []
     return Agent(
         _counted(model),
         name=name,
         deps_type=RecallDeps,
         tools=list(tools),
+        system_prompt=system_prompt or (),
         capabilities=[*capabilities, TemporalDurability()],
     )
 
@@ -108,6 +112,12 @@ def _durable(name: str, model, *, recall: bool = True, tools=(get_weather,)) -> 
 weather_agent = _durable(
     'weather', scripted_model(tool_call('get_weather', {'city': 'Paris'}), text('Sunny in Paris.'))
 )
+briefed_weather_agent = _durable(
+    'briefed_weather',
+    scripted_model(tool_call('get_weather', {'city': 'Paris'}), text('Sunny in Paris.')),
+    system_prompt='You are the Paris desk of a weather service.',
+)
+"""The weather agent with a system prompt, which pydantic-ai sends in the request of the first prompt."""
 weather_agent_no_persistence = _durable(
     'weather_bare', scripted_model(tool_call('get_weather', {'city': 'Paris'}), text('Sunny in Paris.')), recall=False
 )
@@ -220,6 +230,18 @@ output_tool_agent = Agent(
     tools=[get_weather],
     capabilities=[ConversationRecall(), TemporalDurability()],
 )
+traced_output_tool_agent = Agent(
+    scripted_model(
+        tool_call('get_weather', {'city': 'Paris'}),
+        tool_call('final_result', {'city': 'Paris', 'sky': 'sunny'}, tool_call_id='out-1'),
+    ),
+    name='traced_output_tool',
+    deps_type=RecallDeps,
+    output_type=ToolOutput(Forecast),
+    tools=[get_weather],
+    capabilities=[Instrumentation(), ConversationRecall(), TemporalDurability()],
+)
+"""`output_tool_agent` with pydantic-ai's OpenTelemetry instrumentation (tests/test_tracing.py)."""
 output_tool_agent_no_persistence = Agent(
     scripted_model(
         tool_call('get_weather', {'city': 'Paris'}),

@@ -21,6 +21,7 @@ from pydantic_ai.messages import (
 from temporalio import activity
 
 from .._store_provider import StoreProvider
+from .._tracing import LOAD_HISTORY, note, span
 from ..content import content_hash
 from ..errors import PayloadTooLarge, RecallError, StoreUnavailable, UnknownConversation, non_retryable
 from ..models import HistoryRequest, HistoryWindow, LoadedHistory, SearchRequest, SearchResult
@@ -60,6 +61,18 @@ class RecallActivities:
 
     @activity.defn(name=LOAD_HISTORY_ACTIVITY)
     async def load_history(self, request: HistoryRequest) -> LoadedHistory:
+        with span(
+            LOAD_HISTORY,
+            conversation_id=request.conversation_id,
+            scoped=request.scope is not None,
+            limit=request.limit,
+            max_bytes=request.max_bytes,
+        ) as current:
+            loaded = await self._load_history(request)
+            note(current, exists=loaded.exists, messages=loaded.length, offset=loaded.window and loaded.window.offset)
+            return loaded
+
+    async def _load_history(self, request: HistoryRequest) -> LoadedHistory:
         store = await self.store.get()
         record = await store.read_scoped_record(request.conversation_id, request.scope)
         if record is None:

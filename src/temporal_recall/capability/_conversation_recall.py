@@ -45,6 +45,7 @@ from temporalio.exceptions import ApplicationError
 
 from .._metrics import record_step_write
 from .._store_provider import StoreProvider, store_for
+from .._tracing import traced_append
 from ..errors import (
     HistoryMismatch,
     InvalidIdentifier,
@@ -347,7 +348,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             summary=self.summary,
         )
         try:
-            result = await store.append(request)
+            result = await traced_append(store, request, write='store_step')
             self.record_write(result)
         except HistoryMismatch:
             return StepWritten(attached=False)

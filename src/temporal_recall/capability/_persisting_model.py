@@ -73,6 +73,7 @@ from temporalio import activity, workflow
 from temporalio.exceptions import ApplicationError
 
 from .._store_provider import store_for
+from .._tracing import traced_append
 from ..content import content_hash, resent_hash
 from ..errors import HistoryMismatch, RecallError, StoreUnavailable, non_retryable
 
@@ -379,7 +380,8 @@ class _Step:
             if isinstance(part, ToolReturnPart) and part.tool_name in self.function_tools
         )
         try:
-            await self._append(self._request('prefix', self.base, new, RunUsage(tool_calls=calls) if calls else None))
+            usage = RunUsage(tool_calls=calls) if calls else None
+            await self._append(self._request('prefix', self.base, new, usage), write='prefix')
         except HistoryMismatch:
             return False
         except StoreUnavailable as error:
@@ -394,7 +396,7 @@ class _Step:
         delay = RESPONSE_WRITE_BACKOFF
         for remaining in range(RESPONSE_WRITE_ATTEMPTS - 1, -1, -1):
             try:
-                await self._append(request)
+                await self._append(request, write='response')
             except HistoryMismatch:
                 return None
             except StoreUnavailable as error:
@@ -411,10 +413,10 @@ class _Step:
             return stored_hash
         raise AssertionError('unreachable')  # pragma: no cover
 
-    async def _append(self, request: AppendRequest) -> AppendResult:
+    async def _append(self, request: AppendRequest, *, write: str) -> AppendResult:
         store = await store_for(self.capability.store)
         try:
-            result = await store.append(request)
+            result = await traced_append(store, request, write=write)
         except (HistoryMismatch, StoreUnavailable):
             raise
         except RecallError as error:

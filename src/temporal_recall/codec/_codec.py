@@ -43,6 +43,7 @@ from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.plugin import SimplePlugin
 
 from .._store_provider import StoreProvider
+from .._tracing import CODEC_FETCH, CODEC_STORE, note, span
 from ..errors import ConfigurationError, RecallError
 from ..store.protocol import BODY_TOUCH_INTERVAL, BodyStore
 from ._tree import CHUNK, Addresser, MissingMessageBody, ReservedKey, checked_references, dump, references_in, restore
@@ -181,7 +182,9 @@ class RecallDataCodec(PayloadCodec):
             encoded.append(Payload(metadata=metadata, data=data))
         if pending:
             store = await self._bodies()
-            await store.put_bodies(self.scope, pending)
+            size = sum(map(len, pending.values()))
+            with span(CODEC_STORE, scoped=self.scope is not None, bodies=len(pending), bytes=size):
+                await store.put_bodies(self.scope, pending)
             for digest, body in pending.items():
                 self._remember(digest, json.loads(body), len(body))
         return encoded
@@ -225,7 +228,9 @@ class RecallDataCodec(PayloadCodec):
                     missing.append(digest)
             if missing:
                 store = await self._bodies()
-                fetched = await store.get_bodies(self.scope, missing)
+                with span(CODEC_FETCH, scoped=self.scope is not None, bodies=len(missing)) as current:
+                    fetched = await store.get_bodies(self.scope, missing)
+                    note(current, found=len(fetched), bytes=sum(map(len, fetched.values())))
                 for digest in missing:
                     body = self._verified(digest, fetched.get(digest))
                     value = json.loads(body)

@@ -21,7 +21,7 @@ from temporal_recall.search._results import (
     SearchResult,
 )
 from temporal_recall.store.protocol import DocumentRow
-from temporal_recall.text._documents import message_role, searchable_text
+from temporal_recall.text._documents import message_role, searchable_text, searchable_texts
 
 __all__ = ('build_hits', 'render_for_model')
 
@@ -45,6 +45,10 @@ def build_hits(
     better hit, is left out, so overlapping windows merge instead of repeating. Positions are
     compared within one conversation. Neighbours with no searchable text (compaction summaries,
     thinking-only or image-only messages) are left out as they would show as blank lines.
+
+    A hit shows its document's speaker and only that speaker's words (`DocumentRow.role`): the hit
+    on a system prompt sent with the first user prompt shows the system prompt as `system`. A
+    neighbour holding several speakers' words is a line per speaker.
     """
     if isinstance(context_lines, bool) or not 0 <= context_lines <= MAX_CONTEXT_LINES:
         raise InvalidSearchParameters(
@@ -64,16 +68,15 @@ def build_hits(
                 key = (row.conversation_id, position)
                 if abs(position - row.position) > context_lines or key in shown:
                     continue
-                text = searchable_text(message)
-                if not text:
+                spoken = searchable_texts(message)
+                if not spoken:
                     continue
                 shown.add(key)
-                context.append(
+                context.extend(
                     ContextMessage(
-                        position=position,
-                        role=message_role(message),
-                        excerpt=excerpt(text, terms, width=CONTEXT_EXCERPT_WIDTH),
+                        position=position, role=role, excerpt=excerpt(text, terms, width=CONTEXT_EXCERPT_WIDTH)
                     )
+                    for role, text in spoken
                 )
         hits.append(
             SearchHit(
@@ -82,9 +85,9 @@ def build_hits(
                 run_id=row.run_id,
                 entry_id=row.entry_id,
                 position=row.position,
-                role=message_role(row.message),
+                role=row.role or message_role(row.message),
                 timestamp=row.timestamp,
-                excerpt=excerpt(searchable_text(row.message), terms, width=EXCERPT_WIDTH),
+                excerpt=excerpt(searchable_text(row.message, role=row.role), terms, width=EXCERPT_WIDTH),
                 context=context,
             )
         )

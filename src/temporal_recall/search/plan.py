@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from temporal_recall._metrics import record_search
+from temporal_recall._tracing import SEARCH, note, span
 from temporal_recall.errors import InvalidSearchParameters, UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search._assemble import build_hits
@@ -69,7 +70,19 @@ async def search_index(reader: IndexReader, request: SearchRequest) -> SearchRes
             answer whether it does not exist at all or belongs to another scope).
     """
     started = time.perf_counter()
-    result = await _search(reader, request)
+    with span(
+        SEARCH,
+        conversation_id=request.conversation_id,
+        all_conversations=request.all_conversations,
+        scoped=request.scope is not None,
+        run_id=request.run_id,
+        role=request.role,
+        limit=request.limit,
+        context_lines=request.context_lines,
+        query_chars=len(request.query),
+    ) as current:
+        result = await _search(reader, request)
+        note(current, hits=len(result.hits), searched_documents=result.searched_documents)
     record_search(time.perf_counter() - started, len(result.hits))
     return result
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from temporal_recall._body_references import references_in
 from temporal_recall.content import content_hash, load_message
 
-from .index._terms import decode_term_ids, index_terms
+from .index._terms import decode_term_ids, index_documents
 from .postings._blocks import decode
 from .protocol import Posting
 from .sql._keys import hash_bytes, scope_key
@@ -173,8 +173,21 @@ async def _index(session: Session, report: CheckReport) -> None:
         'LEFT JOIN entries e ON e.entry_key = cd.entry_key',
     ):
         members[int(row[0])].append(tuple(row))
+    speakers: dict[tuple[int, bytes], set[str]] = defaultdict(set)
+    said: dict[tuple[int, bytes], set[str]] = {}
     for doc_id, document in documents.items():
-        _document(report, doc_id, document, postings.get(doc_id, {}), members.get(doc_id, []), terms)
+        content = (int(document[1]), _bytes(document[2]))
+        speakers[content].add(str(document[6]))
+        expected = _document(report, doc_id, document, postings.get(doc_id, {}), members.get(doc_id, []), terms)
+        if expected is not None:
+            said[content] = expected
+    for (tenant_id, content), roles in said.items():
+        if speakers[tenant_id, content] != roles:
+            report.add(
+                'index',
+                f'content {content.hex()[:16]}… (tenant {tenant_id})',
+                f'has documents of {sorted(speakers[tenant_id, content])}, its text speakers {sorted(roles)}',
+            )
     for doc_id in members.keys() - documents.keys():
         report.add('index', f'document {doc_id}', 'has memberships but is not stored')
     await _occurrences(session, report)
@@ -272,7 +285,8 @@ def _document(
     postings: dict[int, tuple[int, int, int]],
     members: list[tuple[Any, ...]],
     terms: dict[str, int],
-) -> None:
+) -> set[str] | None:
+    """Check one document; the roles its content's text speaks in (`None` when it has no readable entry)."""
     where = f'document {doc_id}'
     _, tenant_id, stored_hash, length, refs, term_ids, role = document
     if refs != len(members):
@@ -293,18 +307,18 @@ def _document(
         elif source is None:
             source = message
     if source is None:
-        return
+        return None
     try:
-        expected = index_terms(load_message(source))
+        speakers = {spoken.role: spoken for spoken in index_documents(load_message(source))}
     except ValueError:
-        return  # reported with the entry
+        return None  # reported with the entry
+    expected = speakers.get(role)
     if expected is None:
-        report.add('index', where, 'is indexed, but its text has no index terms')
-        return
+        said = f'only {", ".join(map(repr, speakers))}' if speakers else 'no one'
+        report.add('index', where, f'has role {role!r}, but its text has index terms of {said}')
+        return set(speakers)
     if expected.length != length:
         report.add('index', where, f'has length {length}, its text {expected.length}')
-    if expected.role != role:
-        report.add('index', where, f'has role {role!r}, its message {expected.role!r}')
     wanted = {terms.get(term, -1): count for term, count in expected.frequencies.items()}
     for term_id, count in sorted(wanted.items()):
         found = postings.get(term_id)
@@ -319,6 +333,7 @@ def _document(
             )
     for term_id in sorted(postings.keys() - wanted.keys()):
         report.add('index', where, f'has a posting for term {term_id}, which its text does not hold')
+    return set(speakers)
 
 
 async def _occurrences(session: Session, report: CheckReport) -> None:

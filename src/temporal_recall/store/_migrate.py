@@ -33,7 +33,8 @@ async def apply(session: Session, migrations: Sequence[Migration], recorded: int
     """Apply the migrations a store at version `recorded` lacks, recording each, in the caller's transaction.
 
     The index is rebuilt once, after the last migration's statements, if any of them asks for it: a
-    rebuild writes the latest index layout, which an earlier migration's tables do not have yet.
+    rebuild writes the latest index layout, which an earlier migration's tables do not have yet. A new
+    store (`recorded` 0) has nothing to rebuild: its rebuild only records the analyzer, and logs nothing.
     """
     missing = pending(migrations, recorded)
     if not missing:
@@ -44,8 +45,7 @@ async def apply(session: Session, migrations: Sequence[Migration], recorded: int
             await session.run(statement)
     reindexing = [migration for migration in missing if migration.reindex]
     if reindexing:
-        # A new store (version 0) has nothing to reindex; an operator is told only about real upgrades.
-        await rebuild_index(session, reindex_progress(store, reindexing[-1]) if recorded else None)
+        await rebuild_index(session, reindex_progress(store, reindexing) if recorded else None)
     for migration in missing:
         await session.run(
             'INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)',

@@ -145,7 +145,7 @@ class SearchTarget:
     conversation_id: str | None
     run_id: str | None = None
     role: str | None = None
-    """Only documents of this `message_role`: a narrowing applied to postings and rows alike. The
+    """Only documents of this speaker (`part_role`): a narrowing applied to postings and rows alike. The
     stats stay the target's without it, so a filter changes which documents are hits, not their scores."""
 
 
@@ -193,6 +193,9 @@ class DocumentRow:
     position: int
     message: ModelMessage
     timestamp: datetime | None = None
+    role: str | None = None
+    """Who said the document's words (`part_role`), which are those of that speaker in `message`;
+    `None` for a reader that indexes whole messages."""
     neighbours: list[tuple[int, ModelMessage]] = field(default_factory=list[tuple[int, ModelMessage]])
     """`(position, message)` of entries around it in the same run, when context was asked for."""
 
@@ -225,7 +228,7 @@ class IndexReader(Protocol):
         """A row per occurrence of `doc_ids` within the target, with up to `context` neighbours on each side.
 
         Documents in `doc_ids` order, each at every place of the conversation's current history
-        where it was said (earliest first; see `index._occurrences`), an entry once, none said in
+        where it was said (earliest first; see `index._occurrences`), an entry once per document, none said in
         `exclude_run_id`, at most `limit` rows."""
         ...
 

@@ -1,12 +1,14 @@
-"""Which words of a message are searchable.
+"""Which words of a message are searchable, and who said them.
 
-A document is the searchable text of one message. It covers what a person would expect to find
-again: user prompts, assistant text, speech transcripts, tool calls with their names and arguments,
-tool returns with their names, retry feedback, system prompts, and text documents attached as
-`text/*` content (their first `MAX_ATTACHMENT_BYTES`). It leaves out what is not conversation
-(thinking, images, audio and other binary content, instruction bookkeeping) and the summaries a
-compaction wrote: the messages a summary replaced stay in the store and stay findable, and
-indexing the summary too would make every recall find the same words twice.
+A document is the searchable text one speaker said in one message (`searchable_texts`): a request
+that carries a system prompt and a user prompt is two, so a role filter keeps only what that speaker
+said. Documents cover what a person would expect to find again: user prompts, assistant text,
+speech transcripts, tool calls with their names and arguments, tool returns with their names, retry
+feedback, system prompts, and text documents attached as `text/*` content (their first
+`MAX_ATTACHMENT_BYTES`). They leave out what is not conversation (thinking, images, audio and other
+binary content, instruction bookkeeping) and the summaries a compaction wrote: the messages a
+summary replaced stay in the store and stay findable, and indexing the summary too would make every
+recall find the same words twice.
 
 A summary is recognised part by part, in every shape known to be written (`is_summary_part`):
 
@@ -42,7 +44,9 @@ __all__ = (
     'is_summary',
     'is_summary_part',
     'message_role',
+    'part_role',
     'searchable_text',
+    'searchable_texts',
     'transcript_text',
 )
 
@@ -161,15 +165,57 @@ def _part_texts(part: Any, *, indexed: bool) -> Iterable[str]:
         yield content if isinstance(content, str) else _text_of(content)
 
 
-def searchable_text(message: m.ModelMessage, *, summary: SummaryRule | None = None) -> str:
+def part_role(message: m.ModelMessage, part: Any) -> str:
+    """`user`, `assistant`, `tool` or `system`: who said `part` of `message`.
+
+    Everything in a response is the assistant's. In a request, prompts and speech are the user's,
+    tool returns and retry feedback a tool's, and the rest (system prompts) the system's: pydantic-ai
+    sends an agent's system prompt in the same request as the first user prompt, and each keeps its
+    own speaker.
+    """
+    if isinstance(message, m.ModelResponse):
+        return 'assistant'
+    if isinstance(part, m.UserPromptPart | m.SpeechPart):
+        return 'user'
+    if isinstance(part, m.BaseToolReturnPart | m.RetryPromptPart | m.RetryFeedbackPart):  # pyright: ignore[reportDeprecated]
+        return 'tool'
+    return 'system'
+
+
+def searchable_texts(message: m.ModelMessage, *, summary: SummaryRule | None = None) -> list[tuple[str, str]]:
+    """The text of `message` that search should find, by speaker: one `(role, text)` per role whose
+    parts carry words, in the order each role first speaks, its parts joined by newlines.
+
+    Each is a document of its own in the index, so a role filter finds exactly what that speaker
+    said. A message with one speaker has one, `searchable_text(message)` under `message_role`.
+    Summaries are left out as in `searchable_text`.
+    """
+    if summary is not None and summary(message):
+        return []
+    by_role: dict[str, list[str]] = {}
+    for part in message.parts:
+        texts = [text for text in _part_texts(part, indexed=True) if text]
+        if texts:
+            by_role.setdefault(part_role(message, part), []).extend(texts)
+    return [(role, '\n'.join(texts)) for role, texts in by_role.items()]
+
+
+def searchable_text(message: m.ModelMessage, *, summary: SummaryRule | None = None, role: str | None = None) -> str:
     """The text of `message` that search should find, parts joined by newlines; `''` if none.
 
     Summaries in the known shapes are left out; a message `summary` (an application's own rule)
-    accepts has no searchable text at all.
+    accepts has no searchable text at all. With `role`, only the parts that speaker said
+    (`part_role`).
     """
     if summary is not None and summary(message):
         return ''
-    return '\n'.join(text for part in message.parts for text in _part_texts(part, indexed=True) if text)
+    return '\n'.join(
+        text
+        for part in message.parts
+        if role is None or part_role(message, part) == role
+        for text in _part_texts(part, indexed=True)
+        if text
+    )
 
 
 def transcript_text(message: m.ModelMessage) -> str:
@@ -184,7 +230,8 @@ def is_summary(message: m.ModelMessage) -> bool:
 
 
 def message_role(message: m.ModelMessage) -> str:
-    """`user`, `assistant`, `tool` or `system`: who a reader would say spoke."""
+    """`user`, `assistant`, `tool` or `system`: who a reader would say spoke the whole message (a
+    transcript's line). Search goes by each part's speaker instead (`part_role`)."""
     if isinstance(message, m.ModelResponse):
         return 'assistant'
     kinds = {type(part) for part in message.parts}

@@ -5,7 +5,7 @@ More in docs/store.md.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -202,13 +202,18 @@ async def _resolve(
 
 
 async def document_rows(
-    rows: Sequence[Sequence[Any]], read_context: HitsQuery | None, context: int = 0
+    rows: Sequence[Sequence[Any]],
+    read_context: HitsQuery | None,
+    context: int = 0,
+    *,
+    roles: Mapping[int, str] | None = None,
 ) -> list[DocumentRow]:
     """One `DocumentRow` per row, in order: the page `index._occurrences.page_rows` chose.
 
     `rows` are `(doc_id, entry_key, position, run_key, run_id, entry_id, message JSON, conversation_id,
-    conv_key)`. `read_context` is the backend's query for `index._context.read_neighbours`, which reads up to
-    `context` neighbours on each side, on the hit's own conversation only; `None` when no context was asked for.
+    conv_key)`; `roles` is each document's speaker, by id. `read_context` is the backend's query for
+    `index._context.read_neighbours`, which reads up to `context` neighbours on each side, on the hit's own
+    conversation only; `None` when no context was asked for.
     """
     chosen = list(rows)
     around: dict[int, list[tuple[int, str]]] = {}
@@ -231,6 +236,7 @@ async def document_rows(
                 run_id=run_id,
                 position=position,
                 message=message,
+                role=None if roles is None else roles.get(int(doc_id)),
                 timestamp=stamp if isinstance(stamp, datetime) else None,
                 neighbours=[(item, load_message(text)) for item, text in around.get(int(entry_key), ())],
             )

@@ -15,7 +15,7 @@ from ..postings._segments import add_postings
 from ..postings._writes import NewPostings
 from ..sql._bulk import CHUNK, insert_rows, intern, run_batch
 from ..sql._session import Session
-from ._terms import IndexTerms, Member, encode_term_ids, index_terms
+from ._terms import IndexTerms, Member, encode_term_ids, index_documents
 
 __all__ = (
     'CHUNK',
@@ -31,9 +31,14 @@ def _chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
     return (items[start : start + size] for start in range(0, len(items), size))
 
 
-async def _documents_by_hash(session: Session, tenant_id: int, hashes: Sequence[bytes]) -> dict[bytes, tuple[int, int]]:
-    """`content_hash -> (doc_id, length)` of the tenant's documents among `hashes`."""
-    found: dict[bytes, tuple[int, int]] = {}
+_Documents = dict[bytes, list[tuple[int, int, str]]]
+"""`content_hash -> [(doc_id, length, role), ...]` in `doc_id` order: the documents of a tenant's
+contents, one per role that spoke in the content (`index_documents`)."""
+
+
+async def _documents_by_hash(session: Session, tenant_id: int, hashes: Sequence[bytes]) -> _Documents:
+    """The tenant's documents of the contents among `hashes`."""
+    found: _Documents = {}
     dialect = session.dialect
     for chunk in _chunks(hashes, CHUNK if dialect.binds_arrays else _BLOBS):
         if dialect.binds_arrays:
@@ -42,16 +47,20 @@ async def _documents_by_hash(session: Session, tenant_id: int, hashes: Sequence[
             match = f'IN ({", ".join(f"${index}" for index in range(2, len(chunk) + 2))})'
             params: list[Any] = list(chunk)
         rows = await session.rows(
-            f'SELECT content_hash, doc_id, length FROM documents WHERE tenant_id = $1 AND content_hash {match}',  # noqa: S608
+            f'SELECT content_hash, doc_id, length, role FROM documents WHERE tenant_id = $1 AND content_hash {match}',  # noqa: S608
             tenant_id,
             *params,
         )
-        found.update((bytes(row[0]), (int(row[1]), int(row[2]))) for row in rows)
+        for row in rows:
+            found.setdefault(bytes(row[0]), []).append((int(row[1]), int(row[2]), str(row[3])))
+    for documents in found.values():
+        documents.sort()
     return found
 
 
 async def _terms_of(session: Session, members: Sequence[Member]) -> list[tuple[Member, IndexTerms]]:
-    """The indexable members among `members` with their terms, read back from the log when not prepared."""
+    """The documents of the indexable members among `members`, in order (a member's in the order its
+    speakers speak), their terms read back from the log when not prepared."""
     stored: dict[int, str] = {}
     dialect = session.dialect
     unprepared = [member.entry_key for member in members if member.prepared is None]
@@ -63,13 +72,12 @@ async def _terms_of(session: Session, members: Sequence[Member]) -> list[tuple[M
         stored.update((int(row[0]), str(row[1])) for row in rows)
     indexable: list[tuple[Member, IndexTerms]] = []
     for member in members:
-        terms = (
+        documents = (
             member.prepared.terms
             if member.prepared is not None
-            else index_terms(load_message(stored[member.entry_key]))
+            else index_documents(load_message(stored[member.entry_key]))
         )
-        if terms is not None:
-            indexable.append((member, terms))
+        indexable.extend((member, terms) for terms in documents)
     return indexable
 
 
@@ -83,10 +91,8 @@ _DOCUMENT_COLUMNS = (
 )
 
 
-async def _create_documents(
-    session: Session, tenant_id: int, new: Sequence[tuple[Member, IndexTerms]]
-) -> dict[bytes, tuple[int, int]]:
-    """Create the documents (and postings) for `new`, numbered in its order; `content_hash -> (doc_id, length)`.
+async def _create_documents(session: Session, tenant_id: int, new: Sequence[tuple[Member, IndexTerms]]) -> _Documents:
+    """Create the documents (and postings) for `new`, numbered in its order (a member once per role).
 
     A new document is created for the member about to join it, so it starts with one reference. The
     tenant's counters are the caller's (`_join`). Where the dialect `binds_arrays`, one statement
@@ -104,22 +110,24 @@ async def _create_documents(
     if not session.dialect.binds_arrays:
         documents = [(tenant_id, *row, 1) for row in zip(hashes, lengths, term_lists, roles, strict=True)]
         await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, documents)
-        created = await _documents_by_hash(session, tenant_id, hashes)
+        created = await _documents_by_hash(session, tenant_id, list(dict.fromkeys(hashes)))
     else:
         rows = await session.rows(
             'INSERT INTO documents (tenant_id, content_hash, length, refs, term_ids, role) '
             'SELECT $1, h, l, 1, t, r FROM unnest($2::bytea[], $3::int[], $4::bytea[], $5::text[]) AS x(h, l, t, r) '
-            'RETURNING doc_id, content_hash',
+            'RETURNING doc_id, content_hash, length, role',
             tenant_id,
             hashes,
             lengths,
             term_lists,
             roles,
         )
-        ids = {bytes(row[1]): int(row[0]) for row in rows}
-        created = {member.content_hash: (ids[member.content_hash], terms.length) for member, terms in new}
+        created = {}
+        for row in sorted(rows, key=lambda row: int(row[0])):
+            created.setdefault(bytes(row[1]), []).append((int(row[0]), int(row[2]), str(row[3])))
+    ids = {(content, role): doc_id for content, found in created.items() for doc_id, _, role in found}
     per_document = [len(ids) for ids in ids_of]
-    doc_ids = [created[content][0] for content in hashes]  # Ascending: creation order.
+    doc_ids = [ids[member.content_hash, terms.role] for member, terms in new]  # Ascending: creation order.
     postings = NewPostings(
         list(chain.from_iterable(ids_of)),
         list(chain.from_iterable(map(repeat, doc_ids, per_document))),
@@ -218,12 +226,12 @@ async def add_members(session: Session, conv_key: int, tenant_id: int, members: 
     """Index `members` (in order) into the conversation, creating the tenant's documents they lack.
 
     Set-oriented, so a fork or a rebuild costs a handful of statements rather than several per entry.
-    Documents are created in the order their content first occurs in `members` (their ids are the
-    ranking tie-break). Summaries and messages without searchable words are skipped. A document
-    already a member keeps the entry where it first appeared; otherwise the first member holding it
-    becomes its membership row. Either way the membership counts the entries holding the document
-    (`occurrences`), so a search knows which documents were said more than once. The caller holds
-    the tenant's lock.
+    Documents are created in the order their content first occurs in `members`, a content's in the
+    order its speakers speak (their ids are the ranking tie-break). Summaries and messages without
+    searchable words are skipped. A document already a member keeps the entry where it first
+    appeared; otherwise the first member holding it becomes its membership row. Either way the
+    membership counts the entries holding the document (`occurrences`), so a search knows which
+    documents were said more than once. The caller holds the tenant's lock.
     """
     first: dict[bytes, Member] = {}
     counts: Counter[bytes] = Counter()
@@ -236,34 +244,32 @@ async def add_members(session: Session, conv_key: int, tenant_id: int, members: 
         return
     dialect = session.dialect
     docs = await _documents_by_hash(session, tenant_id, list(first))
+    found = [doc_id for documents in docs.values() for doc_id, _, _ in documents]
     held: set[int] = set()
-    for chunk in _chunks([doc_id for doc_id, _ in docs.values()]):
+    for chunk in _chunks(found):
         rows = await session.rows(
             f'SELECT doc_id FROM conversation_documents WHERE conv_key = $1 AND doc_id {dialect.in_array(2, "bigint")}',  # noqa: S608
             conv_key,
             dialect.array(chunk),
         )
         held.update(int(row[0]) for row in rows)
-    existing = [doc_id for doc_id, _ in docs.values() if doc_id not in held]
+    existing = [doc_id for doc_id in found if doc_id not in held]
     new = await _terms_of(session, [member for content, member in first.items() if content not in docs])
     created = await _create_documents(session, tenant_id, new)
     docs.update(created)
+    # Each document of a content (one per speaker) joins, or is counted again, with it.
+    documents = [(content, doc_id, length) for content in first for doc_id, length, _ in docs.get(content, ())]
     columns = (('conv_key', 'bigint'), ('doc_id', 'bigint'), ('count', 'int'))
     await run_batch(
         session,
         f'UPDATE conversation_documents AS c SET occurrences = c.occurrences + d.count FROM {dialect.batch(columns)} '  # noqa: S608
         'WHERE c.conv_key = d.conv_key AND c.doc_id = d.doc_id',
-        [
-            (conv_key, docs[content][0], counts[content])
-            for content in first
-            if content in docs and docs[content][0] in held
-        ],
+        [(conv_key, doc_id, counts[content]) for content, doc_id, _ in documents if doc_id in held],
     )
     joining = [
-        (member, *docs[content], counts[content])
-        for content, member in first.items()
-        if content in docs and docs[content][0] not in held
+        (first[content], doc_id, length, counts[content]) for content, doc_id, length in documents if doc_id not in held
     ]
     if joining:
-        totals = (len(created), sum(length for _, length in created.values()))
+        made = [length for found in created.values() for _, length, _ in found]
+        totals = (len(made), sum(made))
         await _join(session, conv_key, tenant_id, joining, existing, totals)

@@ -54,10 +54,10 @@ async def page_rows(
     entry_key, position, run_key, run_id, entry_id, message JSON, conversation_id, conv_key,
     occurrences, content_hash)`. The result has their first nine columns, one row per occurrence:
     documents in `doc_ids` order (best first), each document's occurrences in the order of its
-    membership rows and then by position, an entry at most once, none said in `exclude_run_id`, at
-    most `limit` of them. With `run_id` (a run-filtered search), only occurrences said in that run.
-    A conversation's history is walked at most once, and only when the page reaches one of its
-    repeated documents.
+    membership rows and then by position, an entry at most once per document (an entry holds one
+    document per speaker), none said in `exclude_run_id`, at most `limit` of them. With `run_id` (a
+    run-filtered search), only occurrences said in that run. A conversation's history is walked at
+    most once, and only when the page reaches one of its repeated documents.
     """
     repeated: dict[int, set[int]] = {}
     """The documents held by several of a conversation's entries, by conversation key."""
@@ -86,15 +86,15 @@ async def page_rows(
         ]
 
     page: list[Row] = []
-    shown: set[int] = set()
+    shown: set[tuple[int, int]] = set()
     for doc_id in dict.fromkeys(int(doc_id) for doc_id in doc_ids):
         for row in by_doc.get(doc_id, ()):
             for occurrence in await occurrences(row):
                 if exclude_run_id is not None and occurrence[4] == exclude_run_id:
                     continue
-                if int(occurrence[1]) in shown:
+                if (int(occurrence[1]), doc_id) in shown:
                     continue
-                shown.add(int(occurrence[1]))
+                shown.add((int(occurrence[1]), doc_id))
                 page.append(occurrence)
                 if limit is not None and len(page) >= limit:
                     return page

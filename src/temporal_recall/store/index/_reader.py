@@ -274,7 +274,7 @@ conversation or run answers nothing, exactly as a failed `resolve` does. Read al
 
 _ROW_COLUMNS = (
     f'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, {run_id_of("cd.run_key")}, e.entry_id, e.message, '
-    'c.conversation_id, c.conv_key, cd.occurrences, d.content_hash '
+    'c.conversation_id, c.conv_key, cd.occurrences, d.content_hash, d.role '
 )
 _ROW_JOINS = (
     'JOIN documents d ON d.doc_id = cd.doc_id JOIN entries e ON e.entry_key = cd.entry_key '
@@ -335,4 +335,5 @@ async def documents(
     role = () if target.role is None else (target.role,)
     rows = await session.rows(sql, *_target_params(target), dialect.array(ids), *role)
     page = await page_rows(session, ids, rows, run_id=target.run_id, exclude_run_id=exclude_run_id, limit=limit)
-    return await document_rows(page, hits_query(session), context)
+    roles = {int(row[0]): str(row[11]) for row in rows}
+    return await document_rows(page, hits_query(session), context, roles=roles)

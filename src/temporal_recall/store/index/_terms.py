@@ -15,7 +15,7 @@ from pydantic_ai.messages import ModelMessage
 from temporal_recall.content import content_hash, dump_message
 from temporal_recall.errors import MessageNotSerializable
 from temporal_recall.text._analyzer import term_frequencies
-from temporal_recall.text._documents import SummaryRule, message_role, searchable_text
+from temporal_recall.text._documents import SummaryRule, searchable_texts
 
 from ..sql._keys import hash_bytes
 
@@ -25,7 +25,7 @@ __all__ = (
     'PreparedMessage',
     'decode_term_ids',
     'encode_term_ids',
-    'index_terms',
+    'index_documents',
     'message_run_id',
     'prepare_message',
 )
@@ -38,15 +38,19 @@ class IndexTerms:
     frequencies: Counter[str]
     length: int
     role: str
-    """`message_role`: what a role filter matches (a role is a property of the content, as the document is)."""
+    """`part_role` of the words: what a role filter matches. A message's documents are keyed by its
+    content and their role (a role is a property of the content, as the document is)."""
 
 
-def index_terms(message: ModelMessage) -> IndexTerms | None:
-    """The message's index terms, or `None` if it is not indexed (only summaries, or no searchable words)."""
-    frequencies, length = term_frequencies(searchable_text(message))
-    if length == 0:
-        return None
-    return IndexTerms(frequencies=frequencies, length=length, role=message_role(message))
+def index_documents(message: ModelMessage) -> tuple[IndexTerms, ...]:
+    """The message's documents, one per speaker with searchable words (`searchable_texts`), in the
+    order they speak; none for a summary or a message without searchable words."""
+    found: list[IndexTerms] = []
+    for role, text in searchable_texts(message):
+        frequencies, length = term_frequencies(text)
+        if length:
+            found.append(IndexTerms(frequencies=frequencies, length=length, role=role))
+    return tuple(found)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,7 +64,8 @@ class PreparedMessage:
     message_json: str
     content_hash: bytes
     run_id: str | None
-    terms: IndexTerms | None
+    terms: tuple[IndexTerms, ...]
+    """The message's documents (`index_documents`); none when it is not indexed."""
     unindexed: bool = False
     """The application's summary rule accepted the message: stored with that mark, never indexed."""
 
@@ -97,7 +102,7 @@ def prepare_message(
         message_json=message_json,
         content_hash=hash_bytes(digest),
         run_id=run_id if run_id is not None else message_run_id(message),
-        terms=None if unindexed else index_terms(message),
+        terms=() if unindexed else index_documents(message),
         unindexed=unindexed,
     )
 

@@ -29,6 +29,7 @@ RELEASED: tuple[tuple[int, str, bool], ...] = (
     (6, 'message bodies record when they were last used', False),
     (7, 'postings in blocks', True),
     (8, 'postings written as segments, merged into blocks', False),
+    (9, 'a document per speaker of a message', True),
 )
 """`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
 
@@ -71,10 +72,13 @@ def pending(migrations: Sequence[Migration], recorded: int) -> list[Migration]:
     return sorted((m for m in migrations if m.version > recorded), key=lambda migration: migration.version)
 
 
-def reindex_progress(store: str, migration: Migration) -> Callable[[int, int], None]:
-    """Logs a migration's index rebuild (logger `temporal_recall.store`, INFO) at its start, at every
-    tenth of the way and at its end, so an operator watching a long upgrade sees it move."""
+def reindex_progress(store: str, migrations: Sequence[Migration]) -> Callable[[int, int], None]:
+    """Logs the index rebuild of `migrations` (one rebuild for them all; logger `temporal_recall.store`,
+    INFO) at its start, at every tenth of the way and at its end, so an operator watching a long
+    upgrade sees it move."""
     reported = -1
+    names = ' and '.join(f'{migration.version} ({migration.name})' for migration in migrations)
+    which = f'migration{"s" if len(migrations) > 1 else ""} {names}'
 
     def report(done: int, total: int) -> None:
         nonlocal reported
@@ -82,13 +86,6 @@ def reindex_progress(store: str, migration: Migration) -> Callable[[int, int], N
         if tenth == reported and done != 0:
             return
         reported = tenth
-        _log.info(
-            'Store %s, migration %d (%s): reindexing, %d of %d entries done.',
-            store,
-            migration.version,
-            migration.name,
-            done,
-            total,
-        )
+        _log.info('Store %s, %s: reindexing, %d of %d entries done.', store, which, done, total)
 
     return report

@@ -221,7 +221,24 @@ _V8: tuple[_Statement, ...] = (
     'ALTER TABLE tenants ADD COLUMN pending_postings {big} NOT NULL DEFAULT 0',
 )
 
-_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+_V9: tuple[_Statement, ...] = (
+    # A document per speaker of a message (`index._documents`), so unique by content and role; the rebuild fills it.
+    'DROP TABLE documents',
+    """
+    CREATE TABLE documents (
+        doc_id {serial},
+        tenant_id {big} NOT NULL REFERENCES tenants (tenant_id),
+        content_hash {blob} NOT NULL,
+        length INTEGER NOT NULL,
+        refs INTEGER NOT NULL,
+        term_ids {blob} NOT NULL,
+        role TEXT NOT NULL,
+        UNIQUE (tenant_id, content_hash, role)
+    )
+    """,
+)
+
+_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 """Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 
 
