@@ -87,8 +87,13 @@ async def test_a_writer_with_two_stores_killed_at_random_points_loses_nothing(tm
     others: list[str] = []
     done: list[int] = []
     phase = tmp_path / 'phase'
+
+    def set_phase(text: str) -> None:  # atomically: the writer reads the file while this writes it
+        (tmp_path / 'phase.new').write_text(text)
+        (tmp_path / 'phase.new').replace(phase)
+
     for round_ in range(3):
-        phase.write_text(f'{round_}-before')
+        set_phase(f'{round_}-before')
         writer = subprocess.Popen(
             [*PROCESS, str(path), 'write-loop', str(start), str(phase)],
             stdout=subprocess.PIPE,
@@ -108,7 +113,7 @@ async def test_a_writer_with_two_stores_killed_at_random_points_loses_nothing(tm
                     name = f'other-{round_}'
                     assert other_process(path, 'put', name) == [name]
                     others.append(name)
-                    phase.write_text(f'{round_}-after')
+                    set_phase(f'{round_}-after')
                 elif seen_phase == f'{round_}-after':
                     after -= 1
                     if after == 0:
