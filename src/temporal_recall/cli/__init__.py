@@ -471,7 +471,7 @@ async def dev_server(
 
     Example: recall dev-server --port 7233 --ui
     """
-    from .._devserver import start_dev_server
+    from .._devserver import start_dev_server, watch
 
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -479,7 +479,15 @@ async def dev_server(
     async with start_dev_server(port=port, ui=ui, db_filename=db_filename) as server:
         shown_ui = f', UI on http://127.0.0.1:{server.ui_port}' if server.ui_port else ''
         print(f'Temporal dev server at {server.address}{shown_ui}\nPress Ctrl-C to stop.', flush=True)
-        await stop.wait()
+        stopped = await watch(server, stop)
+    if not stopped:
+        print(
+            f'recall: the Temporal dev server at {server.address} stopped answering; it has exited or hangs. '
+            'Start it again (its log level is error: rerun `temporal server start-dev` by hand to see why).',
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_FAILURE
     print('stopped', flush=True)
     return 0
 
