@@ -8,8 +8,9 @@ package) never imports the store backends or their database drivers.
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import TYPE_CHECKING, Any
+
+from ._renamed import renamed_names
 
 if TYPE_CHECKING:
     from ._metrics import prometheus_runtime
@@ -146,21 +147,20 @@ _RENAMED = {'ConversationSummary': 'ConversationClosed', 'search_history': 'sear
 """Names renamed in this release, kept for one more: each access warns and gives the new name's object."""
 
 
-def __getattr__(name: str) -> Any:
-    if name in _RENAMED:
-        new = _RENAMED[name]
-        warnings.warn(
-            f'temporal_recall.{name} is renamed {new}; the old name goes in the next release.',
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return __getattr__(new)
+def _lazy(name: str) -> Any:
     module = _LOCATIONS.get(name)
     if module is None:
         raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
+
+
+_old_name = renamed_names(__name__, _RENAMED, _lazy)
+
+
+def __getattr__(name: str) -> Any:
+    return _old_name(name) if name in _RENAMED else _lazy(name)
 
 
 def __dir__() -> list[str]:

@@ -12,13 +12,11 @@ character, invalid text or an over-long id through to a store. A bad value raise
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
+from ._renamed import renamed_names
 from ._validation import Identifier, QueryText
 from .search import RoleFilter, SearchResult
 
@@ -240,15 +238,5 @@ class ConversationClosed(BaseModel):
     turns: int
 
 
-_RENAMED = {'ConversationSummary': 'ConversationClosed'}
-
-
-def __getattr__(name: str) -> Any:
-    """The names renamed in this release, for one more release: each access warns."""
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    warnings.warn(
-        f'{__name__}.{name} is renamed {new}; the old name goes in the next release.', DeprecationWarning, stacklevel=2
-    )
-    return globals()[new]
+__getattr__ = renamed_names(__name__, {'ConversationSummary': 'ConversationClosed'}, lambda new: globals()[new])
+"""The names renamed in this release, for one more release: each access warns."""

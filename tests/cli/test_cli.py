@@ -673,26 +673,30 @@ async def test_worker_serves_runs_until_terminated(
     assert len(shown['messages']) == output.new_messages
 
 
-@pytest.mark.temporal
-@pytest.mark.slow
-async def test_dev_server_runs_until_interrupted(tmp_path: Path) -> None:
-    port = _free_port()
-    process = await asyncio.create_subprocess_exec(
+async def _dev_server(port: int, *options: str) -> asyncio.subprocess.Process:
+    """`recall dev-server --port PORT OPTIONS` as a process of its own, its output piped."""
+    return await asyncio.create_subprocess_exec(
         *RECALL,
         'dev-server',
         '--port',
         str(port),
-        '--db-filename',
-        str(tmp_path / 'temporal.db'),
+        *options,
         env=clean_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+
+
+@pytest.mark.temporal
+@pytest.mark.slow
+async def test_dev_server_runs_until_interrupted(tmp_path: Path) -> None:
+    port = _free_port()
+    process = await _dev_server(port, '--db-filename', str(tmp_path / 'temporal.db'))
     assert process.stdout is not None
     try:
-        first = await asyncio.wait_for(process.stdout.readline(), timeout=90)
-        second = await asyncio.wait_for(process.stdout.readline(), timeout=10)
+        first = await asyncio.wait_for(process.stdout.readline(), timeout=300)  # hang guards, not bounds
+        second = await asyncio.wait_for(process.stdout.readline(), timeout=60)
         assert first.decode() == f'Temporal dev server at 127.0.0.1:{port}\n'
         assert second.decode() == 'Press Ctrl-C to stop.\n'
         client = await Client.connect(f'127.0.0.1:{port}')
@@ -723,16 +727,7 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.slow
 async def test_dev_server_exits_non_zero_when_its_server_dies(tmp_path: Path) -> None:
     port = _free_port()
-    process = await asyncio.create_subprocess_exec(
-        *RECALL,
-        'dev-server',
-        '--port',
-        str(port),
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    process = await _dev_server(port)
     assert process.stdout is not None
     try:
         assert (await asyncio.wait_for(process.stdout.readline(), timeout=300)).startswith(b'Temporal dev server at')

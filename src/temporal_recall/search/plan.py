@@ -14,14 +14,14 @@ from here.
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from temporal_recall._metrics import record_search
+from temporal_recall._renamed import renamed_names
 from temporal_recall._tracing import SEARCH, note, span
 from temporal_recall.errors import InvalidSearchParameters, UnknownConversation
 from temporal_recall.models import SearchRequest
@@ -267,15 +267,5 @@ def _rank_columns(
     ]
 
 
-_RENAMED = {'search_history': 'search_index'}
-
-
-def __getattr__(name: str) -> Any:
-    """The names renamed in this release, for one more release: each access warns."""
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    warnings.warn(
-        f'{__name__}.{name} is renamed {new}; the old name goes in the next release.', DeprecationWarning, stacklevel=2
-    )
-    return globals()[new]
+__getattr__ = renamed_names(__name__, {'search_history': 'search_index'}, lambda new: globals()[new])
+"""The names renamed in this release, for one more release: each access warns."""
