@@ -21,7 +21,7 @@ from temporal_recall.models import SearchRequest
 from temporal_recall.search.plan import search_index
 from temporal_recall.store import open_store
 
-from ..store._support import PROMPT, SYSTEM_PROMPT, run_briefed_agent
+from ..store._support import BRIEFED_HITS, run_briefed_agent
 from ._http import Client, Response, serving
 from .conftest import (
     ACME,
@@ -466,14 +466,8 @@ async def test_search_role_finds_a_system_prompt_only_as_the_systems(tmp_path: P
     path = tmp_path / 'briefed.db'
     async with await open_store(str(path)) as store:
         await run_briefed_agent(store, scope='acme')
-    expected = {
-        ('courier desk', 'system'): [(0, 'system', SYSTEM_PROMPT)],
-        ('courier desk', 'user'): [],
-        ('where now', 'user'): [(0, 'user', PROMPT)],
-        ('where now', 'system'): [],
-    }
     with serving(create_app(path, tokens=TOKENS)) as client:
-        for (query, role), hits in expected.items():
+        for (query, role), hits in BRIEFED_HITS.items():
             body = {'conversation_id': 'briefed', 'query': query, 'role': role}
             answer = client.post(SEARCH, token=ACME, json_body=body)
             found = [(hit['position'], hit['role'], hit['excerpt']) for hit in answer.json()['hits']]

@@ -34,7 +34,7 @@ from temporal_recall.store import open_store
 from temporal_recall.testing import DevServer, replay, running_worker
 from temporal_recall.workflows import RunPromptWorkflow
 
-from ..store._support import PROMPT, SYSTEM_PROMPT, run_briefed_agent
+from ..store._support import BRIEFED_HITS, run_briefed_agent
 from ._support import RECALL, Filled, Ran, clean_env, recall, recall_async, recall_many, recall_process
 from .workflows import GreetWorkflow
 
@@ -805,12 +805,6 @@ async def test_search_role_finds_a_system_prompt_only_as_the_systems(tmp_path: P
     path = tmp_path / 'briefed.db'
     async with await open_store(str(path)) as store:
         await run_briefed_agent(store, scope='acme')
-    expected = {
-        ('courier desk', 'system'): [(0, 'system', SYSTEM_PROMPT)],
-        ('courier desk', 'user'): [],
-        ('where now', 'user'): [(0, 'user', PROMPT)],
-        ('where now', 'system'): [],
-    }
-    for (query, role), hits in expected.items():
+    for (query, role), hits in BRIEFED_HITS.items():
         ran = await recall_async('search', 'briefed', query, '--role', role, '--store', path, '--format', 'json')
         assert [(hit['position'], hit['role'], hit['excerpt']) for hit in ok(ran).json()['hits']] == hits, role

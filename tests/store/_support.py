@@ -191,6 +191,16 @@ async def run_briefed_agent(
     return result.all_messages()
 
 
+BRIEFED_HITS: dict[tuple[str, str], list[tuple[int, str, str]]] = {
+    ('courier desk', 'system'): [(0, 'system', SYSTEM_PROMPT)],
+    ('courier desk', 'user'): [],
+    ('where now', 'user'): [(0, 'user', PROMPT)],
+    ('where now', 'system'): [],
+}
+"""What a search of `run_briefed_agent`'s conversation finds, by (query, role): (position, role, excerpt)
+of each hit. The system prompt and the user prompt share message 0, and each is found only as its speaker's."""
+
+
 def hex_hash(message: m.ModelMessage) -> str:
     return content_hash(message)
 
