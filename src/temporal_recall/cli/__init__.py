@@ -29,6 +29,7 @@ from cyclopts.exceptions import CycloptsError
 from rich.console import Group
 from rich.text import Text
 
+from .._exit_status import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
 from ..errors import (
     ConfigurationError,
     InvalidIdentifier,
@@ -50,7 +51,6 @@ if TYPE_CHECKING:  # asyncpg is an extra: only a PostgreSQL store imports it
 
 __all__ = ('app', 'main', 'run', 'run_async', 'to_yaml')
 
-EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 TEMPORAL_COMMANDS = frozenset({'demo', 'worker', 'dev-server', 'export-history'})
 
 Store = Annotated[

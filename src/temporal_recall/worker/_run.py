@@ -23,6 +23,7 @@ from typing import Any
 from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 from temporalio.client import Client
 
+from .._exit_status import EXIT_INTERRUPTED
 from .._store_provider import StoreProvider
 from ..errors import RecallError
 from ..settings import ENVIRONMENT_VARIABLES, Settings
@@ -33,8 +34,6 @@ __all__ = ('JsonLogFormatter', 'configure_logging', 'main', 'run_worker')
 log = logging.getLogger('temporal_recall.worker')
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=90)
-EXIT_INTERRUPTED = 130
-"""The shell's status for a process ended by SIGINT (128 + 2), which `recall` and the worker exit with."""
 CONNECT_TIMEOUT = 10.0
 """Seconds to wait for the Temporal frontend before giving up with a one-line error."""
 
