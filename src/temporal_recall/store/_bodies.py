@@ -149,7 +149,7 @@ class BodyEngine:
         pairs = sorted(bodies.items())
 
         async def write(session: Session) -> None:
-            if session.dialect.binds_arrays:
+            if session.dialect.supports_array_parameters:
                 hashes, blobs = [h for h, _ in pairs], [b for _, b in pairs]
                 await session.run(_PUT_ARRAYS, key, hashes, blobs, now, now - _TOUCH_SECONDS)
             else:

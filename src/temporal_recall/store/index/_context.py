@@ -43,13 +43,13 @@ _HITS = {
         'FROM unnest($1::bigint[], $2::bigint[], $3::integer[]) AS w(k, conv, n) JOIN entries e ON e.entry_key = w.k),'
     ),
 }
-"""The points a query starts from, by `Dialect.binds_arrays`: three parallel arrays, or one JSON array
+"""The points a query starts from, by `Dialect.supports_array_parameters`: three parallel arrays, or one JSON array
 of `[entry_key, conv_key, n]` triples (each backend binds its rows fastest that way)."""
 
 
 def hits_query(session: Session) -> HitsQuery:
     """The `HitsQuery` that runs `STEP_SQL` and `CHAIN_SQL` on `session`."""
-    arrays = session.dialect.binds_arrays
+    arrays = session.dialect.supports_array_parameters
     start = _HITS[arrays]
 
     async def query(sql: str, points: Sequence[tuple[int, int, int]]) -> Iterable[Sequence[Any]]:

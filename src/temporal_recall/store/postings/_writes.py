@@ -79,7 +79,7 @@ async def _open_tails(session: Session, tenant_id: int, term_ids: Sequence[int])
     tenant of 13,000 blocks, growing with the tenant).
     """
     dialect = session.dialect
-    if dialect.plans_joins:
+    if dialect.supports_join_planning:
         sql = (
             f'SELECT value, b.first_doc, b.count FROM {dialect.each(2, "bigint")} CROSS JOIN LATERAL '  # noqa: S608
             '(SELECT x.first_doc, x.count FROM posting_blocks x WHERE x.tenant_id = $1 AND x.term_id = value '

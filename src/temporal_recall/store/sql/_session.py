@@ -25,23 +25,27 @@ class Dialect:
     name: ClassVar[str]
     """The backend's name, for messages."""
 
-    # --- Capabilities: which of two plans the engine takes -----------------------------------------
+    # --- Capabilities: what the database supports (the engine picks a plan by them) -----------------
 
-    binds_arrays: ClassVar[bool] = True
+    supports_array_parameters: ClassVar[bool] = True
     """A whole column binds as one array parameter (`unnest`), so a batch of rows is one statement and
     one statement may chain data-modifying CTEs. Without it a batch runs the statement once per row
     (`Session.many`), which costs little where a statement is no network round trip."""
-    plans_joins: ClassVar[bool] = True
+    supports_join_planning: ClassVar[bool] = True
     """The planner chooses join order from statistics, takes an array parameter as an index
     condition and probes with `LATERAL`, and each statement is a network round trip: the engine
     sends one set-oriented statement. Without it (an in-process database with a simple planner) the
     engine fixes the join order itself and runs one simple statement per term or group."""
-    locks_rows: ClassVar[bool] = True
+    supports_concurrent_writes: ClassVar[bool] = True
     """Writers run side by side and keep apart by row locks, rather than one at a time."""
-    writes_segments: ClassVar[bool] = False
-    """A write's postings go to a pending segment, merged into the blocks every few writes (`postings._segments`),
-    rather than to their terms' tail blocks at once. Pays where a page a write touches costs more than
-    the rows it holds (SQLite); a store written without it never holds pending postings."""
+
+    # --- Layout choices, made by measurement (docs/store.md, "Segments") ------------------------------
+
+    prefer_segment_writes: ClassVar[bool] = False
+    """Not a capability: a measured choice. A write's postings go to a pending segment, merged into the
+    blocks every few writes (`postings._segments`), rather than to their terms' tail blocks at once.
+    Pays where a page a write touches costs more than the rows it holds (SQLite); a store written
+    without it never holds pending postings."""
 
     # --- The tables' spelling (`sql._schema.render` fills these into the DDL) --------------------------
 
@@ -110,7 +114,7 @@ class Dialect:
 
     def batch(self, columns: Sequence[tuple[str, str]]) -> str:
         """A batch of rows as a table expression named `d`, its columns `(name, PostgreSQL type)` bound
-        in order: with `binds_arrays` one array parameter per column, otherwise one parameter per value
+        in order: with `supports_array_parameters` one array parameter per column, otherwise one parameter per value
         (the statement runs once per row)."""
         names = ', '.join(name for name, _ in columns)
         arrays = ', '.join(f'${index}::{sql_type}[]' for index, (_, sql_type) in enumerate(columns, 1))

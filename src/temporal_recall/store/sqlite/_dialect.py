@@ -19,10 +19,10 @@ class SqliteDialect(Dialect):
     """SQLite's spelling of the engine's SQL (see the module notes)."""
 
     name = 'SQLite'
-    binds_arrays = False
-    plans_joins = False
-    locks_rows = False
-    writes_segments = True
+    supports_array_parameters = False
+    supports_join_planning = False
+    supports_concurrent_writes = False
+    prefer_segment_writes = True
 
     serial = 'INTEGER PRIMARY KEY AUTOINCREMENT'
     rowid = 'INTEGER PRIMARY KEY'
