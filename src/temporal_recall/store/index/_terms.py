@@ -23,7 +23,9 @@ __all__ = (
     'IndexTerms',
     'Member',
     'PreparedMessage',
+    'DOCUMENTS_PER_ENTRY',
     'decode_term_ids',
+    'document_id',
     'encode_term_ids',
     'index_documents',
     'message_run_id',
@@ -40,6 +42,19 @@ class IndexTerms:
     role: str
     """`part_role` of the words: what a role filter matches. A message's documents are keyed by its
     content and their role (a role is a property of the content, as the document is)."""
+
+
+DOCUMENTS_PER_ENTRY = 4
+"""The most documents one message makes: one per speaker (`part_role`: user, assistant, tool, system)."""
+
+
+def document_id(entry_key: int, index: int) -> int:
+    """The id of the `index`-th document (`index_documents` order) of the entry that created it.
+
+    Derived from the log, not allocated: a document keeps the id of its first member whichever writer
+    commits first, and `reindex` gives it the same one (the ranking tie-break; docs/store.md, "Concurrency").
+    """
+    return entry_key * DOCUMENTS_PER_ENTRY + index
 
 
 def index_documents(message: ModelMessage) -> tuple[IndexTerms, ...]:

@@ -238,8 +238,52 @@ _V9: tuple[_Statement, ...] = (
     """,
 )
 
-_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
-"""Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
+_V11: tuple[_Statement, ...] = (
+    # Writers of one tenant side by side (docs/store.md, "Concurrency"): a document's id is derived from
+    # the entry that created it (no identity, no `refs`), and every write's postings and collection
+    # statistics go to a segment of its own, keyed by its first new document, folded by the merger.
+    # The rebuild fills them all.
+    'DROP TABLE documents',
+    """
+    CREATE TABLE documents (
+        doc_id {rowid},
+        tenant_id {big} NOT NULL REFERENCES tenants (tenant_id),
+        content_hash {blob} NOT NULL,
+        length INTEGER NOT NULL,
+        term_ids {blob} NOT NULL,
+        role TEXT NOT NULL,
+        UNIQUE (tenant_id, content_hash, role)
+    )
+    """,
+    'DROP TABLE pending_postings',
+    """
+    CREATE TABLE pending_postings (
+        tenant_id {big} NOT NULL,
+        segment {big} NOT NULL,
+        term_id {big} NOT NULL,
+        first_doc {big} NOT NULL,
+        last_doc {big} NOT NULL,
+        postings {blob} NOT NULL,
+        PRIMARY KEY (tenant_id, segment, term_id, first_doc)
+    ){clustered}
+    """,
+    """
+    CREATE TABLE index_segments (
+        tenant_id {big} NOT NULL,
+        segment {big} NOT NULL,
+        document_count {big} NOT NULL,
+        total_length {big} NOT NULL,
+        postings {big} NOT NULL,
+        PRIMARY KEY (tenant_id, segment)
+    ){clustered}
+    """,
+    'ALTER TABLE tenants DROP COLUMN pending_segments',
+    'ALTER TABLE tenants DROP COLUMN pending_postings',
+)
+
+_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V11)
+"""Each released migration's statements, in `sql._migrations.RELEASED` order (10 is the membership flag's, on
+its own branch). Append; never edit a released one."""
 
 
 _SPELLINGS = (
