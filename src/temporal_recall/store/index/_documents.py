@@ -12,7 +12,7 @@ from temporal_recall.content import load_message
 
 from ..postings._segments import add_postings
 from ..postings._writes import NewPostings
-from ..sql._bulk import CHUNK, insert_rows, intern, run_batch
+from ..sql._bulk import CHUNK, allocate_keys, insert_rows, intern, run_batch
 from ..sql._session import Session
 from ._terms import IndexTerms, Member, document_id, encode_term_ids, index_documents
 
@@ -115,18 +115,34 @@ async def _create_documents(
         )
         for member, index, terms in new
     ]
-    await insert_rows(
-        session, 'documents', _DOCUMENT_COLUMNS, rows, on_conflict='ON CONFLICT (tenant_id, content_hash, role) DO NOTHING'
-    )
-    found = await _documents_by_hash(session, tenant_id, list(dict.fromkeys(member.content_hash for member, _, _ in new)))
+    await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, rows, on_conflict='ON CONFLICT DO NOTHING')
+    contents = list(dict.fromkeys(member.content_hash for member, _, _ in new))
+    found = await _documents_by_hash(session, tenant_id, contents)
+    # An id another tenant's document holds (an entry indexed in two scopes: a fork or a scope change
+    # across them) is refused; such documents take ids above every derived one (`FIRST_ALLOCATED`).
+    refused = [row for row in rows if not any(role == row[5] for _, _, role in found.get(row[2], ()))]
+    if refused:
+        keys = await allocate_keys(session, 'documents', len(refused))
+        await insert_rows(
+            session,
+            'documents',
+            _DOCUMENT_COLUMNS,
+            [(key, *row[1:]) for key, row in zip(keys, refused, strict=True)],
+            on_conflict='ON CONFLICT DO NOTHING',
+        )
+        moved = dict(zip((row[0] for row in refused), keys, strict=True))
+        rows = [(moved.get(row[0], row[0]), *row[1:]) for row in rows]
+        found = await _documents_by_hash(session, tenant_id, contents)
     mine = {row[0] for row in rows}
     created: _Documents = {}
     for content, documents in found.items():
         kept = [document for document in documents if document[0] in mine]
         if kept:
             created[content] = kept
+    inserted = {doc_id for documents in created.values() for doc_id, _, _ in documents}
     made = sorted(
-        (row[0], terms) for row, (_, _, terms) in zip(rows, new, strict=True) if row[0] in mine and _made(created, row)
+        ((row[0], terms) for row, (_, _, terms) in zip(rows, new, strict=True) if row[0] in inserted),
+        key=lambda made: made[0],
     )
     postings = NewPostings(
         [term_ids[word] for _, terms in made for word in terms.frequencies],
@@ -138,11 +154,6 @@ async def _create_documents(
         session, tenant_id, postings, (len(made), sum(terms.length for _, terms in made)), merge=merge
     )
     return created, due
-
-
-def _made(created: _Documents, row: Sequence[Any]) -> bool:
-    """Whether `row`'s document was inserted by this write (not refused for one a concurrent writer made)."""
-    return any(doc_id == row[0] for doc_id, _, _ in created.get(row[2], ()))
 
 
 async def _join(

@@ -24,6 +24,7 @@ __all__ = (
     'Member',
     'PreparedMessage',
     'DOCUMENTS_PER_ENTRY',
+    'FIRST_ALLOCATED',
     'decode_term_ids',
     'document_id',
     'encode_term_ids',
@@ -46,6 +47,11 @@ class IndexTerms:
 
 DOCUMENTS_PER_ENTRY = 4
 """The most documents one message makes: one per speaker (`part_role`: user, assistant, tool, system)."""
+
+
+FIRST_ALLOCATED = 2**62
+"""Where the ids a document cannot derive start (its entry's id is another tenant's document): above
+every derived one. `reindex` restarts their allocation here."""
 
 
 def document_id(entry_key: int, index: int) -> int:

@@ -246,7 +246,7 @@ _V11: tuple[_Statement, ...] = (
     'DROP TABLE documents',
     """
     CREATE TABLE documents (
-        doc_id {rowid},
+        doc_id {serial},
         tenant_id {big} NOT NULL REFERENCES tenants (tenant_id),
         content_hash {blob} NOT NULL,
         length INTEGER NOT NULL,
