@@ -120,6 +120,18 @@ class Dialect:
         arrays = ', '.join(f'${index}::{sql_type}[]' for index, (_, sql_type) in enumerate(columns, 1))
         return f'unnest({arrays}) AS d({names})'
 
+    def rows_table(self, columns: Sequence[tuple[str, str]], alias: str = 'd', first: int = 1) -> str:
+        """Many rows bound to one statement as a table expression named `alias`, its columns
+        `(name, PostgreSQL type)`, read from parameters `$first` on (`rows_params` binds them). Unlike
+        `batch`, the statement runs once over all the rows (it joins or aggregates across them)."""
+        names = ', '.join(name for name, _ in columns)
+        arrays = ', '.join(f'${index}::{sql_type}[]' for index, (_, sql_type) in enumerate(columns, first))
+        return f'unnest({arrays}) AS {alias}({names})'
+
+    def rows_params(self, rows: Sequence[Sequence[Any]], width: int) -> list[Any]:
+        """The parameters `rows_table` reads `rows` (each `width` values) from: here one array per column."""
+        return [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
+
     def delete_unreferenced(self, table: str, key: str, referrer: str) -> str:
         """Delete the rows of `table` whose `key` no row of `referrer` holds (an anti join)."""
         return f'DELETE FROM {table} t WHERE NOT EXISTS (SELECT 1 FROM {referrer} r WHERE r.{key} = t.{key})'  # noqa: S608

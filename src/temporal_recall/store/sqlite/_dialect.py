@@ -62,6 +62,14 @@ class SqliteDialect(Dialect):
         values = ', '.join(f'${index} AS {name}' for index, (name, _) in enumerate(columns, 1))
         return f'(SELECT {values}) AS d'
 
+    def rows_table(self, columns: Sequence[tuple[str, str]], alias: str = 'd', first: int = 1) -> str:
+        # One JSON array of rows, each an array of values: SQLite binds no arrays.
+        values = ', '.join(f"json_extract(value, '$[{index}]') AS {name}" for index, (name, _) in enumerate(columns))
+        return f'(SELECT {values} FROM json_each(${first})) AS {alias}'  # noqa: S608 (fixed names)
+
+    def rows_params(self, rows: Sequence[Sequence[Any]], width: int) -> list[Any]:
+        return [json.dumps([list(row) for row in rows])]
+
     def delete_unreferenced(self, table: str, key: str, referrer: str) -> str:
         # One pass over the subquery: SQLite would run a correlated `NOT EXISTS` once per row.
         return f'DELETE FROM {table} WHERE {key} NOT IN (SELECT {key} FROM {referrer} WHERE {key} IS NOT NULL)'  # noqa: S608
