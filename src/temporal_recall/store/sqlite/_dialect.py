@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from ..sql._migrations import Migration
@@ -24,13 +25,19 @@ class SqliteDialect(Dialect):
     supports_concurrent_writes = False
     prefer_segment_writes = True
 
-    serial = 'INTEGER PRIMARY KEY AUTOINCREMENT'
-    rowid = 'INTEGER PRIMARY KEY'
-    big = 'INTEGER'
-    blob = 'BLOB'
-    boolean = 'INTEGER'
-    false = '0'
-    clustered = ' WITHOUT ROWID'
+    ddl = MappingProxyType(
+        {
+            **Dialect.ddl,
+            'serial': 'INTEGER PRIMARY KEY AUTOINCREMENT',
+            'rowid': 'INTEGER PRIMARY KEY',
+            'big': 'INTEGER',
+            'blob': 'BLOB',
+            'boolean': 'INTEGER',
+            'false': '0',
+            'clustered': ' WITHOUT ROWID',
+            'unix_now': "CAST(strftime('%s', 'now') AS INTEGER)",
+        }
+    )
     constant_column_defaults = True
     indexes_entry_hashes = True
 
@@ -38,7 +45,6 @@ class SqliteDialect(Dialect):
     for_update = ''
     join_in_order = 'CROSS JOIN'
     byte_order = ''  # SQLite's default `BINARY` collation already orders by bytes.
-    unix_now = "CAST(strftime('%s', 'now') AS INTEGER)"
 
     def each(self, param: int, sql_type: str) -> str:
         return f'json_each(${param})'
