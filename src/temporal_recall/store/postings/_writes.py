@@ -247,7 +247,7 @@ async def _append_span(session: Session, tenant_id: int, new: NewPostings) -> No
         order_by='d.term_id, d.first_doc',
         on_conflict='ON CONFLICT (tenant_id, term_id, first_doc) DO UPDATE SET last_doc = excluded.last_doc, '
         'count = posting_blocks.count + excluded.count, '
-        f'postings = CAST(posting_blocks.postings || excluded.postings AS {session.dialect.blob})',
+        f'postings = CAST(posting_blocks.postings || excluded.postings AS {session.dialect.ddl["blob"]})',
     )
 
 
