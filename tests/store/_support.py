@@ -209,10 +209,14 @@ _PROBLEM_QUERIES = (
     'SELECT c.conversation_id, c.document_count, c.total_length, count(cd.doc_id), coalesce(sum(d.length), 0) '
     'FROM conversations c LEFT JOIN conversation_documents cd ON cd.conv_key = c.conv_key '
     'LEFT JOIN documents d ON d.doc_id = cd.doc_id GROUP BY c.conv_key',
-    'SELECT t.scope_key, t.document_count, t.total_length, count(d.doc_id), coalesce(sum(d.length), 0) '
+    'SELECT t.scope_key, '
+    't.document_count + (SELECT coalesce(sum(g.document_count), 0) FROM index_segments g '
+    'WHERE g.tenant_id = t.tenant_id), '
+    't.total_length + (SELECT coalesce(sum(g.total_length), 0) FROM index_segments g '
+    'WHERE g.tenant_id = t.tenant_id), '
+    'count(d.doc_id), coalesce(sum(d.length), 0) '
     'FROM tenants t LEFT JOIN documents d ON d.tenant_id = t.tenant_id GROUP BY t.tenant_id',
-    'SELECT d.doc_id, d.refs, (SELECT count(*) FROM conversation_documents cd WHERE cd.doc_id = d.doc_id) '
-    'FROM documents d',
+    'SELECT d.doc_id, (SELECT count(*) FROM conversation_documents cd WHERE cd.doc_id = d.doc_id) FROM documents d',
     'SELECT count(*) FROM conversation_documents cd WHERE NOT EXISTS '
     '(SELECT 1 FROM documents d WHERE d.doc_id = cd.doc_id) '
     'OR NOT EXISTS (SELECT 1 FROM entries e WHERE e.entry_key = cd.entry_key)',
@@ -220,13 +224,14 @@ _PROBLEM_QUERIES = (
     'SELECT tenant_id, term_id, first_doc, postings FROM posting_blocks '
     'UNION ALL SELECT tenant_id, term_id, first_doc, postings FROM pending_postings',
     'SELECT tenant_id, term_id, document_count FROM term_documents',
+    'SELECT tenant_id, term_id, sum(length(postings)) / 12 FROM pending_postings GROUP BY tenant_id, term_id',
 )
 """Plain SQL that SQLite and PostgreSQL both run, so one set of checks covers both backends."""
 
 
 def _problems(results: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
     """Every way the index disagrees with itself or the log, from the rows of `_PROBLEM_QUERIES`."""
-    conversations, tenants, documents, dangling, lengths, blocks, frequencies = results
+    conversations, tenants, documents, dangling, lengths, blocks, frequencies, pending = results
     problems: list[str] = []
     for conversation_id, count, length, real_count, real_length in conversations:
         if (count, length) != (real_count, real_length):
@@ -234,9 +239,9 @@ def _problems(results: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
     for tenant, count, length, real_count, real_length in tenants:
         if (count, length) != (real_count, real_length):
             problems.append(f'tenant {tenant}: counters {count}/{length}, documents {real_count}/{real_length}')
-    for doc_id, refs, real in documents:
-        if refs != real or refs == 0:
-            problems.append(f'document {doc_id}: refs {refs}, memberships {real}')
+    for doc_id, real in documents:
+        if real == 0:
+            problems.append(f'document {doc_id}: no memberships')
     if dangling[0][0]:
         problems.append(f'{dangling[0][0]} memberships without their document or entry')
     tenant_and_length = {doc_id: (tenant_id, length) for doc_id, tenant_id, length in lengths}
@@ -248,8 +253,10 @@ def _problems(results: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
                 problems.append(f'posting of document {doc_id} without its document in tenant {tenant_id}')
             elif tenant_and_length[doc_id][1] != length:
                 problems.append(f'posting of document {doc_id} with a stale length')
-    counted = {(tenant_id, term_id): count for tenant_id, term_id, count in frequencies}
-    if counted != dict(per_term):
+    counted: Counter[tuple[int, int]] = Counter()
+    for tenant_id, term_id, count in (*frequencies, *pending):  # Folded, plus what segments hold.
+        counted[tenant_id, term_id] += count
+    if +counted != +per_term:
         problems.append('term document frequencies that disagree with the postings')
     return problems
 
@@ -327,12 +334,23 @@ def _released_postings_ddl(store: AnyStore) -> list[str]:
     return [s for s in released[0].statements if 'CREATE TABLE postings' in s] + list(released[1].statements)
 
 
+UNDO_VERSION_11 = (
+    'DROP TABLE index_segments',
+    'DELETE FROM pending_postings',
+    'ALTER TABLE tenants ADD COLUMN pending_segments INTEGER NOT NULL DEFAULT 0',
+    'ALTER TABLE tenants ADD COLUMN pending_postings BIGINT NOT NULL DEFAULT 0',
+    'ALTER TABLE documents ADD COLUMN refs INTEGER NOT NULL DEFAULT 0',
+    'UPDATE documents SET refs = (SELECT count(*) FROM conversation_documents cd WHERE cd.doc_id = documents.doc_id)',
+)
+"""What migration 11 changed, put back as version 9 had it (its segments go: merge them first to keep them)."""
+
 UNDO_SEGMENTS = (
+    *UNDO_VERSION_11,
     'DROP TABLE pending_postings',
     'ALTER TABLE tenants DROP COLUMN pending_segments',
     'ALTER TABLE tenants DROP COLUMN pending_postings',
 )
-"""What migration 8 added, taken away (its pending postings go with it)."""
+"""What migrations 8 and 11 added, taken away (their pending postings go with them)."""
 
 
 async def merge_everything(store: AnyStore) -> None:
@@ -377,6 +395,13 @@ async def back_to_version_6(store: AnyStore) -> None:
         await connection.executemany(insert, postings)
 
 
+async def back_to_version_9(store: AnyStore) -> None:
+    """Turn a store into what version 9 wrote: segments merged, `refs` counted, version 9 recorded."""
+    await merge_everything(store)
+    for statement in (*UNDO_VERSION_11, 'DELETE FROM schema_migrations WHERE version > 9'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_8(store: AnyStore) -> None:
     """Turn a store into what version 8 wrote, given one whose documents are whole messages (each
     content's one document, as version 8's writer made them): `documents` unique by tenant and content,
@@ -384,6 +409,7 @@ async def back_to_version_8(store: AnyStore) -> None:
     from temporal_recall.store.postgres import _dialect as _postgres_dialect
     from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
 
+    await back_to_version_9(store)
     released = (_sqlite_dialect if isinstance(store, SqliteConversationStore) else _postgres_dialect).MIGRATIONS
     columns = 'doc_id, tenant_id, content_hash, length, refs, term_ids, role'
     documents = await rows_of(store, f'SELECT {columns} FROM documents')

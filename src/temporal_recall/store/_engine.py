@@ -228,7 +228,7 @@ class EngineStore(CheckedStore, StoredBodies):
             row = await _entries.conversation_row(session, conversation_id)
             if row is None or row.revision != expected_revision:
                 raise ConversationConflict(conversation_id)
-            await lock_tenants(session, [row.tenant_id])
+            await lock_tenants(session, [row.tenant_id], exclusive=True)
             await _log.delete_conversation(session, row.conv_key)
 
         await self._backend.run_write(body, retry=self._retry_delete)
@@ -304,7 +304,7 @@ class EngineStore(CheckedStore, StoredBodies):
         sql = (
             'SELECT (SELECT count(*) FROM conversations), (SELECT count(*) FROM entries), '  # noqa: S608
             f'(SELECT count(*) FROM documents), (SELECT coalesce(sum(count), 0) FROM posting_blocks) '
-            f'+ (SELECT coalesce(sum(pending_postings), 0) FROM tenants), ({size_sql})'
+            f'+ (SELECT coalesce(sum(postings), 0) FROM index_segments), ({size_sql})'
         )
 
         async def body(session: Session) -> Any:

@@ -193,7 +193,7 @@ async def lock_contents(session: Session, tenant_id: int, hashes: Iterable[bytes
     has no document yet, before the write allocates its entry keys: writers that are about to create the
     same document take turns, so the first holder's entry is the lowest one holding it, the creator the
     rebuild finds (docs/store.md, "Concurrency"). Contents already indexed take no lock."""
-    sql = session.dialect.lock_new_contents
+    sql = session.dialect.lock_new_contents()
     if sql is None:
         return
     keys = {_content_lock(tenant_id, content): content for content in hashes}

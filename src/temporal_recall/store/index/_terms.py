@@ -20,11 +20,11 @@ from temporal_recall.text._documents import SummaryRule, searchable_texts
 from ..sql._keys import hash_bytes
 
 __all__ = (
+    'DOCUMENTS_PER_ENTRY',
+    'FIRST_ALLOCATED',
     'IndexTerms',
     'Member',
     'PreparedMessage',
-    'DOCUMENTS_PER_ENTRY',
-    'FIRST_ALLOCATED',
     'decode_term_ids',
     'document_id',
     'encode_term_ids',

@@ -9,8 +9,9 @@ from pydantic_ai.usage import RunUsage
 from temporal_recall.content import load_message, resent_hash
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
-from ..index._documents import add_members
+from ..index._documents import add_members, lock_contents
 from ..index._terms import PreparedMessage, prepare_message
+from ..postings._segments import merge_off_path
 from ..protocol import AppendRequest, AppendResult, fence_row_key
 from ..sql._keys import hash_bytes, run_id_of
 from ..sql._session import Backend, Session
@@ -61,13 +62,23 @@ def _base_hash(request: AppendRequest) -> bytes | None:
 
 
 async def append(backend: Backend, request: AppendRequest) -> AppendResult:
-    """`DeltaWriter.append`: check and serialise `request`, then apply it in one write transaction."""
+    """`DeltaWriter.append`: check and serialise `request`, then apply it in one write transaction; then,
+    if it left its tenant's segments due a merge, merge them in a transaction of their own (unless
+    another merger is at work: `postings._segments.merge_off_path`)."""
     prepared = prepare(request)
-    return await backend.run_write(lambda session: apply(session, prepared), retry=entries.lost_creation_race)
+    merging: list[int] = []
+    result = await backend.run_write(
+        lambda session: apply(session, prepared, merging), retry=entries.lost_creation_race
+    )
+    for tenant_id in merging:
+        await merge_off_path(backend, tenant_id)
+    return result
 
 
-async def apply(session: Session, prepared: Prepared) -> AppendResult:
-    """The whole append, inside the backend's write transaction."""
+async def apply(session: Session, prepared: Prepared, merging: list[int]) -> AppendResult:
+    """The whole append, inside the backend's write transaction; the tenant joins `merging` (emptied
+    first: the body may run again) when its segments are due a merge after the commit."""
+    merging.clear()
     request, fence_key = prepared.request, prepared.fence_key
     row = await entries.conversation_row(session, request.conversation_id, idempotency_key=request.idempotency_key)
     if row is not None:
@@ -99,8 +110,10 @@ async def apply(session: Session, prepared: Prepared) -> AppendResult:
     parent_key, parent_position, skipped = await _attach(
         session, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages]
     )
-    created_seq = await entries.max_entry_key(session) if row is None else 0
     new_items = prepared.messages[skipped:]
+    # Before the entries take their keys: the order of the keys is the order of the documents' creators.
+    await lock_contents(session, tenant_id, (item.content_hash for item in new_items if item.terms))
+    created_seq = await entries.max_entry_key(session) if row is None else 0
     ids = [new_id() for _ in new_items]
     members = await entries.insert_chain(session, new_items, ids, parent_key, parent_position) if new_items else []
     new_head = members[-1].entry_key if members else (row.head_key if row is not None else None)
@@ -121,7 +134,8 @@ async def apply(session: Session, prepared: Prepared) -> AppendResult:
                 usage=request.usage,
                 run_id=request.run_id,
             )
-    await add_members(session, conv_key, tenant_id, members)
+    if await add_members(session, conv_key, tenant_id, members, merge=not session.dialect.supports_concurrent_writes):
+        merging.append(tenant_id)
     if row is None and fence_key is not None:
         assert request.fence is not None
         await _raise_fence(session, conv_key, fence_key, request.fence.attempt)

@@ -4,6 +4,7 @@ the counters by a merge. More in docs/store.md ("Segments", "Concurrency").
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -42,6 +43,11 @@ MERGE_CHUNK = 100_000
 DIRECT_WRITE = 50_000
 """A write of this many postings or more that may merge goes to the blocks directly (after merging what is pending)."""
 
+_log = logging.getLogger('temporal_recall.store')
+
+_EVERY = 2**62
+"""A `LIMIT` above any count of rows."""
+
 _PENDING_COLUMNS = (
     ('tenant_id', 'bigint'),
     ('segment', 'bigint'),
@@ -59,7 +65,9 @@ _SEGMENT_COLUMNS = (
 )
 
 
-async def add_postings(session: Session, tenant_id: int, new: NewPostings, documents: tuple[int, int], *, merge: bool) -> bool:
+async def add_postings(
+    session: Session, tenant_id: int, new: NewPostings, documents: tuple[int, int], *, merge: bool
+) -> bool:
     """Add the postings of a write's new documents (`documents`: their count and total length) to the index.
 
     They go to a segment of their own, keyed by the write's lowest new document id (which no other
@@ -83,7 +91,9 @@ async def add_postings(session: Session, tenant_id: int, new: NewPostings, docum
         check_postings(span)
         rows += [(tenant_id, segment, *row[1:4], row[6]) for row in unplaced_rows(tenant_id, span)]
     await insert_rows(session, 'pending_postings', _PENDING_COLUMNS, rows, order_by='d.term_id, d.first_doc')
-    await insert_rows(session, 'index_segments', _SEGMENT_COLUMNS, [(tenant_id, segment, *documents, len(new.term_ids))])
+    await insert_rows(
+        session, 'index_segments', _SEGMENT_COLUMNS, [(tenant_id, segment, *documents, len(new.term_ids))]
+    )
     pending = await session.one(
         'SELECT count(*), coalesce(sum(postings), 0) FROM index_segments WHERE tenant_id = $1', tenant_id
     )
@@ -98,20 +108,28 @@ async def add_postings(session: Session, tenant_id: int, new: NewPostings, docum
 async def merge_off_path(backend: Backend, tenant_id: int) -> None:
     """Merge the tenant's oldest segments (at most `MERGE_BATCH`) in a transaction of its own, unless
     another merger of the tenant is at work: its lock is only ever tried, so no writer or merger waits
-    for one. Writers go on meanwhile (they write only their own segments); a delete waits for it."""
+    for one. Writers go on meanwhile (they write only their own segments); a delete waits for it.
+
+    Runs after the caller's write committed, so a failure is logged (logger `temporal_recall.store`)
+    rather than raised: the write stands, the segments stay as they were, and reads see them all.
+    """
     dialect = backend.dialect
-    if dialect.try_lock_merge is None:
+    try_lock = dialect.try_lock_merge()
+    if try_lock is None:
         return
 
     async def body(session: Session) -> None:
-        if not await session.value(dialect.try_lock_merge, tenant_id):
+        if not await session.value(try_lock, tenant_id):
             return
         lock = dialect.lock_tenants(exclusive=False)
         if lock is not None:
             await session.run(lock, dialect.array([tenant_id]))
         await merge_pending(session, tenant_id, limit=MERGE_BATCH)
 
-    await backend.run_write(body)
+    try:
+        await backend.run_write(body)
+    except Exception:
+        _log.exception('Merging the segments of tenant %d failed; they stay pending until a later merge.', tenant_id)
 
 
 async def merge_pending(session: Session, tenant_id: int, *, limit: int | None = None) -> None:
@@ -122,9 +140,10 @@ async def merge_pending(session: Session, tenant_id: int, *, limit: int | None =
     are independent merges. One transaction: a merge that fails leaves the segments as they were."""
     dialect = session.dialect
     segments = await session.rows(
-        'SELECT segment, document_count, total_length FROM index_segments WHERE tenant_id = $1 ORDER BY segment'
-        + ('' if limit is None else f' LIMIT {int(limit)}'),
+        'SELECT segment, document_count, total_length FROM index_segments WHERE tenant_id = $1 '
+        'ORDER BY segment LIMIT $2',
         tenant_id,
+        _EVERY if limit is None else limit,
     )
     if not segments:
         return
@@ -148,7 +167,9 @@ async def merge_pending(session: Session, tenant_id: int, *, limit: int | None =
         )
 
 
-async def _fold(session: Session, tenant_id: int, term_counts: Sequence[tuple[int, int]], documents: tuple[int, int]) -> None:
+async def _fold(
+    session: Session, tenant_id: int, term_counts: Sequence[tuple[int, int]], documents: tuple[int, int]
+) -> None:
     """Add merged documents to the counters: per term (a document holds a term once, so a term's new
     document count is its number of postings), and the tenant's count and total length."""
     await insert_rows(
@@ -170,7 +191,7 @@ async def _fold(session: Session, tenant_id: int, term_counts: Sequence[tuple[in
 
 
 def _pending_range(dialect: Dialect) -> str:
-    """The rows of segments `$2` (an array) of terms `$3` to `$4`: one range probe per segment (the key leads with it)."""
+    """The rows of segments `$2` (an array) of terms `$3` to `$4`: a range probe per segment (the key leads with it)."""
     return (
         'SELECT p.term_id, p.first_doc, p.postings FROM pending_postings p WHERE p.tenant_id = $1 '  # noqa: S608
         f'AND p.segment {dialect.in_array(2, "bigint")} AND p.term_id >= $3 AND p.term_id <= $4'

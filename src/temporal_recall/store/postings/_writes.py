@@ -91,8 +91,8 @@ async def _last_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]
     if dialect.supports_join_planning:
         sql = (
             f'SELECT value, b.first_doc, b.count, b.last_doc FROM {dialect.each(2, "bigint")} CROSS JOIN LATERAL '  # noqa: S608
-            '(SELECT x.first_doc, x.count, x.last_doc FROM posting_blocks x WHERE x.tenant_id = $1 AND x.term_id = value '
-            'ORDER BY x.first_doc DESC LIMIT 1) AS b ORDER BY value'
+            '(SELECT x.first_doc, x.count, x.last_doc FROM posting_blocks x '
+            'WHERE x.tenant_id = $1 AND x.term_id = value ORDER BY x.first_doc DESC LIMIT 1) AS b ORDER BY value'
         )
     else:
         sql = (

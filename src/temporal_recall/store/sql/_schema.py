@@ -32,17 +32,18 @@ class When:
 _Statement = str | When
 
 
-def _documents_table(*, per_role: bool) -> str:
-    """The `documents` table; from version 9 with a `role` column in its key (a document per speaker)."""
+def _documents_table(*, per_role: bool, refs: bool = True) -> str:
+    """The `documents` table; from version 9 with a `role` column in its key (a document per speaker),
+    from version 11 without `refs` (memberships are counted where a document may go)."""
     with_role = '\n        role TEXT NOT NULL,' if per_role else ''
     key = ', role' if per_role else ''
+    counted = '\n        refs INTEGER NOT NULL,' if refs else ''
     return f"""
     CREATE TABLE documents (
         doc_id {{serial}},
         tenant_id {{big}} NOT NULL REFERENCES tenants (tenant_id),
         content_hash {{blob}} NOT NULL,
-        length INTEGER NOT NULL,
-        refs INTEGER NOT NULL,
+        length INTEGER NOT NULL,{counted}
         term_ids {{blob}} NOT NULL,{with_role}
         UNIQUE (tenant_id, content_hash{key})
     )
@@ -241,17 +242,7 @@ _V11: tuple[_Statement, ...] = (
     # statistics go to a segment of its own, keyed by its first new document, folded by the merger.
     # The rebuild fills them all.
     'DROP TABLE documents',
-    """
-    CREATE TABLE documents (
-        doc_id {serial},
-        tenant_id {big} NOT NULL REFERENCES tenants (tenant_id),
-        content_hash {blob} NOT NULL,
-        length INTEGER NOT NULL,
-        term_ids {blob} NOT NULL,
-        role TEXT NOT NULL,
-        UNIQUE (tenant_id, content_hash, role)
-    )
-    """,
+    _documents_table(per_role=True, refs=False),
     'DROP TABLE pending_postings',
     """
     CREATE TABLE pending_postings (
