@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic_ai.usage import RunUsage
@@ -11,7 +12,6 @@ from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
 from ..index._documents import add_members, lock_contents
 from ..index._terms import PreparedMessage, prepare_message
-from ..postings._segments import merge_off_path
 from ..protocol import AppendRequest, AppendResult, fence_row_key
 from ..sql._keys import hash_bytes, run_id_of
 from ..sql._session import Backend, Session
@@ -61,17 +61,16 @@ def _base_hash(request: AppendRequest) -> bytes | None:
         raise HistoryMismatch(f'base_hash {request.base_hash!r} is not a hex content hash.') from None
 
 
-async def append(backend: Backend, request: AppendRequest) -> AppendResult:
+async def append(backend: Backend, request: AppendRequest, merge_due: Callable[[int], None]) -> AppendResult:
     """`DeltaWriter.append`: check and serialise `request`, then apply it in one write transaction; then,
-    if it left its tenant's segments due a merge, merge them in a transaction of their own (unless
-    another merger is at work: `postings._segments.merge_off_path`)."""
+    if it left its tenant's segments due a merge, pass the tenant to `merge_due` (`postings._merger`)."""
     prepared = prepare(request)
     merging: list[int] = []
     result = await backend.run_write(
         lambda session: apply(session, prepared, merging), retry=entries.lost_creation_race
     )
     for tenant_id in merging:
-        await merge_off_path(backend, tenant_id)
+        merge_due(tenant_id)
     return result
 
 

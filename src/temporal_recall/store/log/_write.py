@@ -4,14 +4,13 @@ More in docs/store.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 
 from ..index._documents import add_members, lock_contents
 from ..index._membership import index_conversation, release_members
 from ..index._terms import PreparedMessage
-from ..postings._segments import merge_off_path
 from ..sql._session import Backend, Session
 from . import _entries as entries
 from ._columns import RecordColumns
@@ -27,8 +26,10 @@ async def write_record(
     prepared: Sequence[PreparedMessage],
     columns: RecordColumns,
     expected_revision: str | None,
+    merge_due: Callable[[int], None],
 ) -> None:
-    """`ConversationStore.write_record` (checked and serialised by the caller) in one write transaction."""
+    """`ConversationStore.write_record` (checked and serialised by the caller) in one write transaction;
+    a tenant whose segments it left due a merge goes to `merge_due` (`postings._merger`)."""
     conflict = ConversationConflict(record.conversation_id)
 
     merging: list[int] = []  # The tenant, when the write left its segments due a merge.
@@ -90,7 +91,7 @@ async def write_record(
 
     await backend.run_write(body)
     for tenant_id in merging:
-        await merge_off_path(backend, tenant_id)
+        merge_due(tenant_id)
 
 
 def _reachable_new(new_entries: Sequence[ConversationEntry], tips: Sequence[str | None]) -> set[str]:
