@@ -353,6 +353,11 @@ UNDO_SEGMENTS = (
 """What migrations 8 and 11 added, taken away (their pending postings go with them)."""
 
 
+async def settle_merges(store: AnyStore) -> None:
+    """Wait for the merges the store's writes started in the background (`postings._merger`)."""
+    await store._merger.settle()  # pyright: ignore[reportPrivateUsage]
+
+
 async def merge_everything(store: AnyStore) -> None:
     """Merge every tenant's pending postings into its blocks (`_segments.merge_pending`)."""
     from temporal_recall.store.postings._segments import merge_pending

@@ -2,9 +2,13 @@
 
 Appends steps to conversations of its own, with texts drawn from one small pool shared by every
 writer (so the same new contents race to become documents), branches some (a step appended after an
-earlier message, as a retried model call does), forks some and deletes some, and answers what each
-of its conversations must hold afterwards: `conversation id -> [(role, text), ...]`, or `None` once
-deleted.
+earlier message, as a retried model call does), forks some, writes and deletes conversations of
+texts only they hold, and answers what each of its conversations must hold afterwards:
+`conversation id -> [(role, text), ...]`, or `None` once deleted.
+
+A deleted conversation holds no pooled text: a document whose first holder is deleted while another
+conversation still holds it keeps its number, which `reindex` gives its first surviving holder (the
+one exception to `reindex` reproducing the index, `EngineStore.reindex`).
 """
 
 from __future__ import annotations
@@ -52,8 +56,9 @@ async def write(url: str, writer: int, seed: int, steps: int, start: Any) -> Exp
         for number in range(steps):
             live = [key for key, held in expected.items() if held is not None]
             choice = rng.random()
-            if live and choice < 0.1:
-                source = rng.choice(live)
+            pooled = [key for key in live if '-d' not in key]
+            if pooled and choice < 0.1:
+                source = rng.choice(pooled)
                 held = expected[source]
                 assert held is not None
                 at = rng.randint(1, len(held))
@@ -61,17 +66,26 @@ async def write(url: str, writer: int, seed: int, steps: int, start: Any) -> Exp
                 await store.fork(source, at=at, new_conversation_id=fork)
                 expected[fork] = held[:at]
                 continue
-            if live and choice < 0.16:
-                gone = rng.choice(live)
+            deletable = [key for key in live if '-d' in key]
+            if deletable and choice < 0.16:
+                gone = rng.choice(deletable)
                 await store.delete(gone)
                 expected[gone] = None
                 continue
-            conversation = rng.choice(live) if live and choice < 0.85 else f'w{writer}-c{number}'
+            if choice < 0.25:
+                conversation = rng.choice(deletable) if deletable and choice < 0.2 else f'w{writer}-d{number}'
+            else:
+                pooled = [key for key in live if '-d' not in key]
+                conversation = rng.choice(pooled) if pooled and choice < 0.85 else f'w{writer}-c{number}'
             history = expected.get(conversation) or []
             base = len(history)
             if history and choice > 0.7 and len(history) >= 2:
                 base = len(history) - rng.choice((1, 2))  # A branch off an earlier message.
-            new = _step(rng, f'unique{writer}x{number}')
+            unique = f'unique{writer}x{number}'
+            if '-d' in conversation:
+                new = [('user', f'only {unique} asks'), ('assistant', f'only {unique} answers')]
+            else:
+                new = _step(rng, unique)
             await store.append(
                 AppendRequest(
                     conversation_id=conversation,

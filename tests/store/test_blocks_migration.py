@@ -12,7 +12,16 @@ from temporal_recall.models import SearchRequest
 from temporal_recall.search.plan import search_index
 from temporal_recall.store.sql._migrations import latest_version
 
-from ._support import Site, back_to_version_6, back_to_version_7, column_of, problems_of, turn, user
+from ._support import (
+    Site,
+    back_to_version_6,
+    back_to_version_7,
+    back_to_version_9,
+    column_of,
+    problems_of,
+    turn,
+    user,
+)
 
 
 async def _answers(store: object, requests: list[SearchRequest]) -> list[list[tuple[str, float]]]:
@@ -91,5 +100,34 @@ async def test_a_version_6_store_upgrades_to_blocks_with_the_same_answers(
         assert await problems_of(store) == []
         assert (await store.check()).clean
         assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == latest_version()
+    finally:
+        await store.close()
+
+
+async def test_a_version_9_store_upgrades_to_derived_ids_and_segment_statistics_with_the_same_answers(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Migration 11 (writers side by side) renumbers documents by their creating entries and keeps the
+    collection statistics in segments: a store of version 9 answers every search as before, with progress."""
+    store = await site.open()
+    requests = _requests()
+    try:
+        await _fill(store)
+        before = await _answers(store, requests)
+        assert any(before)
+        await back_to_version_9(store)
+        assert await column_of(store, 'SELECT count(*) FROM documents WHERE refs > 0') != [0]
+    finally:
+        await store.close()
+    with caplog.at_level(logging.INFO, logger='temporal_recall.store'):
+        store = await site.open()
+    try:
+        progress = [record.getMessage() for record in caplog.records if 'reindexing' in record.getMessage()]
+        assert progress and all('migration 11 (writers of one tenant side by side' in line for line in progress)
+        assert progress[0].endswith(', 0 of 33 entries done.') and progress[-1].endswith(', 33 of 33 entries done.')
+        assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == latest_version()
+        assert await _answers(store, requests) == before
+        assert await problems_of(store) == []
+        assert (await store.check()).clean
     finally:
         await store.close()

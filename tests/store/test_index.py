@@ -33,6 +33,7 @@ from ._support import (
     row_counts,
     rows_of,
     run_sql,
+    settle_merges,
     summary,
     tool_call,
     tool_return,
@@ -420,6 +421,7 @@ async def test_a_tail_too_far_below_for_32_bit_offsets_stays_and_the_next_block_
             '(SELECT max(entry_key) FROM entries) + 1073741824)',
         )
     await save(recall_store, 'c', [user('kiwi three'), user('kiwi four')])
+    await settle_merges(recall_store)
     blocks = await _blocks_of_term(recall_store, 'kiwi')
     assert [count for _, count, _ in blocks] == [2, 2]
     assert blocks[1][0] - blocks[0][0] > 2**32

@@ -15,7 +15,17 @@ from temporal_recall.store.postings import _segments
 from temporal_recall.store.postings import _writes as _block_writes
 from temporal_recall.store.protocol import Posting
 
-from ._support import AnyStore, column_of, merge_everything, postings_of, problems_of, reply, rows_of, user
+from ._support import (
+    AnyStore,
+    column_of,
+    merge_everything,
+    postings_of,
+    problems_of,
+    reply,
+    rows_of,
+    settle_merges,
+    user,
+)
 
 WORDS = [f'w{number}' for number in range(40)]
 SCOPES = ('acme', 'globex')
@@ -106,6 +116,7 @@ async def test_a_write_that_fails_in_its_merge_leaves_the_segments_and_blocks_as
         # The merge runs after the write commits (`merge_off_path`): the write stands, its merge is logged.
         with caplog.at_level(logging.ERROR, logger='temporal_recall.store'):
             await _save(recall_store, 'c', 'acme', ['plum kiwi'])
+            await settle_merges(recall_store)
         assert 'mid-merge' in caplog.text
         assert len((await recall_store.load('c') or Conversation()).messages) == 4
         after = sorted(map(repr, await rows_of(recall_store, state)))
