@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import uuid
@@ -351,6 +352,13 @@ UNDO_SEGMENTS = (
     'ALTER TABLE tenants DROP COLUMN pending_postings',
 )
 """What migrations 8 and 11 added, taken away (their pending postings go with them)."""
+
+
+async def open_upgrading(site: Site, caplog: pytest.LogCaptureFixture) -> tuple[AnyStore, list[str]]:
+    """Open the site's store, which migrations upgrade, and the reindexing progress they logged."""
+    with caplog.at_level(logging.INFO, logger='temporal_recall.store'):
+        store = await site.open()
+    return store, [record.getMessage() for record in caplog.records if 'reindexing' in record.getMessage()]
 
 
 async def settle_merges(store: AnyStore) -> None:

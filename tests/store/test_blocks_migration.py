@@ -1,9 +1,10 @@
-"""Migrations 7 and 8: a store of the row-per-posting layout (version 6), or of blocks without segments
-(version 7), upgrades and answers exactly as before."""
+"""Migrations 7, 8 and 11: a store of the row-per-posting layout (version 6), of blocks without segments
+(version 7), or of documents numbered as written (version 9), upgrades and answers exactly as before."""
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 from pydantic_ai.conversation import Conversation
@@ -18,6 +19,7 @@ from ._support import (
     back_to_version_7,
     back_to_version_9,
     column_of,
+    open_upgrading,
     problems_of,
     turn,
     user,
@@ -76,25 +78,29 @@ async def test_a_version_7_store_upgrades_to_segments_with_the_same_answers(site
         await store.close()
 
 
-async def test_a_version_6_store_upgrades_to_blocks_with_the_same_answers(
-    site: Site, caplog: pytest.LogCaptureFixture
-) -> None:
+async def _aged(site: Site, back_to: Callable[[Any], Awaitable[None]], requests: list[SearchRequest]) -> list[Any]:
+    """Fill the site's store, then turn it into an older version's (`back_to`); its answers before."""
     store = await site.open()
-    requests = _requests()
     try:
         await _fill(store)
         before = await _answers(store, requests)
         assert any(before)
-        await back_to_version_6(store)
+        await back_to(store)
     finally:
         await store.close()
-    with caplog.at_level(logging.INFO, logger='temporal_recall.store'):
-        store = await site.open()
+    return before
+
+
+async def test_a_version_6_store_upgrades_to_blocks_with_the_same_answers(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    requests = _requests()
+    before = await _aged(site, back_to_version_6, requests)
+    store, progress = await open_upgrading(site, caplog)
     try:
         assert any(
-            'migrations 7 (postings in blocks) and 9 (a document per speaker of a message) and 11 ('
-            in record.getMessage()
-            for record in caplog.records
+            'migrations 7 (postings in blocks) and 9 (a document per speaker of a message) and 11 (' in line
+            for line in progress
         )
         assert await _answers(store, requests) == before
         assert await problems_of(store) == []
@@ -109,20 +115,10 @@ async def test_a_version_9_store_upgrades_to_derived_ids_and_segment_statistics_
 ) -> None:
     """Migration 11 (writers side by side) renumbers documents by their creating entries and keeps the
     collection statistics in segments: a store of version 9 answers every search as before, with progress."""
-    store = await site.open()
     requests = _requests()
+    before = await _aged(site, back_to_version_9, requests)
+    store, progress = await open_upgrading(site, caplog)
     try:
-        await _fill(store)
-        before = await _answers(store, requests)
-        assert any(before)
-        await back_to_version_9(store)
-        assert await column_of(store, 'SELECT count(*) FROM documents WHERE refs > 0') != [0]
-    finally:
-        await store.close()
-    with caplog.at_level(logging.INFO, logger='temporal_recall.store'):
-        store = await site.open()
-    try:
-        progress = [record.getMessage() for record in caplog.records if 'reindexing' in record.getMessage()]
         assert progress and all('migration 11 (writers of one tenant side by side' in line for line in progress)
         assert progress[0].endswith(', 0 of 33 entries done.') and progress[-1].endswith(', 33 of 33 entries done.')
         assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == latest_version()

@@ -50,6 +50,21 @@ def _documents_table(*, per_role: bool, refs: bool = True) -> str:
     """
 
 
+def _pending_postings_table(*, segment: str) -> str:
+    """The `pending_postings` table (version 8); from version 11 with 64-bit segment keys (a write's first document)."""
+    return f"""
+    CREATE TABLE pending_postings (
+        tenant_id {{big}} NOT NULL,
+        segment {segment} NOT NULL,
+        term_id {{big}} NOT NULL,
+        first_doc {{big}} NOT NULL,
+        last_doc {{big}} NOT NULL,
+        postings {{blob}} NOT NULL,
+        PRIMARY KEY (tenant_id, segment, term_id, first_doc)
+    ){{clustered}}
+    """
+
+
 _V1: tuple[_Statement, ...] = (
     """
     CREATE TABLE tenants (
@@ -215,17 +230,7 @@ _V7: tuple[_Statement, ...] = (
 
 _V8: tuple[_Statement, ...] = (
     # A write's postings as a segment of their own (see `postings._segments`); existing blocks stay as they are.
-    """
-    CREATE TABLE pending_postings (
-        tenant_id {big} NOT NULL,
-        segment INTEGER NOT NULL,
-        term_id {big} NOT NULL,
-        first_doc {big} NOT NULL,
-        last_doc {big} NOT NULL,
-        postings {blob} NOT NULL,
-        PRIMARY KEY (tenant_id, segment, term_id, first_doc)
-    ){clustered}
-    """,
+    _pending_postings_table(segment='INTEGER'),
     'ALTER TABLE tenants ADD COLUMN pending_segments INTEGER NOT NULL DEFAULT 0',
     'ALTER TABLE tenants ADD COLUMN pending_postings {big} NOT NULL DEFAULT 0',
 )
@@ -244,17 +249,7 @@ _V11: tuple[_Statement, ...] = (
     'DROP TABLE documents',
     _documents_table(per_role=True, refs=False),
     'DROP TABLE pending_postings',
-    """
-    CREATE TABLE pending_postings (
-        tenant_id {big} NOT NULL,
-        segment {big} NOT NULL,
-        term_id {big} NOT NULL,
-        first_doc {big} NOT NULL,
-        last_doc {big} NOT NULL,
-        postings {blob} NOT NULL,
-        PRIMARY KEY (tenant_id, segment, term_id, first_doc)
-    ){clustered}
-    """,
+    _pending_postings_table(segment='{big}'),
     """
     CREATE TABLE index_segments (
         tenant_id {big} NOT NULL,
