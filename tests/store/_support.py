@@ -207,7 +207,7 @@ def hex_hash(message: m.ModelMessage) -> str:
 
 _PROBLEM_QUERIES = (
     'SELECT c.conversation_id, c.document_count, c.total_length, count(cd.doc_id), coalesce(sum(d.length), 0) '
-    'FROM conversations c LEFT JOIN conversation_documents cd ON cd.conv_key = c.conv_key '
+    'FROM conversations c LEFT JOIN conversation_documents cd ON cd.conv_key = c.conv_key AND NOT cd.branch_only '
     'LEFT JOIN documents d ON d.doc_id = cd.doc_id GROUP BY c.conv_key',
     'SELECT t.scope_key, t.document_count, t.total_length, count(d.doc_id), coalesce(sum(d.length), 0) '
     'FROM tenants t LEFT JOIN documents d ON d.tenant_id = t.tenant_id GROUP BY t.tenant_id',
@@ -343,9 +343,28 @@ async def merge_everything(store: AnyStore) -> None:
         await store._backend.run_write(lambda s, t=tenant_id: merge_pending(s, t))  # pyright: ignore[reportPrivateUsage]
 
 
+UNDO_BRANCH_MARKS = (
+    'DROP INDEX conversation_documents_branch_only',
+    'ALTER TABLE conversation_documents DROP COLUMN branch_only',
+    # Version 9 counted every member of a conversation, its branches' too.
+    'UPDATE conversations SET document_count = (SELECT count(*) FROM conversation_documents m '
+    'WHERE m.conv_key = conversations.conv_key), total_length = (SELECT coalesce(sum(d.length), 0) '
+    'FROM conversation_documents m JOIN documents d ON d.doc_id = m.doc_id WHERE m.conv_key = conversations.conv_key)',
+)
+"""What migration 10 changed, taken away: the members' marks and the counters over the current history."""
+
+
+async def back_to_version_9(store: AnyStore) -> None:
+    """Turn a store into what version 9 wrote: no mark on members only a branch holds, conversation counters
+    over every member, version 9 recorded. Close and reopen it afterwards."""
+    for statement in (*UNDO_BRANCH_MARKS, 'DELETE FROM schema_migrations WHERE version > 9'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_7(store: AnyStore) -> None:
     """Turn a store into what version 7 wrote: every posting in `posting_blocks` (the pending ones merged
     there), no `pending_postings` nor pending counters, version 7 recorded. Close and reopen it afterwards."""
+    await back_to_version_9(store)
     await merge_everything(store)
     for statement in (*UNDO_SEGMENTS, 'DELETE FROM schema_migrations WHERE version > 7'):
         await run_sql(store, statement)
@@ -384,6 +403,7 @@ async def back_to_version_8(store: AnyStore) -> None:
     from temporal_recall.store.postgres import _dialect as _postgres_dialect
     from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
 
+    await back_to_version_9(store)
     released = (_sqlite_dialect if isinstance(store, SqliteConversationStore) else _postgres_dialect).MIGRATIONS
     columns = 'doc_id, tenant_id, content_hash, length, refs, term_ids, role'
     documents = await rows_of(store, f'SELECT {columns} FROM documents')

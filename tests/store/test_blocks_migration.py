@@ -81,7 +81,7 @@ async def test_a_version_6_store_upgrades_to_blocks_with_the_same_answers(
         store = await site.open()
     try:
         assert any(
-            'migrations 7 (postings in blocks) and 9 (a document per speaker of a message): reindexing'
+            'migrations 7 (postings in blocks) and 9 (a document per speaker of a message) and 10 ('
             in record.getMessage()
             for record in caplog.records
         )

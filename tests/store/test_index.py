@@ -252,8 +252,11 @@ async def test_neighbours_follow_the_head_chain(recall_store: AnyStore) -> None:
         (2, user('two again')),
         (3, reply('three again')),
     ]
-    # The left branch's entries are still members, with their own neighbours.
-    rows = await recall_store.documents(target('c'), [3], context=1)
+    # The left branch's entries are out of a default search, and members with their own neighbours for one
+    # that includes branches.
+    assert await recall_store.documents(target('c'), [3], context=1) == []
+    with_branches = dataclasses.replace(target('c'), include_branches=True)
+    rows = await recall_store.documents(with_branches, [3], context=1)
     assert [position for position, _ in rows[0].neighbours] == [1, 3]
 
 

@@ -48,10 +48,10 @@ async def test_a_version_8_store_is_reindexed_into_a_document_per_speaker(
     try:
         progress = [record.getMessage() for record in caplog.records if 'reindexing' in record.getMessage()]
         assert progress, 'the upgrade reports its progress'
-        assert all('migration 9 (a document per speaker of a message): reindexing' in line for line in progress)
+        assert all('migrations 9 (a document per speaker of a message) and 10 (' in line for line in progress)
         assert progress[0].endswith('reindexing, 0 of 2 entries done.')
         assert progress[-1].endswith('reindexing, 2 of 2 entries done.')
-        assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == latest_version() == 9
+        assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == latest_version() >= 9
         assert await _roles(store, 'courier desk', 'system') == [(0, 'system', SYSTEM_PROMPT)]
         assert await _roles(store, 'courier desk', 'user') == []
         assert await _roles(store, 'where now', 'user') == [(0, 'user', PROMPT)]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 
+from ..index._current import follow_head
 from ..index._documents import add_members
 from ..index._membership import index_conversation, release_members
 from ..index._terms import PreparedMessage
@@ -82,6 +83,8 @@ async def apply(
         return
     reached = _reachable_new(new_entries, [record.head_id, *record.branches])
     await add_members(session, row.conv_key, tenant_id, [members[id_] for id_ in members if id_ in reached])
+    if branch_keys or row.branch_keys:
+        await follow_head(session, row.conv_key, tenant_id)
 
 
 def _reachable_new(new_entries: Sequence[ConversationEntry], tips: Sequence[str | None]) -> set[str]:

@@ -238,7 +238,14 @@ _V9: tuple[_Statement, ...] = (
     """,
 )
 
-_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
+_V10: tuple[_Statement, ...] = (
+    # Members held only by entries the head no longer reaches (`index._current`); the rebuild marks them.
+    'ALTER TABLE conversation_documents ADD COLUMN branch_only {boolean} NOT NULL DEFAULT {false}',
+    # So a search knows in one probe whether a conversation has such members to leave out.
+    'CREATE INDEX conversation_documents_branch_only ON conversation_documents (conv_key) WHERE branch_only',
+)
+
+_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
 """Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 
 
