@@ -369,10 +369,12 @@ async def _current(session: Session, report: CheckReport) -> None:
     on_head = {
         (int(conv_key), _bytes(content))
         for conv_key, content in await session.rows(
-            'WITH RECURSIVE reach(conv, k) AS (SELECT conv_key, head_key FROM conversations WHERE head_key IS NOT NULL '
+            'WITH RECURSIVE reach(conv, k) AS ('
+            'SELECT conv_key, head_key FROM conversations WHERE head_key IS NOT NULL '
             'UNION SELECT reach.conv, e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k '
             'WHERE e.parent_key IS NOT NULL) '
-            'SELECT DISTINCT r.conv, e.content_hash FROM reach r JOIN entries e ON e.entry_key = r.k WHERE NOT e.unindexed',
+            'SELECT DISTINCT r.conv, e.content_hash FROM reach r JOIN entries e ON e.entry_key = r.k '
+            'WHERE NOT e.unindexed',
         )
     }
     for conversation_id, conv_key, doc_id, branch_only, content in await session.rows(
