@@ -327,6 +327,16 @@ def _released_postings_ddl(store: AnyStore) -> list[str]:
     return [s for s in released[0].statements if 'CREATE TABLE postings' in s] + list(released[1].statements)
 
 
+async def answered_twice(
+    store: AnyStore, conversation_id: str, scope: str | None, question: str, first: str, second: str
+) -> None:
+    """`question` answered `first`, then answered again from the same point `second` (a retried model call):
+    the first answer is left on a branch the head moved away from."""
+    asked = user(question)
+    await append_after(store, conversation_id, scope, [], [asked, reply(first)])
+    await append_after(store, conversation_id, scope, [asked], [reply(second)])
+
+
 UNDO_SEGMENTS = (
     'DROP TABLE pending_postings',
     'ALTER TABLE tenants DROP COLUMN pending_segments',

@@ -13,7 +13,18 @@ from temporal_recall.search.plan import search_index
 from temporal_recall.store import IndexStats, SearchTarget
 from temporal_recall.store.sql._migrations import latest_version
 
-from ._support import AnyStore, Site, append_after, back_to_version_9, column_of, problems_of, reply, run_sql, user
+from ._support import (
+    AnyStore,
+    Site,
+    answered_twice,
+    append_after,
+    back_to_version_9,
+    column_of,
+    problems_of,
+    reply,
+    run_sql,
+    user,
+)
 
 QUESTION = user('which animal does the zoo keeper feed first?')
 FIRST = reply('the keeper feeds the zebra first, then the lions')
@@ -71,8 +82,8 @@ async def move_head(store: AnyStore, conversation_id: str) -> None:
 
 async def retried(store: AnyStore) -> None:
     """A question answered, then answered again differently from the same point (a retried model call)."""
-    history = await append_after(store, 'c', 'zoo', [], [QUESTION, FIRST])
-    await append_after(store, 'c', 'zoo', history[:1], [SECOND])
+    texts = (part.content for message in (QUESTION, FIRST, SECOND) for part in message.parts)
+    await answered_twice(store, 'c', 'zoo', *(str(text) for text in texts))
     record = await store.read_record('c')
     assert record is not None and len(record.branches) == 1
 
