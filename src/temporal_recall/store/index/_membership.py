@@ -13,7 +13,7 @@ from temporal_recall.text._analyzer import ANALYZER
 from ..postings._segments import remove_postings
 from ..sql._bulk import delete_rows, run_batch
 from ..sql._session import Session
-from ._current import MOVED_HEADS, follow_head, follow_heads
+from ._current import BRANCHED, follow_head, follow_heads
 from ._documents import CHUNK, add_members
 from ._terms import Member, decode_term_ids
 
@@ -213,6 +213,6 @@ async def rebuild_index(session: Session, progress: Callable[[int, int], None] |
                 progress(done, total)
         after = tuple(int(value) for value in page[-1][:4])
     await session.run('DROP TABLE temp_rebuild_events')
-    await follow_heads(session, [(int(row[0]), int(row[1])) for row in await session.rows(MOVED_HEADS)])
+    await follow_heads(session, [(int(row[0]), int(row[1])) for row in await session.rows(BRANCHED)])
     await session.run("INSERT INTO index_settings (name, value) VALUES ('analyzer', $1)", ANALYZER.key)
     return int(await session.value('SELECT count(*) FROM documents'))

@@ -44,7 +44,7 @@ _RESOLVE = (
     'SELECT t.tenant_id, t.document_count, t.total_length, c.conv_key, c.document_count, c.total_length, '
     '(SELECT r.run_key FROM runs r WHERE r.run_id = $3), w.term, w.term_id, (SELECT s.document_count '
     'FROM term_documents s WHERE s.tenant_id = t.tenant_id AND s.term_id = w.term_id), '
-    'EXISTS (SELECT 1 FROM conversation_documents h WHERE h.conv_key = c.conv_key AND h.branch_only) '
+    'EXISTS (SELECT 1 FROM conversation_documents h{marked} WHERE h.conv_key = c.conv_key AND h.branch_only) '
     'FROM tenants t LEFT JOIN conversations c ON c.conversation_id = $2 AND c.tenant_id = t.tenant_id '
     'LEFT JOIN ({terms} {join} terms w ON w.term = value) ON true '
     'WHERE t.scope_key = $1'
@@ -62,7 +62,7 @@ _WITH_BRANCHES = (
 
 @functools.lru_cache(maxsize=4)
 def _resolve_sql(dialect: Dialect) -> str:
-    return _RESOLVE.format(terms=dialect.each(4, 'text'), join=dialect.join_in_order)
+    return _RESOLVE.format(terms=dialect.each(4, 'text'), join=dialect.join_in_order, marked=dialect.marked_members)
 
 
 TermRow = tuple[str, int, int]

@@ -9,7 +9,7 @@ from pydantic_ai.usage import RunUsage
 from temporal_recall.content import load_message, resent_hash
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
-from ..index._current import follow_head
+from ..index._current import extend_head, follow_head
 from ..index._documents import add_members
 from ..index._terms import PreparedMessage, prepare_message
 from ..protocol import AppendRequest, AppendResult, fence_row_key
@@ -117,8 +117,10 @@ async def apply(session: Session, prepared: Prepared) -> AppendResult:
         if members or request.usage is not None:
             await _move_head(session, row, new_head, branched=branched, usage=request.usage, run_id=request.run_id)
     await add_members(session, conv_key, tenant_id, members)
-    if row is not None and members and (branched or row.branch_keys):
+    if row is not None and members and branched:
         await follow_head(session, conv_key, tenant_id)
+    elif row is not None and members and row.branch_keys:
+        await extend_head(session, conv_key, tenant_id, [member.entry_key for member in members])
     if row is None and fence_key is not None:
         assert request.fence is not None
         await _raise_fence(session, conv_key, fence_key, request.fence.attempt)

@@ -39,6 +39,7 @@ class SqliteDialect(Dialect):
     join_in_order = 'CROSS JOIN'
     byte_order = ''  # SQLite's default `BINARY` collation already orders by bytes.
     unix_now = "CAST(strftime('%s', 'now') AS INTEGER)"
+    marked_members = ' INDEXED BY conversation_documents_branch_only'
 
     def each(self, param: int, sql_type: str) -> str:
         return f'json_each(${param})'
