@@ -56,7 +56,7 @@ async def test_a_version_7_store_upgrades_to_segments_with_the_same_answers(site
         pending = "SELECT pending_segments FROM tenants WHERE scope_key = 's:acme'"
         segments = await column_of(store, pending)
         await store.save(Conversation(conversation_id='c20', messages=[user('order A-2000 please')]), scope='acme')
-        added = 1 if site.backend == 'sqlite' else 0  # `Dialect.writes_segments`
+        added = 1 if site.backend == 'sqlite' else 0  # `Dialect.prefer_segment_writes`
         assert await column_of(store, pending) == [segments[0] + added]
         after = await search_index(store, SearchRequest(query='A-2000 order', scope='acme', all_conversations=True))
         assert [hit.conversation_id for hit in after.hits][:1] == ['c20']

@@ -169,7 +169,7 @@ async def test_each_kind_of_damage_is_found(site: Site, damage: str, monkeypatch
     statements, kind, detail = DAMAGE[damage]
     # Every second write of a tenant merges its segments: the store holds both blocks and pending postings.
     monkeypatch.setattr(_segments, 'MERGE_SEGMENTS', 2)
-    monkeypatch.setattr(_session.Dialect, 'writes_segments', True)  # PostgreSQL's too.
+    monkeypatch.setattr(_session.Dialect, 'prefer_segment_writes', True)  # PostgreSQL's too.
     store = await site.open()
     try:
         await _healthy(store)

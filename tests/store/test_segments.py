@@ -33,8 +33,8 @@ async def _save(store: AnyStore, conversation_id: str, scope: str, texts: list[s
 
 @pytest.fixture(autouse=True)
 def _segments_on_every_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    """PostgreSQL writes no segments (`Dialect.writes_segments`), but reads them like SQLite: test both."""
-    monkeypatch.setattr(_session.Dialect, 'writes_segments', True)
+    """PostgreSQL writes no segments (`Dialect.prefer_segment_writes`), but reads them like SQLite: test both."""
+    monkeypatch.setattr(_session.Dialect, 'prefer_segment_writes', True)
 
 
 async def _every_list(store: AnyStore, conversations: list[tuple[str, str]]) -> dict[Any, dict[str, list[Posting]]]:

@@ -15,6 +15,7 @@ from temporal_recall.errors import ConfigurationError, PruneRefused, StoreReadOn
 
 from ._checks import check_optional_id
 from .protocol import BODY_TOUCH_INTERVAL
+from .sql._bulk import insert_rows
 from .sql._keys import scope_key, scope_of_key
 from .sql._session import Backend, Session
 
@@ -39,17 +40,12 @@ PRUNE_BATCH = 1000
 
 _TOUCH_SECONDS = int(BODY_TOUCH_INTERVAL.total_seconds())
 
-_PUT_ROW = (
-    'INSERT INTO message_bodies (scope_key, content_hash, body, touched_at) VALUES ($1, $2, $3, $4) '
+_BODY_COLUMNS = (('scope_key', 'text'), ('content_hash', 'text'), ('body', 'bytea'), ('touched_at', 'bigint'))
+_PUT_CONFLICT = (
     'ON CONFLICT (scope_key, content_hash) DO UPDATE SET touched_at = excluded.touched_at '
-    'WHERE message_bodies.touched_at < $5'
+    f'WHERE message_bodies.touched_at < excluded.touched_at - {_TOUCH_SECONDS}'
 )
-_PUT_ARRAYS = (
-    'INSERT INTO message_bodies (scope_key, content_hash, body, touched_at) '
-    'SELECT $1, h, b, CAST($4 AS BIGINT) FROM unnest($2::text[], $3::bytea[]) AS x(h, b) '
-    'ON CONFLICT (scope_key, content_hash) DO UPDATE SET touched_at = excluded.touched_at '
-    'WHERE message_bodies.touched_at < $5'
-)
+"""A stored body is never rewritten, only touched, and at most once an interval."""
 _SELECT = 'SELECT content_hash, body, touched_at FROM message_bodies WHERE scope_key = $1 AND content_hash {hashes}'
 _TOUCH = 'UPDATE message_bodies SET touched_at = $3 WHERE scope_key = $1 AND content_hash {hashes} AND touched_at < $4'
 _STATS = (
@@ -149,11 +145,8 @@ class BodyEngine:
         pairs = sorted(bodies.items())
 
         async def write(session: Session) -> None:
-            if session.dialect.binds_arrays:
-                hashes, blobs = [h for h, _ in pairs], [b for _, b in pairs]
-                await session.run(_PUT_ARRAYS, key, hashes, blobs, now, now - _TOUCH_SECONDS)
-            else:
-                await session.many(_PUT_ROW, [(key, h, b, now, now - _TOUCH_SECONDS) for h, b in pairs])
+            rows = [(key, content_hash, body, now) for content_hash, body in pairs]
+            await insert_rows(session, 'message_bodies', _BODY_COLUMNS, rows, on_conflict=_PUT_CONFLICT)
 
         await self._backend.run_write(write)
 

@@ -4,7 +4,6 @@ More in docs/store.md.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,31 +31,20 @@ HitsQuery = Callable[[str, Sequence[tuple[int, int, int]]], Awaitable[Iterable[S
 """`(sql, [(entry_key, conv_key, n), ...]) -> rows`: runs `sql` after the backend's
 `WITH RECURSIVE hits(k, conv, pos, n) AS (...),` built from those triples (`pos` is the entry's position)."""
 
-_HITS = {
-    False: (
-        "WITH RECURSIVE hits(k, conv, pos, n) AS (SELECT e.entry_key, json_extract(w.value, '$[1]'), e.position, "
-        "json_extract(w.value, '$[2]') FROM json_each($1) AS w "
-        "JOIN entries e ON e.entry_key = json_extract(w.value, '$[0]')),"
-    ),
-    True: (
-        'WITH RECURSIVE hits(k, conv, pos, n) AS (SELECT e.entry_key, w.conv, e.position, w.n '
-        'FROM unnest($1::bigint[], $2::bigint[], $3::integer[]) AS w(k, conv, n) JOIN entries e ON e.entry_key = w.k),'
-    ),
-}
-"""The points a query starts from, by `Dialect.binds_arrays`: three parallel arrays, or one JSON array
-of `[entry_key, conv_key, n]` triples (each backend binds its rows fastest that way)."""
+_POINTS = (('k', 'bigint'), ('conv', 'bigint'), ('n', 'integer'))
+"""The points a query starts from: `(entry_key, conv_key, n)`, bound as one table (`Dialect.rows_table`)."""
 
 
 def hits_query(session: Session) -> HitsQuery:
     """The `HitsQuery` that runs `STEP_SQL` and `CHAIN_SQL` on `session`."""
-    arrays = session.dialect.binds_arrays
-    start = _HITS[arrays]
+    dialect = session.dialect
+    start = (
+        'WITH RECURSIVE hits(k, conv, pos, n) AS (SELECT e.entry_key, w.conv, e.position, w.n '  # noqa: S608
+        f'FROM {dialect.rows_table(_POINTS, "w")} JOIN entries e ON e.entry_key = w.k),'
+    )
 
     async def query(sql: str, points: Sequence[tuple[int, int, int]]) -> Iterable[Sequence[Any]]:
-        if arrays:
-            keys, convs, depths = (list(column) for column in zip(*points, strict=True))
-            return await session.rows(start + sql, keys, convs, depths)
-        return await session.rows(start + sql, json.dumps(points))
+        return await session.rows(start + sql, *dialect.rows_params(points, len(_POINTS)))
 
     return query
 

@@ -40,8 +40,8 @@ async def _documents_by_hash(session: Session, tenant_id: int, hashes: Sequence[
     """The tenant's documents of the contents among `hashes`."""
     found: _Documents = {}
     dialect = session.dialect
-    for chunk in _chunks(hashes, CHUNK if dialect.binds_arrays else _BLOBS):
-        if dialect.binds_arrays:
+    for chunk in _chunks(hashes, CHUNK if dialect.supports_array_parameters else _BLOBS):
+        if dialect.supports_array_parameters:
             match, params = dialect.in_array(2, 'bytea'), [list(chunk)]
         else:  # Blobs do not travel in JSON: one placeholder each.
             match = f'IN ({", ".join(f"${index}" for index in range(2, len(chunk) + 2))})'
@@ -95,7 +95,7 @@ async def _create_documents(session: Session, tenant_id: int, new: Sequence[tupl
     """Create the documents (and postings) for `new`, numbered in its order (a member once per role).
 
     A new document is created for the member about to join it, so it starts with one reference. The
-    tenant's counters are the caller's (`_join`). Where the dialect `binds_arrays`, one statement
+    tenant's counters are the caller's (`_join`). Where the dialect `supports_array_parameters`, one statement
     inserts the documents, which take their ids from the identity as `unnest` yields them, in
     `new`'s order. The postings go to the index as a segment (`postings._segments`).
     """
@@ -107,7 +107,7 @@ async def _create_documents(session: Session, tenant_id: int, new: Sequence[tupl
     ids_of = [[term_ids[word] for word in terms.frequencies] for _, terms in new]
     term_lists = [encode_term_ids(ids) for ids in ids_of]
     roles = [terms.role for _, terms in new]
-    if not session.dialect.binds_arrays:
+    if not session.dialect.supports_array_parameters:
         documents = [(tenant_id, *row, 1) for row in zip(hashes, lengths, term_lists, roles, strict=True)]
         await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, documents)
         created = await _documents_by_hash(session, tenant_id, list(dict.fromkeys(hashes)))
@@ -159,13 +159,13 @@ async def _join(
 ) -> None:
     """Membership rows (with their occurrence counts), a reference more on `existing` documents, and the
     counters of the conversation and of the tenant (`created` = count and total length of the documents
-    just made). In one statement where the dialect `binds_arrays`."""
+    just made). In one statement where the dialect `supports_array_parameters`."""
     joined = (len(joining), sum(length for _, _, length, _ in joining))
     members = [
         (conv_key, doc_id, member.entry_key, member.run_key, member.position, count)
         for member, doc_id, _, count in joining
     ]
-    if session.dialect.binds_arrays:
+    if session.dialect.supports_array_parameters:
         await session.run(
             """
             WITH member AS (

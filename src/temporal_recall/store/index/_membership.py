@@ -80,7 +80,7 @@ async def release_members(session: Session, conv_key: int) -> None:
     await remove_postings(session, doomed)
     emptied = sorted(Counter((tenant_id, term_id) for tenant_id, term_id, _ in doomed).items())
     keys = (('tenant_id', 'bigint'), ('term_id', 'bigint'))
-    if dialect.locks_rows:  # Lock the rows in term order first (see `index._documents._create_documents`).
+    if dialect.supports_concurrent_writes:  # Lock rows in term order (`_documents._create_documents`).
         await run_batch(
             session,
             f'SELECT 1 FROM term_documents s JOIN {dialect.batch(keys)} '  # noqa: S608

@@ -324,7 +324,7 @@ def _documents_sql(dialect: Dialect, in_conversation: bool, of_run: bool, with_r
         # holding it. A planner that takes the ids as an index condition (`= ANY`) chooses the order
         # itself; otherwise the read is driven from the wanted ids (SQLite's `CROSS JOIN` fixes its
         # join order), so the cost follows the page, not the tenant's number of conversations.
-        if dialect.plans_joins:
+        if dialect.supports_join_planning:
             source, wanted = 'FROM conversation_documents cd ', f' AND cd.doc_id {dialect.in_array(4, "bigint")}'
         else:
             ids = dialect.each(4, 'bigint')

@@ -26,27 +26,32 @@ _BRANCHES = (
 )
 
 
+_RECORD_COLUMNS = {
+    'conversation_id': 'c.conversation_id',
+    'scope': 'c.scope',
+    'head_id': 'h.entry_id',
+    'usage': 'c.usage',
+    'deferred_tool_requests': 'c.deferred_tool_requests',
+    'forked_from': 'c.forked_from',
+    'forked_at': 'c.forked_at',
+    'revision': 'c.revision',
+    'updated_at': 'c.updated_at',
+    'format_version': 'c.format_version',
+}
+"""`record_from_columns`' arguments and the columns they are read from, in select order (branches last)."""
+
+
 def _record_select(session: Session) -> str:
     return (
-        'SELECT c.conversation_id, c.scope, h.entry_id, c.usage, c.deferred_tool_requests, c.forked_from, '  # noqa: S608
-        f'c.forked_at, c.revision, c.updated_at, c.format_version, {session.dialect.array_of(_BRANCHES)} '
+        f'SELECT {", ".join(_RECORD_COLUMNS.values())}, {session.dialect.array_of(_BRANCHES)} '  # noqa: S608
         'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
     )
 
 
 def _record(session: Session, row: Row) -> ConversationRecord:
+    width = len(_RECORD_COLUMNS)
     return record_from_columns(
-        conversation_id=row[0],
-        scope=row[1],
-        head_id=row[2],
-        usage=row[3],
-        deferred_tool_requests=row[4],
-        forked_from=row[5],
-        forked_at=row[6],
-        revision=row[7],
-        updated_at=row[8],
-        format_version=row[9],
-        branches=session.dialect.read_array(row[10]),
+        **dict(zip(_RECORD_COLUMNS, row[:width], strict=True)), branches=session.dialect.read_array(row[width])
     )
 
 

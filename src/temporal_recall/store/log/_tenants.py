@@ -34,7 +34,7 @@ async def lock_tenants(session: Session, tenant_ids: Iterable[int]) -> None:
     Nothing to do where there is one writer at a time anyway (SQLite's `BEGIN IMMEDIATE`).
     """
     dialect = session.dialect
-    if not dialect.locks_rows:
+    if not dialect.supports_concurrent_writes:
         return
     await session.run(
         f'SELECT 1 FROM tenants WHERE tenant_id {dialect.in_array(1, "bigint")} ORDER BY tenant_id{dialect.for_update}',  # noqa: S608

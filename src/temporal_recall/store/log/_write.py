@@ -17,7 +17,7 @@ from . import _entries as entries
 from ._columns import RecordColumns
 from ._tenants import lock_tenants, tenant_of
 
-__all__ = ('apply', 'write_record')
+__all__ = ('write_record',)
 
 
 async def write_record(
@@ -29,62 +29,55 @@ async def write_record(
     expected_revision: str | None,
 ) -> None:
     """`ConversationStore.write_record` (checked and serialised by the caller) in one write transaction."""
+    conflict = ConversationConflict(record.conversation_id)
+
+    async def apply(session: Session) -> None:
+        row = await entries.conversation_row(session, record.conversation_id)
+        if (row.revision if row is not None else None) != expected_revision:
+            raise conflict
+        tenant_id = await tenant_of(session, record.scope)
+        await lock_tenants(session, [tenant_id] if row is None else [tenant_id, row.tenant_id])
+        created_seq = await entries.max_entry_key(session)
+        members = await entries.insert_entries(session, new_entries, prepared, conflict)
+        tips = [*([] if record.head_id is None else [record.head_id]), *record.branches]
+        known = await entries.entry_keys(session, tips)
+        if any(tip not in known for tip in tips):
+            raise conflict
+        head_key = None if record.head_id is None else known[record.head_id][0]
+        branch_keys = [known[tip][0] for tip in record.branches]
+        by_key = {member.entry_key: member for member in members.values()}
+        if row is None:
+            conv_key = await entries.insert_conversation(
+                session, columns, tenant_id=tenant_id, head_key=head_key, created_seq=created_seq
+            )
+            await entries.write_branches(session, conv_key, branch_keys)
+            await index_conversation(session, conv_key, tenant_id, by_key)
+            return
+        await entries.update_conversation(session, row.conv_key, columns, tenant_id=tenant_id, head_key=head_key)
+        if branch_keys != row.branch_keys:
+            await entries.write_branches(session, row.conv_key, branch_keys)
+        if tenant_id != row.tenant_id:
+            # The scope changed: its documents belong to the old tenant. Index it afresh, as if re-created now.
+            await release_members(session, row.conv_key)
+            await session.run(
+                'UPDATE conversations SET created_seq = $1 WHERE conv_key = $2', created_seq, row.conv_key
+            )
+            await index_conversation(session, row.conv_key, tenant_id, by_key)
+            return
+        reached = _reachable_new(new_entries, [record.head_id, *record.branches])
+        await add_members(session, row.conv_key, tenant_id, [members[id_] for id_ in members if id_ in reached])
+        if branch_keys or row.branch_keys:
+            await follow_head(session, row.conv_key, tenant_id)
 
     async def body(session: Session) -> None:
         try:
-            await apply(session, record, new_entries, prepared, columns, expected_revision)
+            await apply(session)
         except Exception as error:
             if entries.integrity_violation(error):
-                raise ConversationConflict(record.conversation_id) from error
+                raise conflict from error
             raise
 
     await backend.run_write(body)
-
-
-async def apply(
-    session: Session,
-    record: ConversationRecord,
-    new_entries: Sequence[ConversationEntry],
-    prepared: Sequence[PreparedMessage],
-    columns: RecordColumns,
-    expected_revision: str | None,
-) -> None:
-    """The whole `write_record`, inside the backend's write transaction."""
-    conflict = ConversationConflict(record.conversation_id)
-    row = await entries.conversation_row(session, record.conversation_id)
-    if (row.revision if row is not None else None) != expected_revision:
-        raise conflict
-    tenant_id = await tenant_of(session, record.scope)
-    await lock_tenants(session, [tenant_id] if row is None else [tenant_id, row.tenant_id])
-    created_seq = await entries.max_entry_key(session)
-    members = await entries.insert_entries(session, new_entries, prepared, conflict)
-    tips = [*([] if record.head_id is None else [record.head_id]), *record.branches]
-    known = await entries.entry_keys(session, tips)
-    if any(tip not in known for tip in tips):
-        raise conflict
-    head_key = None if record.head_id is None else known[record.head_id][0]
-    branch_keys = [known[tip][0] for tip in record.branches]
-    by_key = {member.entry_key: member for member in members.values()}
-    if row is None:
-        conv_key = await entries.insert_conversation(
-            session, columns, tenant_id=tenant_id, head_key=head_key, created_seq=created_seq
-        )
-        await entries.write_branches(session, conv_key, branch_keys)
-        await index_conversation(session, conv_key, tenant_id, by_key)
-        return
-    await entries.update_conversation(session, row.conv_key, columns, tenant_id=tenant_id, head_key=head_key)
-    if branch_keys != row.branch_keys:
-        await entries.write_branches(session, row.conv_key, branch_keys)
-    if tenant_id != row.tenant_id:
-        # The scope changed: its documents belong to the old tenant. Index it afresh, as if re-created now.
-        await release_members(session, row.conv_key)
-        await session.run('UPDATE conversations SET created_seq = $1 WHERE conv_key = $2', created_seq, row.conv_key)
-        await index_conversation(session, row.conv_key, tenant_id, by_key)
-        return
-    reached = _reachable_new(new_entries, [record.head_id, *record.branches])
-    await add_members(session, row.conv_key, tenant_id, [members[id_] for id_ in members if id_ in reached])
-    if branch_keys or row.branch_keys:
-        await follow_head(session, row.conv_key, tenant_id)
 
 
 def _reachable_new(new_entries: Sequence[ConversationEntry], tips: Sequence[str | None]) -> set[str]:

@@ -33,48 +33,73 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+_Rule = tuple[type[BaseException] | tuple[type[BaseException], ...], type[RecallError], str]
+
+_RULES: tuple[_Rule, ...] = (
+    (
+        pg.InvalidCatalogNameError,
+        NotADatabase,
+        '{where} cannot be opened: {error}. Create the database (createdb) or fix its name in the store URL.',
+    ),
+    (
+        pg.InvalidAuthorizationSpecificationError,
+        ConfigurationError,
+        '{where} refused the login: {error}. Fix the user and password in the store URL (or its passfile).',
+    ),
+    (
+        pg.ReadOnlySQLTransactionError,
+        StoreReadOnly,
+        '{where} refuses writes ({error}): the server is a read-only standby or the session is read-only. '
+        'Point the store URL at the primary.',
+    ),
+    (
+        pg.InsufficientPrivilegeError,
+        StoreReadOnly,
+        '{where} refuses the operation: {error}. Grant the store user rights on its schema '
+        '(USAGE, CREATE and table privileges), or use a user that owns it.',
+    ),
+    (
+        pg.TransactionRollbackError,
+        StoreUnavailable,
+        '{where} kept aborting a write because of concurrent writers ({error}). Retry it.',
+    ),
+    (
+        pg.QueryCanceledError,
+        StoreUnavailable,
+        '{where} cancelled a statement ({error}), usually the statement timeout. Retry, or raise '
+        'statement_timeout_ms in the store URL.',
+    ),
+    (pg.LockNotAvailableError, StoreUnavailable, '{where} could not take a lock in time ({error}). Retry later.'),
+    (
+        (pg.InsufficientResourcesError, pg.OperatorInterventionError, pg.PostgresConnectionError),
+        StoreUnavailable,
+        '{where} is unavailable: {error}. Retry later; check the server if it persists.',
+    ),
+    (
+        (OSError, TimeoutError),
+        StoreUnavailable,
+        'Cannot reach {where}: {error}. Check that the server is running and '
+        'that the host and port in the store URL are right.',
+    ),
+)
+"""`(driver errors, store error, message)`, the first match wins: what each error means and how to fix it."""
+
+
+def _lost_connection(error: BaseException) -> bool:
+    """What asyncpg raises when the server dropped a pooled connection the client has not noticed yet."""
+    return isinstance(error, pg.InternalClientError) or (
+        isinstance(error, pg.InterfaceError) and ('closed' in str(error) or 'connection' in str(error))
+    )
+
+
 def translate_error(error: BaseException, display: str) -> RecallError | None:
     """The store error a driver or network error means, or `None` for errors that indicate a bug."""
     where = f'the PostgreSQL store at {display}'
-    if isinstance(error, pg.InvalidCatalogNameError):
-        return NotADatabase(
-            f'{where} cannot be opened: {error}. Create the database (createdb) or fix its name in the store URL.'
-        )
-    if isinstance(error, pg.InvalidAuthorizationSpecificationError):
-        return ConfigurationError(
-            f'{where} refused the login: {error}. Fix the user and password in the store URL (or its passfile).'
-        )
-    if isinstance(error, pg.ReadOnlySQLTransactionError):
-        return StoreReadOnly(
-            f'{where} refuses writes ({error}): the server is a read-only standby or the session is read-only. '
-            'Point the store URL at the primary.'
-        )
-    if isinstance(error, pg.InsufficientPrivilegeError):
-        return StoreReadOnly(
-            f'{where} refuses the operation: {error}. Grant the store user rights on its schema '
-            '(USAGE, CREATE and table privileges), or use a user that owns it.'
-        )
-    if isinstance(error, pg.TransactionRollbackError):
-        return StoreUnavailable(f'{where} kept aborting a write because of concurrent writers ({error}). Retry it.')
-    if isinstance(error, pg.QueryCanceledError):
-        return StoreUnavailable(
-            f'{where} cancelled a statement ({error}), usually the statement timeout. Retry, or raise '
-            'statement_timeout_ms in the store URL.'
-        )
-    if isinstance(error, pg.LockNotAvailableError):
-        return StoreUnavailable(f'{where} could not take a lock in time ({error}). Retry later.')
-    if isinstance(error, pg.InsufficientResourcesError | pg.OperatorInterventionError | pg.PostgresConnectionError):
-        return StoreUnavailable(f'{where} is unavailable: {error}. Retry later; check the server if it persists.')
-    if isinstance(error, pg.InternalClientError) or (
-        isinstance(error, pg.InterfaceError) and ('closed' in str(error) or 'connection' in str(error))
-    ):
-        # What asyncpg raises when the server dropped a pooled connection the client has not noticed yet.
+    if _lost_connection(error) and not isinstance(error, OSError | TimeoutError):
         return StoreUnavailable(f'{where} lost its connection: {error}. Retry; check the server if it persists.')
-    if isinstance(error, OSError | TimeoutError):
-        return StoreUnavailable(
-            f'Cannot reach {where}: {error or type(error).__name__}. Check that the server is running and '
-            'that the host and port in the store URL are right.'
-        )
+    for matches, kind, message in _RULES:
+        if isinstance(error, matches):
+            return kind(message.format(where=where, error=str(error) or type(error).__name__))
     return None
 
 

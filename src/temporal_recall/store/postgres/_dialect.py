@@ -5,6 +5,7 @@ has no common spelling for (sequences, table locks). More in docs/store.md.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import MappingProxyType
 
 from ..sql._migrations import Migration
 from ..sql._schema import CONVERSATION_ID_UNIQUE, render
@@ -17,8 +18,13 @@ class PostgresDialect(Dialect):
     """PostgreSQL: the `Dialect` defaults, which are its spelling, plus its sequences and table locks."""
 
     name = 'PostgreSQL'
-    postings_include = ' INCLUDE (term_frequency, length)'
-    conversation_id_unique = f'CONSTRAINT {CONVERSATION_ID_UNIQUE} UNIQUE'
+    ddl = MappingProxyType(
+        {
+            **Dialect.ddl,
+            'postings_include': ' INCLUDE (term_frequency, length)',
+            'conversation_id_unique': f'CONSTRAINT {CONVERSATION_ID_UNIQUE} UNIQUE',
+        }
+    )
 
     async def allocate_keys(self, session: Session, table: str, column: str, count: int) -> list[int]:
         rows = await session.rows(

@@ -124,7 +124,7 @@ async def read_overlapping(
         return {}
     dialect = session.dialect
     rows = await select_overlapping(session, tenant_id, ranges)
-    if dialect.writes_segments:  # A store written without segments holds none (`postings._segments`).
+    if dialect.prefer_segment_writes:  # A store written without segments holds none (`postings._segments`).
         terms = dialect.array(sorted({term_id for term_id, _, _ in ranges}))
         rows += await session.rows(SEGMENTS + _pending(dialect), tenant_id, terms)
     return columns_of(rows)
@@ -137,7 +137,7 @@ async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int])
         f'SELECT b.term_id, b.first_doc, b.postings FROM {dialect.each(2, "bigint")} '  # noqa: S608
         f'{dialect.join_in_order} posting_blocks b ON b.tenant_id = $1 AND b.term_id = value'
     )
-    if dialect.writes_segments:
+    if dialect.prefer_segment_writes:
         blocks = f'{SEGMENTS}{blocks} UNION ALL {_pending(dialect)}'
     return columns_of(await session.rows(blocks, tenant_id, dialect.array(sorted(set(term_ids)))))
 

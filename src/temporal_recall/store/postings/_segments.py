@@ -48,7 +48,7 @@ async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> No
     """Add `new` (postings of documents newer than any of the tenant's indexed ones) to the index."""
     if not len(new.term_ids):
         return
-    if not session.dialect.writes_segments:
+    if not session.dialect.prefer_segment_writes:
         await append_to_blocks(session, tenant_id, new)
         return
     if len(new.term_ids) >= DIRECT_WRITE:

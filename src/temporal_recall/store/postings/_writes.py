@@ -79,7 +79,7 @@ async def _open_tails(session: Session, tenant_id: int, term_ids: Sequence[int])
     tenant of 13,000 blocks, growing with the tenant).
     """
     dialect = session.dialect
-    if dialect.plans_joins:
+    if dialect.supports_join_planning:
         sql = (
             f'SELECT value, b.first_doc, b.count FROM {dialect.each(2, "bigint")} CROSS JOIN LATERAL '  # noqa: S608
             '(SELECT x.first_doc, x.count FROM posting_blocks x WHERE x.tenant_id = $1 AND x.term_id = value '
@@ -198,7 +198,7 @@ async def append_to_blocks(session: Session, tenant_id: int, new: NewPostings) -
         order_by='d.term_id, d.first_doc',
         on_conflict='ON CONFLICT (tenant_id, term_id, first_doc) DO UPDATE SET last_doc = excluded.last_doc, '
         'count = posting_blocks.count + excluded.count, '
-        f'postings = CAST(posting_blocks.postings || excluded.postings AS {session.dialect.blob})',
+        f'postings = CAST(posting_blocks.postings || excluded.postings AS {session.dialect.ddl["blob"]})',
     )
 
 

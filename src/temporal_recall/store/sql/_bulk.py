@@ -20,7 +20,7 @@ async def run_batch(session: Session, sql: str, rows: Sequence[Sequence[Any]]) -
     """Run `sql` (written around `Dialect.batch`) over `rows`: once, or once per row (see the module notes)."""
     if not rows:
         return
-    if session.dialect.binds_arrays:
+    if session.dialect.supports_array_parameters:
         await session.run(sql, *(list(column) for column in zip(*rows, strict=True)))
     else:
         await session.many(sql, rows)
@@ -30,7 +30,7 @@ async def select_batch(session: Session, sql: str, rows: Sequence[Sequence[Any]]
     """The rows `sql` (a query written around `Dialect.batch`) returns over `rows`, gathered in batch order."""
     if not rows:
         return []
-    if session.dialect.binds_arrays:
+    if session.dialect.supports_array_parameters:
         return await session.rows(sql, *(list(column) for column in zip(*rows, strict=True)))
     found: list[Row] = []
     for row in rows:
@@ -49,7 +49,7 @@ async def insert_rows(
 ) -> None:
     """Insert `rows` into `table`, in their order (as one statement, in `order_by`'s: the lock order if it matters)."""
     names = ', '.join(name for name, _ in columns)
-    if session.dialect.binds_arrays:
+    if session.dialect.supports_array_parameters:
         order = f'ORDER BY {order_by}' if order_by else ''
         sql = f'INSERT INTO {table} ({names}) SELECT * FROM {session.dialect.batch(columns)} {order} {on_conflict}'  # noqa: S608
     else:
@@ -63,7 +63,7 @@ async def delete_rows(
 ) -> None:
     """Delete the rows of `table` whose `columns` equal one of `rows` (a key per row) and that meet `where`."""
     also = f' AND {where}' if where else ''
-    if session.dialect.binds_arrays:
+    if session.dialect.supports_array_parameters:
         match = ' AND '.join(f't.{name} = d.{name}' for name, _ in columns)
         sql = f'DELETE FROM {table} t USING {session.dialect.batch(columns)} WHERE {match}{also}'  # noqa: S608
     else:

@@ -31,6 +31,24 @@ class When:
 
 _Statement = str | When
 
+
+def _documents_table(*, per_role: bool) -> str:
+    """The `documents` table; from version 9 with a `role` column in its key (a document per speaker)."""
+    with_role = '\n        role TEXT NOT NULL,' if per_role else ''
+    key = ', role' if per_role else ''
+    return f"""
+    CREATE TABLE documents (
+        doc_id {{serial}},
+        tenant_id {{big}} NOT NULL REFERENCES tenants (tenant_id),
+        content_hash {{blob}} NOT NULL,
+        length INTEGER NOT NULL,
+        refs INTEGER NOT NULL,
+        term_ids {{blob}} NOT NULL,{with_role}
+        UNIQUE (tenant_id, content_hash{key})
+    )
+    """
+
+
 _V1: tuple[_Statement, ...] = (
     """
     CREATE TABLE tenants (
@@ -87,17 +105,7 @@ _V1: tuple[_Statement, ...] = (
     ){clustered}
     """,
     'CREATE INDEX conversation_branches_by_entry ON conversation_branches (entry_key)',
-    """
-    CREATE TABLE documents (
-        doc_id {serial},
-        tenant_id {big} NOT NULL REFERENCES tenants (tenant_id),
-        content_hash {blob} NOT NULL,
-        length INTEGER NOT NULL,
-        refs INTEGER NOT NULL,
-        term_ids {blob} NOT NULL,
-        UNIQUE (tenant_id, content_hash)
-    )
-    """,
+    _documents_table(per_role=False),
     'CREATE TABLE terms (term_id {rowid}, term TEXT NOT NULL UNIQUE)',
     """
     CREATE TABLE postings (
@@ -224,18 +232,7 @@ _V8: tuple[_Statement, ...] = (
 _V9: tuple[_Statement, ...] = (
     # A document per speaker of a message (`index._documents`), so unique by content and role; the rebuild fills it.
     'DROP TABLE documents',
-    """
-    CREATE TABLE documents (
-        doc_id {serial},
-        tenant_id {big} NOT NULL REFERENCES tenants (tenant_id),
-        content_hash {blob} NOT NULL,
-        length INTEGER NOT NULL,
-        refs INTEGER NOT NULL,
-        term_ids {blob} NOT NULL,
-        role TEXT NOT NULL,
-        UNIQUE (tenant_id, content_hash, role)
-    )
-    """,
+    _documents_table(per_role=True),
 )
 
 _V10: tuple[_Statement, ...] = (
@@ -249,20 +246,13 @@ _VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _
 """Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 
 
-_SPELLINGS = (
-    *('serial', 'rowid', 'big', 'blob', 'boolean', 'false', 'clustered'),
-    *('postings_include', 'conversation_id_unique', 'unix_now'),
-)
-
-
 def _rendered(statements: Sequence[_Statement], dialect: Dialect) -> tuple[str, ...]:
-    names = {name: getattr(dialect, name) for name in _SPELLINGS}
     kept = [
         s if isinstance(s, str) else s.statement
         for s in statements
         if isinstance(s, str) or getattr(dialect, s.flag) != s.unset
     ]
-    return tuple(statement.format(**names) for statement in kept)
+    return tuple(statement.format_map(dialect.ddl) for statement in kept)
 
 
 def render(dialect: Dialect) -> tuple[Migration, ...]:

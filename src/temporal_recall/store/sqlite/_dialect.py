@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from ..sql._migrations import Migration
@@ -19,18 +20,24 @@ class SqliteDialect(Dialect):
     """SQLite's spelling of the engine's SQL (see the module notes)."""
 
     name = 'SQLite'
-    binds_arrays = False
-    plans_joins = False
-    locks_rows = False
-    writes_segments = True
+    supports_array_parameters = False
+    supports_join_planning = False
+    supports_concurrent_writes = False
+    prefer_segment_writes = True
 
-    serial = 'INTEGER PRIMARY KEY AUTOINCREMENT'
-    rowid = 'INTEGER PRIMARY KEY'
-    big = 'INTEGER'
-    blob = 'BLOB'
-    boolean = 'INTEGER'
-    false = '0'
-    clustered = ' WITHOUT ROWID'
+    ddl = MappingProxyType(
+        {
+            **Dialect.ddl,
+            'serial': 'INTEGER PRIMARY KEY AUTOINCREMENT',
+            'rowid': 'INTEGER PRIMARY KEY',
+            'big': 'INTEGER',
+            'blob': 'BLOB',
+            'boolean': 'INTEGER',
+            'false': '0',
+            'clustered': ' WITHOUT ROWID',
+            'unix_now': "CAST(strftime('%s', 'now') AS INTEGER)",
+        }
+    )
     constant_column_defaults = True
     indexes_entry_hashes = True
 
@@ -38,7 +45,6 @@ class SqliteDialect(Dialect):
     for_update = ''
     join_in_order = 'CROSS JOIN'
     byte_order = ''  # SQLite's default `BINARY` collation already orders by bytes.
-    unix_now = "CAST(strftime('%s', 'now') AS INTEGER)"
     marked_members = ' INDEXED BY conversation_documents_branch_only'
 
     def each(self, param: int, sql_type: str) -> str:
@@ -62,6 +68,14 @@ class SqliteDialect(Dialect):
     def batch(self, columns: Sequence[tuple[str, str]]) -> str:
         values = ', '.join(f'${index} AS {name}' for index, (name, _) in enumerate(columns, 1))
         return f'(SELECT {values}) AS d'
+
+    def rows_table(self, columns: Sequence[tuple[str, str]], alias: str = 'd', first: int = 1) -> str:
+        # One JSON array of rows, each an array of values: SQLite binds no arrays.
+        values = ', '.join(f"json_extract(value, '$[{index}]') AS {name}" for index, (name, _) in enumerate(columns))
+        return f'(SELECT {values} FROM json_each(${first})) AS {alias}'  # noqa: S608 (fixed names)
+
+    def rows_params(self, rows: Sequence[Sequence[Any]], width: int) -> list[Any]:
+        return [json.dumps([list(row) for row in rows])]
 
     def delete_unreferenced(self, table: str, key: str, referrer: str) -> str:
         # One pass over the subquery: SQLite would run a correlated `NOT EXISTS` once per row.
