@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import uuid
@@ -325,6 +326,13 @@ def _released_postings_ddl(store: AnyStore) -> list[str]:
 
     released = (_sqlite_dialect if isinstance(store, SqliteConversationStore) else _postgres_dialect).MIGRATIONS
     return [s for s in released[0].statements if 'CREATE TABLE postings' in s] + list(released[1].statements)
+
+
+async def reopened_logging(site: Site, caplog: pytest.LogCaptureFixture) -> tuple[AnyStore, list[str]]:
+    """Open the store at `site` again (an upgrade), with the reindexing progress its opening logged."""
+    with caplog.at_level(logging.INFO, logger='temporal_recall.store'):
+        store = await site.open()
+    return store, [record.getMessage() for record in caplog.records if 'reindexing' in record.getMessage()]
 
 
 async def answered_twice(

@@ -3,8 +3,6 @@ back when the head returns, and found on request (`include_branches`), on every 
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 from pydantic_ai.conversation_store import ConversationRecord
 
@@ -21,6 +19,7 @@ from ._support import (
     back_to_version_9,
     column_of,
     problems_of,
+    reopened_logging,
     reply,
     run_sql,
     user,
@@ -184,10 +183,8 @@ async def test_a_version_9_store_is_reindexed_into_marked_members(site: Site, ca
         await back_to_version_9(store)
     finally:
         await store.close()
-    with caplog.at_level(logging.INFO, logger='temporal_recall.store'):
-        store = await site.open()
+    store, progress = await reopened_logging(site, caplog)
     try:
-        progress = [record.getMessage() for record in caplog.records if 'reindexing' in record.getMessage()]
         assert progress, 'the upgrade reports its progress'
         assert all('10 (search sees the current history' in line for line in progress)
         assert progress[0].endswith('reindexing, 0 of 5 entries done.')

@@ -14,7 +14,16 @@ from temporal_recall.store.index import _documents, _terms
 from temporal_recall.store.index._terms import IndexTerms
 from temporal_recall.store.sql._migrations import latest_version
 
-from ._support import PROMPT, SYSTEM_PROMPT, AnyStore, Site, back_to_version_8, column_of, run_briefed_agent
+from ._support import (
+    PROMPT,
+    SYSTEM_PROMPT,
+    AnyStore,
+    Site,
+    back_to_version_8,
+    column_of,
+    reopened_logging,
+    run_briefed_agent,
+)
 
 
 def _whole_message(message: m.ModelMessage) -> tuple[IndexTerms, ...]:
@@ -43,10 +52,8 @@ async def test_a_version_8_store_is_reindexed_into_a_document_per_speaker(
         await back_to_version_8(store)
     finally:
         await store.close()
-    with caplog.at_level(logging.INFO, logger='temporal_recall.store'):
-        store = await site.open()
+    store, progress = await reopened_logging(site, caplog)
     try:
-        progress = [record.getMessage() for record in caplog.records if 'reindexing' in record.getMessage()]
         assert progress, 'the upgrade reports its progress'
         assert all('migrations 9 (a document per speaker of a message) and 10 (' in line for line in progress)
         assert progress[0].endswith('reindexing, 0 of 2 entries done.')
