@@ -96,6 +96,10 @@ class SearchRequest(BaseModel):
     """Only messages of this role (`user`, `assistant`, `tool` or `system`), chosen inside the query:
     the best `limit` hits of that role, scored exactly as without the filter. It only narrows what
     the scope and conversation already allow."""
+    include_branches: bool = False
+    """Also search what only the branches a conversation left hold: a model answer a retry replaced,
+    turns an application rewrote. By default a search sees each conversation as it stands (the
+    entries its head reaches), as the model does; the model's own recall tool never sets this."""
 
 
 DEFAULT_MAX_PROMPT_BYTES = 512 * 1024

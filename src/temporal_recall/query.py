@@ -207,10 +207,13 @@ async def search_messages(
     role: Role | None = None,
     limit: int = 10,
     context: int = 0,
+    include_branches: bool = False,
 ) -> SearchResult:
     """Search one conversation, or every conversation of `scope` with `conversation_id=None`.
 
     `run_id` keeps one agent run's messages, `role` one speaker's (`user`, `assistant`, `tool`, `system`).
+    A conversation is searched as it stands (the entries its head reaches); `include_branches` also
+    searches what only the branches it left hold (an answer a retry replaced, a rewritten turn).
 
     A scope without conversations gives no hits. The query is checked before anything is read, so
     an unusable one is refused whatever the store holds.
@@ -236,6 +239,7 @@ async def search_messages(
         role=role,
         limit=limit,
         context_lines=context,
+        include_branches=include_branches,
     )
     try:
         return await search_index(store, request)

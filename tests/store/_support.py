@@ -208,7 +208,7 @@ def hex_hash(message: m.ModelMessage) -> str:
 
 _PROBLEM_QUERIES = (
     'SELECT c.conversation_id, c.document_count, c.total_length, count(cd.doc_id), coalesce(sum(d.length), 0) '
-    'FROM conversations c LEFT JOIN conversation_documents cd ON cd.conv_key = c.conv_key '
+    'FROM conversations c LEFT JOIN conversation_documents cd ON cd.conv_key = c.conv_key AND NOT cd.branch_only '
     'LEFT JOIN documents d ON d.doc_id = cd.doc_id GROUP BY c.conv_key',
     'SELECT t.scope_key, '
     't.document_count + (SELECT coalesce(sum(g.document_count), 0) FROM index_segments g '
@@ -335,6 +335,23 @@ def _released_postings_ddl(store: AnyStore) -> list[str]:
     return [s for s in released[0].statements if 'CREATE TABLE postings' in s] + list(released[1].statements)
 
 
+async def reopened_logging(site: Site, caplog: pytest.LogCaptureFixture) -> tuple[AnyStore, list[str]]:
+    """Open the store at `site` again (an upgrade), with the reindexing progress its opening logged."""
+    with caplog.at_level(logging.INFO, logger='temporal_recall.store'):
+        store = await site.open()
+    return store, [record.getMessage() for record in caplog.records if 'reindexing' in record.getMessage()]
+
+
+async def answered_twice(
+    store: AnyStore, conversation_id: str, scope: str | None, question: str, first: str, second: str
+) -> None:
+    """`question` answered `first`, then answered again from the same point `second` (a retried model call):
+    the first answer is left on a branch the head moved away from."""
+    asked = user(question)
+    await append_after(store, conversation_id, scope, [], [asked, reply(first)])
+    await append_after(store, conversation_id, scope, [asked], [reply(second)])
+
+
 UNDO_VERSION_11 = (
     'DROP TABLE index_segments',
     'DELETE FROM pending_postings',
@@ -345,20 +362,15 @@ UNDO_VERSION_11 = (
 )
 """What migration 11 changed, put back as version 9 had it (its segments go: merge them first to keep them)."""
 
-UNDO_SEGMENTS = (
-    *UNDO_VERSION_11,
+UNDO_VERSION_8 = (
     'DROP TABLE pending_postings',
     'ALTER TABLE tenants DROP COLUMN pending_segments',
     'ALTER TABLE tenants DROP COLUMN pending_postings',
 )
+"""What migration 8 added, taken away (its pending postings go with it)."""
+
+UNDO_SEGMENTS = (*UNDO_VERSION_11, *UNDO_VERSION_8)
 """What migrations 8 and 11 added, taken away (their pending postings go with them)."""
-
-
-async def open_upgrading(site: Site, caplog: pytest.LogCaptureFixture) -> tuple[AnyStore, list[str]]:
-    """Open the site's store, which migrations upgrade, and the reindexing progress they logged."""
-    with caplog.at_level(logging.INFO, logger='temporal_recall.store'):
-        store = await site.open()
-    return store, [record.getMessage() for record in caplog.records if 'reindexing' in record.getMessage()]
 
 
 async def settle_merges(store: AnyStore) -> None:
@@ -374,11 +386,38 @@ async def merge_everything(store: AnyStore) -> None:
         await store._backend.run_write(lambda s, t=tenant_id: merge_pending(s, t))  # pyright: ignore[reportPrivateUsage]
 
 
+UNDO_BRANCH_MARKS = (
+    'DROP INDEX conversation_documents_branch_only',
+    'ALTER TABLE conversation_documents DROP COLUMN branch_only',
+    # Version 9 counted every member of a conversation, its branches' too.
+    'UPDATE conversations SET document_count = (SELECT count(*) FROM conversation_documents m '
+    'WHERE m.conv_key = conversations.conv_key), total_length = (SELECT coalesce(sum(d.length), 0) '
+    'FROM conversation_documents m JOIN documents d ON d.doc_id = m.doc_id WHERE m.conv_key = conversations.conv_key)',
+)
+"""What migration 10 changed, taken away: the members' marks and the counters over the current history."""
+
+
+async def back_to_version_10(store: AnyStore) -> None:
+    """Turn a store into what version 10 wrote: segments merged, documents with `refs`, pending counters
+    on tenants, version 10 recorded. Close and reopen it afterwards."""
+    await merge_everything(store)
+    for statement in (*UNDO_VERSION_11, 'DELETE FROM schema_migrations WHERE version > 10'):
+        await run_sql(store, statement)
+
+
+async def back_to_version_9(store: AnyStore) -> None:
+    """Turn a store into what version 9 wrote: no mark on members only a branch holds, conversation counters
+    over every member, version 9 recorded. Close and reopen it afterwards."""
+    await back_to_version_10(store)
+    for statement in (*UNDO_BRANCH_MARKS, 'DELETE FROM schema_migrations WHERE version > 9'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_7(store: AnyStore) -> None:
     """Turn a store into what version 7 wrote: every posting in `posting_blocks` (the pending ones merged
     there), no `pending_postings` nor pending counters, version 7 recorded. Close and reopen it afterwards."""
-    await merge_everything(store)
-    for statement in (*UNDO_SEGMENTS, 'DELETE FROM schema_migrations WHERE version > 7'):
+    await back_to_version_9(store)
+    for statement in (*UNDO_VERSION_8, 'DELETE FROM schema_migrations WHERE version > 7'):
         await run_sql(store, statement)
 
 
@@ -406,13 +445,6 @@ async def back_to_version_6(store: AnyStore) -> None:
         for statement in statements:
             await connection.execute(statement)
         await connection.executemany(insert, postings)
-
-
-async def back_to_version_9(store: AnyStore) -> None:
-    """Turn a store into what version 9 wrote: segments merged, `refs` counted, version 9 recorded."""
-    await merge_everything(store)
-    for statement in (*UNDO_VERSION_11, 'DELETE FROM schema_migrations WHERE version > 9'):
-        await run_sql(store, statement)
 
 
 async def back_to_version_8(store: AnyStore) -> None:

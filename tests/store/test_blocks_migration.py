@@ -17,10 +17,10 @@ from ._support import (
     Site,
     back_to_version_6,
     back_to_version_7,
-    back_to_version_9,
+    back_to_version_10,
     column_of,
-    open_upgrading,
     problems_of,
+    reopened_logging,
     turn,
     user,
 )
@@ -96,10 +96,11 @@ async def test_a_version_6_store_upgrades_to_blocks_with_the_same_answers(
 ) -> None:
     requests = _requests()
     before = await _aged(site, back_to_version_6, requests)
-    store, progress = await open_upgrading(site, caplog)
+    store, progress = await reopened_logging(site, caplog)
     try:
         assert any(
-            'migrations 7 (postings in blocks) and 9 (a document per speaker of a message) and 11 (' in line
+            'migrations 7 (postings in blocks) and 9 (a document per speaker of a message) and 10 (' in line
+            and ') and 11 (' in line
             for line in progress
         )
         assert await _answers(store, requests) == before
@@ -110,14 +111,14 @@ async def test_a_version_6_store_upgrades_to_blocks_with_the_same_answers(
         await store.close()
 
 
-async def test_a_version_9_store_upgrades_to_derived_ids_and_segment_statistics_with_the_same_answers(
+async def test_a_version_10_store_upgrades_to_derived_ids_and_segment_statistics_with_the_same_answers(
     site: Site, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Migration 11 (writers side by side) renumbers documents by their creating entries and keeps the
-    collection statistics in segments: a store of version 9 answers every search as before, with progress."""
+    collection statistics in segments: a store of version 10 answers every search as before, with progress."""
     requests = _requests()
-    before = await _aged(site, back_to_version_9, requests)
-    store, progress = await open_upgrading(site, caplog)
+    before = await _aged(site, back_to_version_10, requests)
+    store, progress = await reopened_logging(site, caplog)
     try:
         assert progress and all('migration 11 (writers of one tenant side by side' in line for line in progress)
         assert progress[0].endswith(', 0 of 33 entries done.') and progress[-1].endswith(', 33 of 33 entries done.')

@@ -16,7 +16,10 @@ from temporal_recall.store.sql._migrations import Migration, latest_version
 from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
 from temporal_recall.store.sqlite._dialect import MIGRATIONS
 
-from ._support import UNDO_SEGMENTS, index_problems, turn
+from ._support import UNDO_BRANCH_MARKS, UNDO_SEGMENTS, index_problems, turn
+
+UNDO_LATER = '; '.join((*UNDO_BRANCH_MARKS, *UNDO_SEGMENTS))
+"""What migrations 8 and 10 added, taken away (the blocks of 7 are undone by each test)."""
 
 LATEST = latest_version()
 NEXT = LATEST + 1
@@ -82,7 +85,7 @@ async def test_a_version_1_store_gets_the_real_later_migrations(db_path: Path) -
         await store.save(Conversation(messages=[*turn(1), *turn(2, 'invoice')], conversation_id='c'))
     with closing(sqlite3.connect(db_path)) as db:
         db.executescript(
-            f'{"; ".join(UNDO_SEGMENTS)}; DROP TABLE posting_blocks; {POSTINGS_V1}; DROP TABLE message_bodies; '
+            f'{UNDO_LATER}; DROP TABLE posting_blocks; {POSTINGS_V1}; DROP TABLE message_bodies; '
             'DROP TABLE term_documents; '
             'DROP TABLE index_settings; ALTER TABLE documents RENAME TO documents_v9; '
             f'{DOCUMENTS_V1}; INSERT INTO documents SELECT doc_id, tenant_id, content_hash, length, refs, term_ids '
@@ -164,7 +167,7 @@ async def test_a_version_5_store_keeps_its_bodies_and_stamps_them_with_the_upgra
     with closing(sqlite3.connect(db_path)) as db:
         db.executescript(
             'DROP INDEX message_bodies_by_touched; ALTER TABLE message_bodies DROP COLUMN touched_at; '
-            f'{"; ".join(UNDO_SEGMENTS)}; DROP TABLE posting_blocks; {POSTINGS_V1}; {MIGRATIONS[1].statements[0]}; '
+            f'{UNDO_LATER}; DROP TABLE posting_blocks; {POSTINGS_V1}; {MIGRATIONS[1].statements[0]}; '
             'DELETE FROM schema_migrations WHERE version > 5;'
         )
     assert recorded(db_path) == CURRENT[:5]

@@ -123,8 +123,13 @@ async def test_copies_on_a_branch_the_conversation_left_are_one_hit(recall_store
     await append(recall_store, 'c', [], rewritten, 'k2')
 
     assert places(await find(recall_store, 'budget')) == [('c', 2), ('c', 3)]
-    # Said only on the branch left behind: still found, once, where it was said.
-    assert places(await find(recall_store, 'noted')) == [('c', 1)]
+    assert places(await find(recall_store, 'budget', include_branches=True)) == [('c', 2), ('c', 3)]
+    # Said only on the branch left behind: out of the conversation as it stands, and found once, where it
+    # was said, when branches are asked for.
+    assert places(await find(recall_store, 'noted')) == []
+    assert places(await find(recall_store, 'noted', conversation_id=None)) == []
+    assert places(await find(recall_store, 'noted', include_branches=True)) == [('c', 1)]
+    assert places(await find(recall_store, 'noted', conversation_id=None, include_branches=True)) == [('c', 1)]
 
 
 async def test_a_fork_shares_its_occurrences_in_a_scope_wide_search(recall_store: AnyStore) -> None:
@@ -306,8 +311,11 @@ async def test_a_multilingual_corpus_is_found_in_every_script(recall_store: AnyS
 
 async def test_the_models_tool_takes_a_role(recall_store: AnyStore) -> None:
     """The tool's `role` argument reaches the query: only the user's words come back."""
+    # The system prompt in the request of the first user prompt, as pydantic-ai sends it: a request of
+    # its own would be merged into the next one by the run, rewriting the history it was given.
     said = [
-        m.ModelRequest(parts=[m.SystemPromptPart('the invoice policy: monthly')]),
+        m.ModelRequest(parts=[m.SystemPromptPart('the invoice policy: monthly'), *user('hello').parts]),
+        reply('hello, how can I help?'),
         user('my invoice 7 is late'),
         reply('invoice 7 was paid yesterday'),
     ]
@@ -328,5 +336,5 @@ async def test_the_models_tool_takes_a_role(recall_store: AnyStore) -> None:
 
     # One hit, the user's; the assistant's and the system's mentions are not hits (at most context).
     assert result.output.startswith('1 earlier message matched "invoice"')
-    assert '[1] position 1, user' in result.output
+    assert '[1] position 2, user' in result.output
     assert '[2]' not in result.output

@@ -115,6 +115,12 @@ class SearchBody(BaseModel):
     role: Role | None = Field(
         default=None, description='Only what this speaker said: user, assistant, tool (results) or system.'
     )
+    include_branches: bool = Field(
+        default=False,
+        strict=True,
+        description='Also search what only the branches a conversation left hold (an answer a retry replaced, '
+        'a rewritten turn); by default each conversation is searched as it stands.',
+    )
 
 
 class SearchResponse(BaseModel):
@@ -554,6 +560,7 @@ def create_app(
             run_id=body.run_id,
             role=body.role,
             limit=body.limit,
+            include_branches=body.include_branches,
         )
         return SearchResponse(hits=result.hits)
 

@@ -116,10 +116,13 @@ async def search(
     role: Annotated[Role | None, Parameter(help='only what one speaker said')] = None,
     limit: Limit = 20,
     context: Annotated[Literal[0, 1, 2, 3], Parameter(help='neighbouring messages per hit')] = 0,
+    branches: Annotated[
+        bool, Parameter(help='also what only the branches a conversation left hold (retried answers)', negative=())
+    ] = False,
     format: Format = 'table',
     store: Store = None,
 ) -> int:
-    """Search a conversation (or "all" of a scope) for words.
+    """Search a conversation (or "all" of a scope) for words, as it stands (with --branches, also what it left).
 
     Example: recall search support-42 order A-1042 --limit 5; recall search all refund --scope acme --format json
     """
@@ -134,6 +137,7 @@ async def search(
             role=role,
             limit=limit,
             context=context,
+            include_branches=branches,
         )
     hits = [hit.model_dump(mode='json') for hit in result.hits]
 

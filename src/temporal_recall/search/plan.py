@@ -49,14 +49,24 @@ def target_of(request: SearchRequest) -> SearchTarget:
                 'Pass either `conversation_id` or `all_conversations=True`, not both: '
                 'an explicit conversation narrows the search, `all_conversations` widens it.'
             )
-        return SearchTarget(scope=request.scope, conversation_id=None, run_id=request.run_id, role=request.role)
+        return SearchTarget(
+            scope=request.scope,
+            conversation_id=None,
+            run_id=request.run_id,
+            role=request.role,
+            include_branches=request.include_branches,
+        )
     if not request.conversation_id:
         raise InvalidSearchParameters(
             "No conversation id to search: pass the calling conversation's id, or `all_conversations=True` "
             'for a store isolated to one principal. Nothing was searched.'
         )
     return SearchTarget(
-        scope=request.scope, conversation_id=request.conversation_id, run_id=request.run_id, role=request.role
+        scope=request.scope,
+        conversation_id=request.conversation_id,
+        run_id=request.run_id,
+        role=request.role,
+        include_branches=request.include_branches,
     )
 
 

@@ -191,6 +191,7 @@ async def _index(session: Session, report: CheckReport) -> None:
     for doc_id in members.keys() - documents.keys():
         report.add('index', f'document {doc_id}', 'has memberships but is not stored')
     await _occurrences(session, report)
+    await _current(session, report)
     await _counters(session, report)
 
 
@@ -381,6 +382,35 @@ async def _occurrences(session: Session, report: CheckReport) -> None:
             )
 
 
+async def _current(session: Session, report: CheckReport) -> None:
+    """A member is marked `branch_only` exactly when no indexed entry its conversation's head reaches holds it."""
+    on_head = {
+        (int(conv_key), _bytes(content))
+        for conv_key, content in await session.rows(
+            'WITH RECURSIVE reach(conv, k) AS ('
+            'SELECT conv_key, head_key FROM conversations WHERE head_key IS NOT NULL '
+            'UNION SELECT reach.conv, e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k '
+            'WHERE e.parent_key IS NOT NULL) '
+            'SELECT DISTINCT r.conv, e.content_hash FROM reach r JOIN entries e ON e.entry_key = r.k '
+            'WHERE NOT e.unindexed',
+        )
+    }
+    for conversation_id, conv_key, doc_id, branch_only, content in await session.rows(
+        'SELECT c.conversation_id, cd.conv_key, cd.doc_id, cd.branch_only, d.content_hash '
+        'FROM conversation_documents cd JOIN conversations c ON c.conv_key = cd.conv_key '
+        'JOIN documents d ON d.doc_id = cd.doc_id',
+    ):
+        current = (int(conv_key), _bytes(content)) in on_head
+        if bool(branch_only) == current:
+            report.add(
+                'index',
+                f'document {doc_id} in conversation {conversation_id!r}',
+                'is marked as on a branch only, but the head reaches an entry holding it'
+                if current
+                else 'is marked as on the current history, but only a branch holds it',
+            )
+
+
 async def _counters(session: Session, report: CheckReport) -> None:
     for tenant_id, scope, stored_count, stored_length, count, length in await session.rows(
         'SELECT t.tenant_id, t.scope_key, '
@@ -399,9 +429,9 @@ async def _counters(session: Session, report: CheckReport) -> None:
             )
     for conversation_id, stored_count, stored_length, count, length in await session.rows(
         'SELECT c.conversation_id, c.document_count, c.total_length, '
-        '(SELECT count(*) FROM conversation_documents cd WHERE cd.conv_key = c.conv_key), '
+        '(SELECT count(*) FROM conversation_documents cd WHERE cd.conv_key = c.conv_key AND NOT cd.branch_only), '
         '(SELECT coalesce(sum(d.length), 0) FROM conversation_documents cd JOIN documents d ON d.doc_id = cd.doc_id '
-        'WHERE cd.conv_key = c.conv_key) FROM conversations c',
+        'WHERE cd.conv_key = c.conv_key AND NOT cd.branch_only) FROM conversations c',
     ):
         if (stored_count, stored_length) != (count, length):
             report.add(

@@ -147,6 +147,9 @@ class SearchTarget:
     role: str | None = None
     """Only documents of this speaker (`part_role`): a narrowing applied to postings and rows alike. The
     stats stay the target's without it, so a filter changes which documents are hits, not their scores."""
+    include_branches: bool = False
+    """Also what only the branches a conversation left hold (a retried answer, a rewritten turn); by
+    default a search sees each conversation's current history, the entries its head reaches."""
 
 
 @dataclass(frozen=True, kw_only=True)

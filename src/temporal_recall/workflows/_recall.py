@@ -55,6 +55,7 @@ async def recall(
     limit: int = 10,
     context_lines: int = 0,
     role: Role | None = None,
+    include_branches: bool = False,
     start_to_close_timeout: timedelta = timedelta(seconds=30),
     schedule_to_close_timeout: timedelta | None = timedelta(minutes=5),
     retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
@@ -64,7 +65,9 @@ async def recall(
     `conversation_id` and `scope` must come from the workflow's own input or state. A conversation
     that does not exist in `scope` yields an empty result with a `message`, exactly as one that
     belongs to another scope does. `role` keeps only what the user, the assistant, a tool or the
-    system said; `limit` counts occurrences (see `SearchRequest.limit`).
+    system said; `limit` counts occurrences (see `SearchRequest.limit`). A conversation is searched as it
+    stands; `include_branches` also searches what only the branches it left hold (an answer a retried
+    activity replaced, a rewritten turn), which the model never sees.
 
     Raises:
         ApplicationError: non-retryable, `type` `InvalidIdentifier`, `InvalidQuery` or
@@ -82,6 +85,7 @@ async def recall(
             limit=limit,
             context_lines=context_lines,
             role=role,
+            include_branches=include_branches,
         )
     _refuse_unsearchable(request.query)
     return await workflow.execute_activity(

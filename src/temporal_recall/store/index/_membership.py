@@ -13,6 +13,7 @@ from temporal_recall.text._analyzer import ANALYZER
 from ..postings._segments import remove_postings
 from ..sql._bulk import delete_rows, run_batch
 from ..sql._session import Session
+from ._current import BRANCHED, follow_head, follow_heads
 from ._documents import CHUNK, add_members
 from ._terms import FIRST_ALLOCATED, Member, decode_term_ids
 
@@ -145,10 +146,13 @@ async def index_conversation(
 ) -> None:
     """Index everything the conversation reaches, in entry-key order: for a conversation created over stored
     entries. `known` are members this transaction prepared (their terms are not read back from the log)."""
-    members = await chain_members(session, await conversation_tips(session, conv_key))
+    tips = await conversation_tips(session, conv_key)
+    members = await chain_members(session, tips)
     if known:
         members = [known.get(member.entry_key, member) for member in members]
     await add_members(session, conv_key, tenant_id, members)
+    if len(tips) > 1:
+        await follow_head(session, conv_key, tenant_id)
 
 
 async def rebuild_index(session: Session, progress: Callable[[int, int], None] | None = None) -> int:
@@ -206,5 +210,6 @@ async def rebuild_index(session: Session, progress: Callable[[int, int], None] |
                 progress(done, total)
         after = tuple(int(value) for value in page[-1][:4])
     await session.run('DROP TABLE temp_rebuild_events')
+    await follow_heads(session, [(int(row[0]), int(row[1])) for row in await session.rows(BRANCHED)])
     await session.run("INSERT INTO index_settings (name, value) VALUES ('analyzer', $1)", ANALYZER.key)
     return int(await session.value('SELECT count(*) FROM documents'))

@@ -10,6 +10,7 @@ from pydantic_ai.usage import RunUsage
 from temporal_recall.content import load_message, resent_hash
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
+from ..index._current import extend_head, follow_head
 from ..index._documents import add_members, lock_contents
 from ..index._terms import PreparedMessage, prepare_message
 from ..protocol import AppendRequest, AppendResult, fence_row_key
@@ -118,6 +119,7 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     new_head = members[-1].entry_key if members else (row.head_key if row is not None else None)
     head_id = ids[-1] if ids else (row.head_id if row is not None else None)
     length = (members[-1].position if members else (row.head_position if row is not None else -1)) + 1
+    branched = row is not None and bool(members) and parent_key != row.head_key
     if row is None:
         conv_key = await entries.insert_conversation(
             session, _new_columns(request), tenant_id=tenant_id, head_key=new_head, created_seq=created_seq
@@ -125,16 +127,13 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     else:
         conv_key = row.conv_key
         if members or request.usage is not None:
-            await _move_head(
-                session,
-                row,
-                new_head,
-                branched=bool(members) and parent_key != row.head_key,
-                usage=request.usage,
-                run_id=request.run_id,
-            )
+            await _move_head(session, row, new_head, branched=branched, usage=request.usage, run_id=request.run_id)
     if await add_members(session, conv_key, tenant_id, members, merge=not session.dialect.supports_concurrent_writes):
         merging.append(tenant_id)
+    if row is not None and members and branched:
+        await follow_head(session, conv_key, tenant_id)
+    elif row is not None and members and row.branch_keys:
+        await extend_head(session, conv_key, tenant_id, [member.entry_key for member in members])
     if row is None and fence_key is not None:
         assert request.fence is not None
         await _raise_fence(session, conv_key, fence_key, request.fence.attempt)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 
+from ..index._current import follow_head
 from ..index._documents import add_members, lock_contents
 from ..index._membership import index_conversation, release_members
 from ..index._terms import PreparedMessage
@@ -80,6 +81,8 @@ async def write_record(
             session, row.conv_key, tenant_id, joining, merge=not session.dialect.supports_concurrent_writes
         ):
             merging.append(tenant_id)
+        if branch_keys or row.branch_keys:
+            await follow_head(session, row.conv_key, tenant_id)
 
     async def body(session: Session) -> None:
         try:

@@ -241,6 +241,13 @@ _V9: tuple[_Statement, ...] = (
     _documents_table(per_role=True),
 )
 
+_V10: tuple[_Statement, ...] = (
+    # Members held only by entries the head no longer reaches (`index._current`); the rebuild marks them.
+    'ALTER TABLE conversation_documents ADD COLUMN branch_only {boolean} NOT NULL DEFAULT {false}',
+    # So a search knows in one probe whether a conversation has such members to leave out.
+    'CREATE INDEX conversation_documents_branch_only ON conversation_documents (conv_key) WHERE branch_only',
+)
+
 _V11: tuple[_Statement, ...] = (
     # Writers of one tenant side by side (docs/store.md, "Concurrency"): a document's id is derived from
     # the entry that created it (no identity, no `refs`), and every write's postings and collection
@@ -264,9 +271,8 @@ _V11: tuple[_Statement, ...] = (
     'ALTER TABLE tenants DROP COLUMN pending_postings',
 )
 
-_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V11)
-"""Each released migration's statements, in `sql._migrations.RELEASED` order (10 is the membership flag's, on
-its own branch). Append; never edit a released one."""
+_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
+"""Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 
 
 def _rendered(statements: Sequence[_Statement], dialect: Dialect) -> tuple[str, ...]:
