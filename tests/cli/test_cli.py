@@ -441,7 +441,7 @@ def test_check_is_clean_on_a_healthy_store_and_fails_on_a_damaged_one(filled: Fi
     assert re.search(r'^checked 4/4 steps \(done in', clean.stderr, re.M), clean.stderr
     with closing(sqlite3.connect(filled.path)) as connection:
         connection.execute('DELETE FROM posting_blocks WHERE first_doc = (SELECT min(first_doc) FROM posting_blocks)')
-        connection.execute('DELETE FROM pending_postings WHERE segment = 0')
+        connection.execute('DELETE FROM pending_postings WHERE segment = (SELECT min(segment) FROM pending_postings)')
         connection.execute("UPDATE entries SET message = replace(message, 'A-1042', 'A-1043')")
         connection.commit()
     damaged = recall('check', '--store', filled.path)

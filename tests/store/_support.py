@@ -210,10 +210,14 @@ _PROBLEM_QUERIES = (
     'SELECT c.conversation_id, c.document_count, c.total_length, count(cd.doc_id), coalesce(sum(d.length), 0) '
     'FROM conversations c LEFT JOIN conversation_documents cd ON cd.conv_key = c.conv_key AND NOT cd.branch_only '
     'LEFT JOIN documents d ON d.doc_id = cd.doc_id GROUP BY c.conv_key',
-    'SELECT t.scope_key, t.document_count, t.total_length, count(d.doc_id), coalesce(sum(d.length), 0) '
+    'SELECT t.scope_key, '
+    't.document_count + (SELECT coalesce(sum(g.document_count), 0) FROM index_segments g '
+    'WHERE g.tenant_id = t.tenant_id), '
+    't.total_length + (SELECT coalesce(sum(g.total_length), 0) FROM index_segments g '
+    'WHERE g.tenant_id = t.tenant_id), '
+    'count(d.doc_id), coalesce(sum(d.length), 0) '
     'FROM tenants t LEFT JOIN documents d ON d.tenant_id = t.tenant_id GROUP BY t.tenant_id',
-    'SELECT d.doc_id, d.refs, (SELECT count(*) FROM conversation_documents cd WHERE cd.doc_id = d.doc_id) '
-    'FROM documents d',
+    'SELECT d.doc_id, (SELECT count(*) FROM conversation_documents cd WHERE cd.doc_id = d.doc_id) FROM documents d',
     'SELECT count(*) FROM conversation_documents cd WHERE NOT EXISTS '
     '(SELECT 1 FROM documents d WHERE d.doc_id = cd.doc_id) '
     'OR NOT EXISTS (SELECT 1 FROM entries e WHERE e.entry_key = cd.entry_key)',
@@ -221,13 +225,14 @@ _PROBLEM_QUERIES = (
     'SELECT tenant_id, term_id, first_doc, postings FROM posting_blocks '
     'UNION ALL SELECT tenant_id, term_id, first_doc, postings FROM pending_postings',
     'SELECT tenant_id, term_id, document_count FROM term_documents',
+    'SELECT tenant_id, term_id, sum(length(postings)) / 12 FROM pending_postings GROUP BY tenant_id, term_id',
 )
 """Plain SQL that SQLite and PostgreSQL both run, so one set of checks covers both backends."""
 
 
 def _problems(results: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
     """Every way the index disagrees with itself or the log, from the rows of `_PROBLEM_QUERIES`."""
-    conversations, tenants, documents, dangling, lengths, blocks, frequencies = results
+    conversations, tenants, documents, dangling, lengths, blocks, frequencies, pending = results
     problems: list[str] = []
     for conversation_id, count, length, real_count, real_length in conversations:
         if (count, length) != (real_count, real_length):
@@ -235,9 +240,9 @@ def _problems(results: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
     for tenant, count, length, real_count, real_length in tenants:
         if (count, length) != (real_count, real_length):
             problems.append(f'tenant {tenant}: counters {count}/{length}, documents {real_count}/{real_length}')
-    for doc_id, refs, real in documents:
-        if refs != real or refs == 0:
-            problems.append(f'document {doc_id}: refs {refs}, memberships {real}')
+    for doc_id, real in documents:
+        if real == 0:
+            problems.append(f'document {doc_id}: no memberships')
     if dangling[0][0]:
         problems.append(f'{dangling[0][0]} memberships without their document or entry')
     tenant_and_length = {doc_id: (tenant_id, length) for doc_id, tenant_id, length in lengths}
@@ -249,8 +254,10 @@ def _problems(results: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
                 problems.append(f'posting of document {doc_id} without its document in tenant {tenant_id}')
             elif tenant_and_length[doc_id][1] != length:
                 problems.append(f'posting of document {doc_id} with a stale length')
-    counted = {(tenant_id, term_id): count for tenant_id, term_id, count in frequencies}
-    if counted != dict(per_term):
+    counted: Counter[tuple[int, int]] = Counter()
+    for tenant_id, term_id, count in (*frequencies, *pending):  # Folded, plus what segments hold.
+        counted[tenant_id, term_id] += count
+    if +counted != +per_term:
         problems.append('term document frequencies that disagree with the postings')
     return problems
 
@@ -345,12 +352,30 @@ async def answered_twice(
     await append_after(store, conversation_id, scope, [asked], [reply(second)])
 
 
-UNDO_SEGMENTS = (
+UNDO_VERSION_11 = (
+    'DROP TABLE index_segments',
+    'DELETE FROM pending_postings',
+    'ALTER TABLE tenants ADD COLUMN pending_segments INTEGER NOT NULL DEFAULT 0',
+    'ALTER TABLE tenants ADD COLUMN pending_postings BIGINT NOT NULL DEFAULT 0',
+    'ALTER TABLE documents ADD COLUMN refs INTEGER NOT NULL DEFAULT 0',
+    'UPDATE documents SET refs = (SELECT count(*) FROM conversation_documents cd WHERE cd.doc_id = documents.doc_id)',
+)
+"""What migration 11 changed, put back as version 9 had it (its segments go: merge them first to keep them)."""
+
+UNDO_VERSION_8 = (
     'DROP TABLE pending_postings',
     'ALTER TABLE tenants DROP COLUMN pending_segments',
     'ALTER TABLE tenants DROP COLUMN pending_postings',
 )
 """What migration 8 added, taken away (its pending postings go with it)."""
+
+UNDO_SEGMENTS = (*UNDO_VERSION_11, *UNDO_VERSION_8)
+"""What migrations 8 and 11 added, taken away (their pending postings go with them)."""
+
+
+async def settle_merges(store: AnyStore) -> None:
+    """Wait for the merges the store's writes started in the background (`postings._merger`)."""
+    await store._merger.settle()  # pyright: ignore[reportPrivateUsage]
 
 
 async def merge_everything(store: AnyStore) -> None:
@@ -372,9 +397,18 @@ UNDO_BRANCH_MARKS = (
 """What migration 10 changed, taken away: the members' marks and the counters over the current history."""
 
 
+async def back_to_version_10(store: AnyStore) -> None:
+    """Turn a store into what version 10 wrote: segments merged, documents with `refs`, pending counters
+    on tenants, version 10 recorded. Close and reopen it afterwards."""
+    await merge_everything(store)
+    for statement in (*UNDO_VERSION_11, 'DELETE FROM schema_migrations WHERE version > 10'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_9(store: AnyStore) -> None:
     """Turn a store into what version 9 wrote: no mark on members only a branch holds, conversation counters
     over every member, version 9 recorded. Close and reopen it afterwards."""
+    await back_to_version_10(store)
     for statement in (*UNDO_BRANCH_MARKS, 'DELETE FROM schema_migrations WHERE version > 9'):
         await run_sql(store, statement)
 
@@ -383,8 +417,7 @@ async def back_to_version_7(store: AnyStore) -> None:
     """Turn a store into what version 7 wrote: every posting in `posting_blocks` (the pending ones merged
     there), no `pending_postings` nor pending counters, version 7 recorded. Close and reopen it afterwards."""
     await back_to_version_9(store)
-    await merge_everything(store)
-    for statement in (*UNDO_SEGMENTS, 'DELETE FROM schema_migrations WHERE version > 7'):
+    for statement in (*UNDO_VERSION_8, 'DELETE FROM schema_migrations WHERE version > 7'):
         await run_sql(store, statement)
 
 

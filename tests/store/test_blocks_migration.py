@@ -1,9 +1,10 @@
-"""Migrations 7 and 8: a store of the row-per-posting layout (version 6), or of blocks without segments
-(version 7), upgrades and answers exactly as before."""
+"""Migrations 7, 8 and 11: a store of the row-per-posting layout (version 6), of blocks without segments
+(version 7), or of documents numbered as written (version 9), upgrades and answers exactly as before."""
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 from pydantic_ai.conversation import Conversation
@@ -12,7 +13,17 @@ from temporal_recall.models import SearchRequest
 from temporal_recall.search.plan import search_index
 from temporal_recall.store.sql._migrations import latest_version
 
-from ._support import Site, back_to_version_6, back_to_version_7, column_of, problems_of, turn, user
+from ._support import (
+    Site,
+    back_to_version_6,
+    back_to_version_7,
+    back_to_version_10,
+    column_of,
+    problems_of,
+    reopened_logging,
+    turn,
+    user,
+)
 
 
 async def _answers(store: object, requests: list[SearchRequest]) -> list[list[tuple[str, float]]]:
@@ -53,11 +64,13 @@ async def test_a_version_7_store_upgrades_to_segments_with_the_same_answers(site
         assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == latest_version()
         assert await _answers(store, _requests()) == before
         assert (await store.check()).clean
-        pending = "SELECT pending_segments FROM tenants WHERE scope_key = 's:acme'"
+        pending = (
+            'SELECT count(*) FROM index_segments g JOIN tenants t ON t.tenant_id = g.tenant_id '
+            "WHERE t.scope_key = 's:acme'"
+        )
         segments = await column_of(store, pending)
         await store.save(Conversation(conversation_id='c20', messages=[user('order A-2000 please')]), scope='acme')
-        added = 1 if site.backend == 'sqlite' else 0  # `Dialect.prefer_segment_writes`
-        assert await column_of(store, pending) == [segments[0] + added]
+        assert await column_of(store, pending) == [segments[0] + 1]
         after = await search_index(store, SearchRequest(query='A-2000 order', scope='acme', all_conversations=True))
         assert [hit.conversation_id for hit in after.hits][:1] == ['c20']
         assert (await store.check()).clean
@@ -65,29 +78,53 @@ async def test_a_version_7_store_upgrades_to_segments_with_the_same_answers(site
         await store.close()
 
 
-async def test_a_version_6_store_upgrades_to_blocks_with_the_same_answers(
-    site: Site, caplog: pytest.LogCaptureFixture
-) -> None:
+async def _aged(site: Site, back_to: Callable[[Any], Awaitable[None]], requests: list[SearchRequest]) -> list[Any]:
+    """Fill the site's store, then turn it into an older version's (`back_to`); its answers before."""
     store = await site.open()
-    requests = _requests()
     try:
         await _fill(store)
         before = await _answers(store, requests)
         assert any(before)
-        await back_to_version_6(store)
+        await back_to(store)
     finally:
         await store.close()
-    with caplog.at_level(logging.INFO, logger='temporal_recall.store'):
-        store = await site.open()
+    return before
+
+
+async def test_a_version_6_store_upgrades_to_blocks_with_the_same_answers(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    requests = _requests()
+    before = await _aged(site, back_to_version_6, requests)
+    store, progress = await reopened_logging(site, caplog)
     try:
         assert any(
-            'migrations 7 (postings in blocks) and 9 (a document per speaker of a message) and 10 ('
-            in record.getMessage()
-            for record in caplog.records
+            'migrations 7 (postings in blocks) and 9 (a document per speaker of a message) and 10 (' in line
+            and ') and 11 (' in line
+            for line in progress
         )
         assert await _answers(store, requests) == before
         assert await problems_of(store) == []
         assert (await store.check()).clean
         assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == latest_version()
+    finally:
+        await store.close()
+
+
+async def test_a_version_10_store_upgrades_to_derived_ids_and_segment_statistics_with_the_same_answers(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Migration 11 (writers side by side) renumbers documents by their creating entries and keeps the
+    collection statistics in segments: a store of version 10 answers every search as before, with progress."""
+    requests = _requests()
+    before = await _aged(site, back_to_version_10, requests)
+    store, progress = await reopened_logging(site, caplog)
+    try:
+        assert progress and all('migration 11 (writers of one tenant side by side' in line for line in progress)
+        assert progress[0].endswith(', 0 of 33 entries done.') and progress[-1].endswith(', 33 of 33 entries done.')
+        assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == latest_version()
+        assert await _answers(store, requests) == before
+        assert await problems_of(store) == []
+        assert (await store.check()).clean
     finally:
         await store.close()

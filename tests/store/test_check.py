@@ -12,7 +12,6 @@ import pytest
 
 from temporal_recall.store import CheckReport
 from temporal_recall.store.postings import _segments
-from temporal_recall.store.sql import _session
 
 from ._support import AnyStore, PostgresSite, Site, append_after, column_of, turn, with_options
 
@@ -101,10 +100,10 @@ DAMAGE: dict[str, tuple[Sequence[str], str, str]] = {
         'index',
         'hold postings that do not decode',
     ),
-    'pending counter': (
-        ['UPDATE tenants SET pending_postings = pending_postings + 1 WHERE pending_segments > 0'],
+    'segment counter': (
+        ['UPDATE index_segments SET document_count = document_count + 1'],
         'index',
-        'pending segments of',
+        'documents of total length',
     ),
     'term count': (
         ['UPDATE term_documents SET document_count = document_count + 1'],
@@ -169,7 +168,6 @@ async def test_each_kind_of_damage_is_found(site: Site, damage: str, monkeypatch
     statements, kind, detail = DAMAGE[damage]
     # Every second write of a tenant merges its segments: the store holds both blocks and pending postings.
     monkeypatch.setattr(_segments, 'MERGE_SEGMENTS', 2)
-    monkeypatch.setattr(_session.Dialect, 'prefer_segment_writes', True)  # PostgreSQL's too.
     store = await site.open()
     try:
         await _healthy(store)

@@ -33,6 +33,7 @@ from ._support import (
     row_counts,
     rows_of,
     run_sql,
+    settle_merges,
     summary,
     tool_call,
     tool_return,
@@ -61,11 +62,11 @@ async def test_documents_and_postings_after_a_save(recall_store: AnyStore) -> No
     assert stats == IndexStats(document_count=2, total_length=6 + 5)
     found = await postings_of(recall_store, target('c'), ['invoice', 'inv', 'missing', 'invoice'])
     assert found == {
-        'invoice': [Posting(doc_id=1, term_frequency=1, length=6), Posting(doc_id=2, term_frequency=1, length=5)],
-        'inv': [Posting(doc_id=1, term_frequency=1, length=6)],
+        'invoice': [Posting(doc_id=4, term_frequency=1, length=6), Posting(doc_id=8, term_frequency=1, length=5)],
+        'inv': [Posting(doc_id=4, term_frequency=1, length=6)],
     }
-    rows = await recall_store.documents(target('c'), [2, 1, 99])
-    assert [(row.doc_id, row.position, row.conversation_id) for row in rows] == [(2, 1, 'c'), (1, 0, 'c')]
+    rows = await recall_store.documents(target('c'), [8, 4, 99])
+    assert [(row.doc_id, row.position, row.conversation_id) for row in rows] == [(8, 1, 'c'), (4, 0, 'c')]
     assert rows[1].message == user('the invoice INV-7731 is late')
     assert rows[1].timestamp == user('x').timestamp
     assert await problems_of(recall_store) == []
@@ -108,7 +109,7 @@ async def test_resent_messages_are_one_document(recall_store: AnyStore) -> None:
     # The same content again later in the conversation (a re-sent history): same document.
     await save(recall_store, 'c', [*turn(1), user('new words here')])
     assert (await recall_store.index_stats(target('c'))) == IndexStats(document_count=3, total_length=6 + 5 + 3)
-    rows = await recall_store.documents(target('c'), [1])
+    rows = await recall_store.documents(target('c'), [4])
     assert rows[0].position == 0  # where it first appeared
     assert (await row_counts(recall_store))['documents'] == 3
     assert await problems_of(recall_store) == []
@@ -133,7 +134,7 @@ async def test_fork_in_the_same_scope_shares_documents(recall_store: AnyStore) -
     await recall_store.fork('c', at=3, new_conversation_id='f')
     assert (await row_counts(recall_store))['documents'] == documents
     assert (await recall_store.index_stats(target('f', 'team'))) == IndexStats(document_count=3, total_length=6 + 5 + 6)
-    assert [row.doc_id for row in await recall_store.documents(target('f', 'team'), [1, 2, 3, 4])] == [1, 2, 3]
+    assert [row.doc_id for row in await recall_store.documents(target('f', 'team'), [4, 8, 12, 16])] == [4, 8, 12]
     assert await problems_of(recall_store) == []
 
 
@@ -192,11 +193,13 @@ async def test_reader_fails_closed_outside_the_scope(recall_store: AnyStore) -> 
     ):
         assert await recall_store.index_stats(wrong) is None, wrong
         assert await postings_of(recall_store, wrong, ['weather', 'question']) == {}
-        assert await recall_store.documents(wrong, [1, 2, 3, 4, 5, 6]) == []
+        assert await recall_store.documents(wrong, [4, 8, 12, 16, 20, 24]) == []
     assert await recall_store.index_stats(target(None, 'nobody')) == IndexStats(document_count=0, total_length=0)
-    assert [p.doc_id for p in (await postings_of(recall_store, target(None, None), ['question']))['question']] == [3]
-    assert [p.doc_id for p in (await postings_of(recall_store, target(None, ''), ['question']))['question']] == [5]
-    assert [row.conversation_id for row in await recall_store.documents(target(None, None), [1, 3, 5])] == ['unscoped']
+    assert [p.doc_id for p in (await postings_of(recall_store, target(None, None), ['question']))['question']] == [12]
+    assert [p.doc_id for p in (await postings_of(recall_store, target(None, ''), ['question']))['question']] == [20]
+    assert [row.conversation_id for row in await recall_store.documents(target(None, None), [4, 12, 20])] == [
+        'unscoped'
+    ]
 
 
 async def test_run_filters(recall_store: AnyStore) -> None:
@@ -230,12 +233,12 @@ async def test_run_filters(recall_store: AnyStore) -> None:
     assert await recall_store.index_stats(target('c', 's', 'run-z')) == IndexStats(document_count=0, total_length=0)
     assert await recall_store.index_stats(target('c', 'other', 'run-a')) is None
     weather_b = await postings_of(recall_store, target('c', 's', 'run-b'), ['weather'])
-    assert [p.doc_id for p in weather_b['weather']] == [3, 4, 5]
+    assert [p.doc_id for p in weather_b['weather']] == [12, 16, 20]
     assert await postings_of(recall_store, target(None, 's', 'run-b'), ['weather']) == weather_b
-    rows = await recall_store.documents(target('c', 's', 'run-b'), [1, 3], context=5)
-    assert [(row.doc_id, row.run_id) for row in rows] == [(3, 'run-b')]
+    rows = await recall_store.documents(target('c', 's', 'run-b'), [4, 12], context=5)
+    assert [(row.doc_id, row.run_id) for row in rows] == [(12, 'run-b')]
     assert [position for position, _ in rows[0].neighbours] == [3, 4]  # same run only
-    rows = await recall_store.documents(target(None, 's'), [2], context=1)
+    rows = await recall_store.documents(target(None, 's'), [8], context=1)
     assert [position for position, _ in rows[0].neighbours] == [0]
 
 
@@ -246,7 +249,7 @@ async def test_neighbours_follow_the_head_chain(recall_store: AnyStore) -> None:
     branched = await recall_store.branch('c', at=2, expected_revision=loaded.revision)
     branched.messages.extend([user('two again'), reply('three again')])
     await recall_store.save(branched)
-    rows = await recall_store.documents(target('c'), [2], context=2)
+    rows = await recall_store.documents(target('c'), [8], context=2)
     assert [(position, message) for position, message in rows[0].neighbours] == [
         (0, user('zero')),
         (2, user('two again')),
@@ -254,9 +257,9 @@ async def test_neighbours_follow_the_head_chain(recall_store: AnyStore) -> None:
     ]
     # The left branch's entries are out of a default search, and members with their own neighbours for one
     # that includes branches.
-    assert await recall_store.documents(target('c'), [3], context=1) == []
+    assert await recall_store.documents(target('c'), [12], context=1) == []
     with_branches = dataclasses.replace(target('c'), include_branches=True)
-    rows = await recall_store.documents(with_branches, [3], context=1)
+    rows = await recall_store.documents(with_branches, [12], context=1)
     assert [position for position, _ in rows[0].neighbours] == [1, 3]
 
 
@@ -421,18 +424,20 @@ async def test_a_tail_too_far_below_for_32_bit_offsets_stays_and_the_next_block_
     recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A block's postings are offsets from its first document in 32 bits: when the document ids have moved
-    2**32 past a term's open tail, the write leaves the tail as it is and opens a block."""
+    2**32 past a term's open tail (its entries' keys, which they derive from, 2**30), the write leaves the
+    tail as it is and opens a block."""
     monkeypatch.setattr(_segments, 'MERGE_SEGMENTS', 1)  # Each write's postings go to the blocks.
     await save(recall_store, 'c', [user('kiwi one'), user('kiwi two')])
     if isinstance(recall_store, SqliteConversationStore):
-        await run_sql(recall_store, "UPDATE sqlite_sequence SET seq = seq + 4294967296 WHERE name = 'documents'")
+        await run_sql(recall_store, "UPDATE sqlite_sequence SET seq = seq + 1073741824 WHERE name = 'entries'")
     else:
         await run_sql(
             recall_store,
-            "SELECT setval(pg_get_serial_sequence('documents', 'doc_id'), "
-            '(SELECT max(doc_id) FROM documents) + 4294967296)',
+            "SELECT setval(pg_get_serial_sequence('entries', 'entry_key'), "
+            '(SELECT max(entry_key) FROM entries) + 1073741824)',
         )
     await save(recall_store, 'c', [user('kiwi three'), user('kiwi four')])
+    await settle_merges(recall_store)
     blocks = await _blocks_of_term(recall_store, 'kiwi')
     assert [count for _, count, _ in blocks] == [2, 2]
     assert blocks[1][0] - blocks[0][0] > 2**32

@@ -51,7 +51,11 @@ async def test_a_system_prompt_is_found_as_the_systems_words_and_never_as_the_us
 async def test_reindex_reproduces_the_documents_of_each_speaker(recall_store: AnyStore) -> None:
     await run_briefed_agent(recall_store)
     await run_briefed_agent(recall_store, conversation_id='second')  # the same system prompt again
-    documents = 'SELECT doc_id, content_hash, role, length, refs FROM documents ORDER BY doc_id'
+    documents = (
+        'SELECT doc_id, content_hash, role, length, '
+        '(SELECT count(*) FROM conversation_documents m WHERE m.doc_id = documents.doc_id) '
+        'FROM documents ORDER BY doc_id'
+    )
     before = await rows_of(recall_store, documents)
     assert [row[2] for row in before] == ['system', 'user', 'assistant']  # shared by both conversations
     queries = [('courier', 'system'), ('courier', 'user'), ('parcel', 'user'), ('parcel', None)]

@@ -55,7 +55,10 @@ async def test_a_version_8_store_is_reindexed_into_a_document_per_speaker(
     store, progress = await reopened_logging(site, caplog)
     try:
         assert progress, 'the upgrade reports its progress'
-        assert all('migrations 9 (a document per speaker of a message) and 10 (' in line for line in progress)
+        assert all(
+            'migrations 9 (a document per speaker of a message) and 10 (' in line and ') and 11 (' in line
+            for line in progress
+        )
         assert progress[0].endswith('reindexing, 0 of 2 entries done.')
         assert progress[-1].endswith('reindexing, 2 of 2 entries done.')
         assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == latest_version() >= 9

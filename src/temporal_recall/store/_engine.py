@@ -27,6 +27,7 @@ from .log import _reads as _log
 from .log._columns import record_columns
 from .log._save import save_after_own_appends
 from .log._tenants import lock_tenants
+from .postings._merger import Merger
 from .protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, SearchTarget, TargetPostings
 from .sql._keys import scope_key
 from .sql._session import Backend, Session
@@ -76,6 +77,7 @@ class EngineStore(CheckedStore, StoredBodies):
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
         self._bodies = BodyEngine(backend)
+        self._merger = Merger(backend)
 
     @staticmethod
     def _retry_delete(error: BaseException) -> bool:
@@ -84,7 +86,9 @@ class EngineStore(CheckedStore, StoredBodies):
         return False
 
     async def close(self) -> None:
-        """Close the connections. Safe to call twice; any later use raises `StoreUnavailable`."""
+        """Close the connections (after the merges running in the background). Safe to call twice; any
+        later use raises `StoreUnavailable`."""
+        await self._merger.settle()
         await self._backend.close()
 
     async def __aenter__(self) -> Self:
@@ -201,7 +205,9 @@ class EngineStore(CheckedStore, StoredBodies):
         check_record(record, new_entries)
         prepared = [prepare_message(entry.message) for entry in new_entries]
         columns = record_columns(record)
-        await _write.write_record(self._backend, record, new_entries, prepared, columns, expected_revision)
+        await _write.write_record(
+            self._backend, record, new_entries, prepared, columns, expected_revision, self._merger.due
+        )
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         """Delete a conversation and everything only it holds, in one transaction.
@@ -228,7 +234,7 @@ class EngineStore(CheckedStore, StoredBodies):
             row = await _entries.conversation_row(session, conversation_id)
             if row is None or row.revision != expected_revision:
                 raise ConversationConflict(conversation_id)
-            await lock_tenants(session, [row.tenant_id])
+            await lock_tenants(session, [row.tenant_id], exclusive=True)
             await _log.delete_conversation(session, row.conv_key)
 
         await self._backend.run_write(body, retry=self._retry_delete)
@@ -245,7 +251,7 @@ class EngineStore(CheckedStore, StoredBodies):
             InvalidIdentifier: The conversation id, scope or run id is too long or not printable text.
         """
         check_append(request)
-        return await _append.append(self._backend, request)
+        return await _append.append(self._backend, request, self._merger.due)
 
     # --- IndexReader -------------------------------------------------------------------------------
 
@@ -304,7 +310,7 @@ class EngineStore(CheckedStore, StoredBodies):
         sql = (
             'SELECT (SELECT count(*) FROM conversations), (SELECT count(*) FROM entries), '  # noqa: S608
             f'(SELECT count(*) FROM documents), (SELECT coalesce(sum(count), 0) FROM posting_blocks) '
-            f'+ (SELECT coalesce(sum(pending_postings), 0) FROM tenants), ({size_sql})'
+            f'+ (SELECT coalesce(sum(postings), 0) FROM index_segments), ({size_sql})'
         )
 
         async def body(session: Session) -> Any:

@@ -136,9 +136,7 @@ async def _conversations(session: Session, report: CheckReport) -> None:
 async def _index(session: Session, report: CheckReport) -> None:
     documents = {
         int(row[0]): row
-        for row in await session.rows(
-            'SELECT doc_id, tenant_id, content_hash, length, refs, term_ids, role FROM documents'
-        )
+        for row in await session.rows('SELECT doc_id, tenant_id, content_hash, length, term_ids, role FROM documents')
     }
     report.documents = len(documents)
     postings: dict[int, dict[int, tuple[int, int, int]]] = defaultdict(dict)
@@ -152,12 +150,14 @@ async def _index(session: Session, report: CheckReport) -> None:
             continue
         if document[1] != tenant_id:
             report.add('scope', where, f'is filed under tenant {tenant_id}, its document under tenant {document[1]}')
+        if term_id in postings[doc_id]:
+            report.add('index', where, 'is stored twice (in two blocks or segments)')
         postings[doc_id][term_id] = (frequency, length, tenant_id)
         per_term[tenant_id, term_id] += 1
-    counted = {
-        (int(row[0]), int(row[1])): int(row[2])
-        for row in await session.rows('SELECT tenant_id, term_id, document_count FROM term_documents')
-    }
+    # A term's count is what merges folded plus its postings in segments (`postings._segments`).
+    counted: Counter[tuple[int, int]] = Counter(await _pending_counts(session))
+    for row in await session.rows('SELECT tenant_id, term_id, document_count FROM term_documents'):
+        counted[int(row[0]), int(row[1])] += int(row[2])
     for key in sorted(counted.keys() | per_term.keys()):
         if counted.get(key, 0) != per_term.get(key, 0):
             report.add(
@@ -177,7 +177,7 @@ async def _index(session: Session, report: CheckReport) -> None:
     said: dict[tuple[int, bytes], set[str]] = {}
     for doc_id, document in documents.items():
         content = (int(document[1]), _bytes(document[2]))
-        speakers[content].add(str(document[6]))
+        speakers[content].add(str(document[5]))
         expected = _document(report, doc_id, document, postings.get(doc_id, {}), members.get(doc_id, []), terms)
         if expected is not None:
             said[content] = expected
@@ -243,11 +243,13 @@ def _ascending(doc_ids: list[int], last_doc: int) -> bool:
 async def _pending_postings(
     session: Session, report: CheckReport, ends: dict[tuple[int, int], int]
 ) -> list[tuple[int, int, int, int, int]]:
-    """Every pending posting (`postings._segments`), each row checked to follow its term's blocks and earlier segments,
-    and each tenant's pending counters against the rows."""
+    """Every posting in a segment (`postings._segments`), each row checked, and each segment's statistics
+    against its rows and documents. A segment's documents may lie below its terms' blocks (a write
+    that committed after a merge of later ones), so `ends` bounds nothing here."""
+    del ends
     found: list[tuple[int, int, int, int, int]] = []
-    segments: dict[int, set[int]] = defaultdict(set)
-    counted: Counter[int] = Counter()
+    held: dict[tuple[int, int], set[int]] = defaultdict(set)
+    counted: Counter[tuple[int, int]] = Counter()
     for tenant_id, segment, term_id, first_doc, last_doc, stored in await session.rows(
         'SELECT tenant_id, segment, term_id, first_doc, last_doc, postings FROM pending_postings '
         'ORDER BY tenant_id, term_id, segment, first_doc'
@@ -257,26 +259,42 @@ async def _pending_postings(
         if postings is None:
             continue
         doc_ids = [posting.doc_id for posting in postings]
-        after = ends.get((tenant_id, term_id), -1)
-        if not _ascending(doc_ids, last_doc) or doc_ids[0] <= after:
+        if not _ascending(doc_ids, last_doc) or doc_ids[0] < segment:
             report.add(
-                'index', where, f'hold documents {doc_ids[:5]}… out of order, past {last_doc} or not after {after}'
+                'index', where, f'hold documents {doc_ids[:5]}… out of order, past {last_doc} or below the segment'
             )
-        ends[tenant_id, term_id] = last_doc
-        segments[tenant_id].add(segment)
-        counted[tenant_id] += len(postings)
+        held[tenant_id, segment].update(doc_ids)
+        counted[tenant_id, segment] += len(postings)
         found.extend((tenant_id, term_id, p.doc_id, p.term_frequency, p.length) for p in postings)
-    for tenant_id, stored_segments, stored_postings in await session.rows(
-        'SELECT tenant_id, pending_segments, pending_postings FROM tenants'
+    lengths = {int(row[0]): int(row[1]) for row in await session.rows('SELECT doc_id, length FROM documents')}
+    for tenant_id, segment, stored_count, stored_length, stored_postings in await session.rows(
+        'SELECT tenant_id, segment, document_count, total_length, postings FROM index_segments'
     ):
-        if set(range(stored_segments)) != segments[tenant_id] or stored_postings != counted[tenant_id]:
+        documents = held.pop((tenant_id, segment), set())
+        count, length = len(documents), sum(lengths.get(doc_id, 0) for doc_id in documents)
+        if (stored_count, stored_length, stored_postings) != (count, length, counted[tenant_id, segment]) or (
+            documents and min(documents) != segment
+        ):
             report.add(
                 'index',
-                f'tenant {tenant_id}',
-                f'counts {stored_segments} pending segments of {stored_postings} postings; stored: segments '
-                f'{sorted(segments[tenant_id])[:5]}… of {counted[tenant_id]} postings',
+                f'segment {segment} of tenant {tenant_id}',
+                f'counts {stored_count} documents of total length {stored_length} in {stored_postings} postings; '
+                f'stored: {count}, {length} and {counted[tenant_id, segment]}, '
+                f'from document {min(documents, default=None)}',
             )
+    for tenant_id, segment in sorted(held):
+        report.add('index', f'pending postings (tenant {tenant_id}, segment {segment})', 'belong to no segment')
     return found
+
+
+async def _pending_counts(session: Session) -> dict[tuple[int, int], int]:
+    """`(tenant_id, term_id) -> documents` in segments (a document holds a term once: a posting each)."""
+    return {
+        (int(row[0]), int(row[1])): int(row[2]) // 12
+        for row in await session.rows(
+            'SELECT tenant_id, term_id, sum(length(postings)) FROM pending_postings GROUP BY tenant_id, term_id'
+        )
+    }
 
 
 def _document(
@@ -289,9 +307,9 @@ def _document(
 ) -> set[str] | None:
     """Check one document; the roles its content's text speaks in (`None` when it has no readable entry)."""
     where = f'document {doc_id}'
-    _, tenant_id, stored_hash, length, refs, term_ids, role = document
-    if refs != len(members):
-        report.add('index', where, f'counts {refs} memberships, but {len(members)} are stored')
+    _, tenant_id, stored_hash, length, term_ids, role = document
+    if not members:
+        report.add('index', where, 'is held by no conversation')
     listed = set(decode_term_ids(_bytes(term_ids)))
     if listed != postings.keys():
         missing, extra = sorted(listed - postings.keys()), sorted(postings.keys() - listed)
@@ -395,7 +413,11 @@ async def _current(session: Session, report: CheckReport) -> None:
 
 async def _counters(session: Session, report: CheckReport) -> None:
     for tenant_id, scope, stored_count, stored_length, count, length in await session.rows(
-        'SELECT t.tenant_id, t.scope_key, t.document_count, t.total_length, '
+        'SELECT t.tenant_id, t.scope_key, '
+        't.document_count + (SELECT coalesce(sum(g.document_count), 0) FROM index_segments g '
+        'WHERE g.tenant_id = t.tenant_id), '
+        't.total_length + (SELECT coalesce(sum(g.total_length), 0) FROM index_segments g '
+        'WHERE g.tenant_id = t.tenant_id), '
         '(SELECT count(*) FROM documents d WHERE d.tenant_id = t.tenant_id), '
         '(SELECT coalesce(sum(d.length), 0) FROM documents d WHERE d.tenant_id = t.tenant_id) FROM tenants t',
     ):

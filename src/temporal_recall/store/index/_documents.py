@@ -6,20 +6,20 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from itertools import chain, repeat
 from typing import Any
 
 from temporal_recall.content import load_message
 
 from ..postings._segments import add_postings
 from ..postings._writes import NewPostings
-from ..sql._bulk import CHUNK, insert_rows, intern, run_batch
+from ..sql._bulk import CHUNK, allocate_keys, insert_rows, intern, run_batch
 from ..sql._session import Session
-from ._terms import IndexTerms, Member, encode_term_ids, index_documents
+from ._terms import IndexTerms, Member, document_id, encode_term_ids, index_documents
 
 __all__ = (
     'CHUNK',
     'add_members',
+    'lock_contents',
 )
 
 _BLOBS = 500
@@ -58,9 +58,9 @@ async def _documents_by_hash(session: Session, tenant_id: int, hashes: Sequence[
     return found
 
 
-async def _terms_of(session: Session, members: Sequence[Member]) -> list[tuple[Member, IndexTerms]]:
+async def _terms_of(session: Session, members: Sequence[Member]) -> list[tuple[Member, int, IndexTerms]]:
     """The documents of the indexable members among `members`, in order (a member's in the order its
-    speakers speak), their terms read back from the log when not prepared."""
+    speakers speak, with that index), their terms read back from the log when not prepared."""
     stored: dict[int, str] = {}
     dialect = session.dialect
     unprepared = [member.entry_key for member in members if member.prepared is None]
@@ -70,125 +70,100 @@ async def _terms_of(session: Session, members: Sequence[Member]) -> list[tuple[M
             dialect.array(chunk),
         )
         stored.update((int(row[0]), str(row[1])) for row in rows)
-    indexable: list[tuple[Member, IndexTerms]] = []
+    indexable: list[tuple[Member, int, IndexTerms]] = []
     for member in members:
         documents = (
             member.prepared.terms
             if member.prepared is not None
             else index_documents(load_message(stored[member.entry_key]))
         )
-        indexable.extend((member, terms) for terms in documents)
+        indexable.extend((member, index, terms) for index, terms in enumerate(documents))
     return indexable
 
 
 _DOCUMENT_COLUMNS = (
+    ('doc_id', 'bigint'),
     ('tenant_id', 'bigint'),
     ('content_hash', 'bytea'),
     ('length', 'int'),
     ('term_ids', 'bytea'),
     ('role', 'text'),
-    ('refs', 'int'),
 )
 
 
-async def _create_documents(session: Session, tenant_id: int, new: Sequence[tuple[Member, IndexTerms]]) -> _Documents:
-    """Create the documents (and postings) for `new`, numbered in its order (a member once per role).
+async def _create_documents(
+    session: Session, tenant_id: int, new: Sequence[tuple[Member, int, IndexTerms]], *, merge: bool
+) -> tuple[_Documents, bool]:
+    """Create the documents (and postings) for `new` (a member once per role), each numbered by the
+    entry that created it (`document_id`); returns them and whether the tenant's segments are due a merge.
 
-    A new document is created for the member about to join it, so it starts with one reference. The
-    tenant's counters are the caller's (`_join`). Where the dialect `supports_array_parameters`, one statement
-    inserts the documents, which take their ids from the identity as `unnest` yields them, in
-    `new`'s order. The postings go to the index as a segment (`postings._segments`).
+    A document another writer created first (possible only where no content lock was taken) is left
+    to it: the unique key refuses ours, and the caller joins theirs. The postings and the collection
+    statistics go to the index as a segment of this write's own (`postings._segments`).
     """
     if not new:
-        return {}
-    term_ids = await intern(session, 'terms', (word for _, terms in new for word in terms.frequencies))
-    hashes = [member.content_hash for member, _ in new]
-    lengths = [terms.length for _, terms in new]
-    ids_of = [[term_ids[word] for word in terms.frequencies] for _, terms in new]
-    term_lists = [encode_term_ids(ids) for ids in ids_of]
-    roles = [terms.role for _, terms in new]
-    if not session.dialect.supports_array_parameters:
-        documents = [(tenant_id, *row, 1) for row in zip(hashes, lengths, term_lists, roles, strict=True)]
-        await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, documents)
-        created = await _documents_by_hash(session, tenant_id, list(dict.fromkeys(hashes)))
-    else:
-        rows = await session.rows(
-            'INSERT INTO documents (tenant_id, content_hash, length, refs, term_ids, role) '
-            'SELECT $1, h, l, 1, t, r FROM unnest($2::bytea[], $3::int[], $4::bytea[], $5::text[]) AS x(h, l, t, r) '
-            'RETURNING doc_id, content_hash, length, role',
+        return {}, False
+    term_ids = await intern(session, 'terms', (word for _, _, terms in new for word in terms.frequencies))
+    rows = [
+        (
+            document_id(member.entry_key, index),
             tenant_id,
-            hashes,
-            lengths,
-            term_lists,
-            roles,
+            member.content_hash,
+            terms.length,
+            encode_term_ids(term_ids[word] for word in terms.frequencies),
+            terms.role,
         )
-        created = {}
-        for row in sorted(rows, key=lambda row: int(row[0])):
-            created.setdefault(bytes(row[1]), []).append((int(row[0]), int(row[2]), str(row[3])))
-    ids = {(content, role): doc_id for content, found in created.items() for doc_id, _, role in found}
-    per_document = [len(ids) for ids in ids_of]
-    doc_ids = [ids[member.content_hash, terms.role] for member, terms in new]  # Ascending: creation order.
+        for member, index, terms in new
+    ]
+    await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, rows, on_conflict='ON CONFLICT DO NOTHING')
+    contents = list(dict.fromkeys(member.content_hash for member, _, _ in new))
+    found = await _documents_by_hash(session, tenant_id, contents)
+    # An id another tenant's document holds (an entry indexed in two scopes: a fork or a scope change
+    # across them) is refused; such documents take ids above every derived one (`FIRST_ALLOCATED`).
+    refused = [row for row in rows if not any(role == row[5] for _, _, role in found.get(row[2], ()))]
+    if refused:
+        keys = await allocate_keys(session, 'documents', len(refused))
+        await insert_rows(
+            session,
+            'documents',
+            _DOCUMENT_COLUMNS,
+            [(key, *row[1:]) for key, row in zip(keys, refused, strict=True)],
+            on_conflict='ON CONFLICT DO NOTHING',
+        )
+        moved = dict(zip((row[0] for row in refused), keys, strict=True))
+        rows = [(moved.get(row[0], row[0]), *row[1:]) for row in rows]
+        found = await _documents_by_hash(session, tenant_id, contents)
+    mine = {row[0] for row in rows}
+    created: _Documents = {}
+    for content, documents in found.items():
+        kept = [document for document in documents if document[0] in mine]
+        if kept:
+            created[content] = kept
+    inserted = {doc_id for documents in created.values() for doc_id, _, _ in documents}
+    made = sorted(
+        ((row[0], terms) for row, (_, _, terms) in zip(rows, new, strict=True) if row[0] in inserted),
+        key=lambda made: made[0],
+    )
     postings = NewPostings(
-        list(chain.from_iterable(ids_of)),
-        list(chain.from_iterable(map(repeat, doc_ids, per_document))),
-        [count for _, terms in new for count in terms.frequencies.values()],
-        list(chain.from_iterable(map(repeat, lengths, per_document))),
+        [term_ids[word] for _, terms in made for word in terms.frequencies],
+        [doc_id for doc_id, terms in made for _ in terms.frequencies],
+        [count for _, terms in made for count in terms.frequencies.values()],
+        [terms.length for _, terms in made for _ in terms.frequencies],
     )
-    await add_postings(session, tenant_id, postings)
-    # A document holds a term once, so a term's new document count is its number of new postings.
-    # Rows in term order, as every writer takes them, so two writers sharing terms cannot deadlock.
-    await insert_rows(
-        session,
-        'term_documents',
-        (('tenant_id', 'bigint'), ('term_id', 'bigint'), ('document_count', 'bigint')),
-        [(tenant_id, term_id, count) for term_id, count in sorted(Counter(postings.term_ids).items())],
-        order_by='d.term_id',
-        on_conflict='ON CONFLICT (tenant_id, term_id) DO UPDATE '
-        'SET document_count = term_documents.document_count + excluded.document_count',
+    due = await add_postings(
+        session, tenant_id, postings, (len(made), sum(terms.length for _, terms in made)), merge=merge
     )
-    return created
+    return created, due
 
 
 async def _join(
     session: Session,
     conv_key: int,
-    tenant_id: int,
     joining: Sequence[tuple[Member, int, int, int]],
-    existing: Sequence[int],
-    created: tuple[int, int],
 ) -> None:
-    """Membership rows (with their occurrence counts), a reference more on `existing` documents, and the
-    counters of the conversation and of the tenant (`created` = count and total length of the documents
-    just made). In one statement where the dialect `supports_array_parameters`."""
+    """Membership rows (with their occurrence counts) and the conversation's counters. Nothing any other
+    writer of the tenant writes: documents are shared, but joining one writes only the membership."""
     joined = (len(joining), sum(length for _, _, length, _ in joining))
-    members = [
-        (conv_key, doc_id, member.entry_key, member.run_key, member.position, count)
-        for member, doc_id, _, count in joining
-    ]
-    if session.dialect.supports_array_parameters:
-        await session.run(
-            """
-            WITH member AS (
-                INSERT INTO conversation_documents (conv_key, doc_id, entry_key, run_key, position, occurrences)
-                SELECT $1, * FROM unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::int[], $12::int[])
-            ), referenced AS (
-                UPDATE documents SET refs = refs + 1 WHERE doc_id = ANY($7::bigint[])
-            ), tenant AS (
-                UPDATE tenants SET document_count = document_count + $8, total_length = total_length + $9
-                WHERE tenant_id = $2 AND $8 > 0
-            )
-            UPDATE conversations SET document_count = document_count + $10, total_length = total_length + $11
-            WHERE conv_key = $1
-            """,
-            conv_key,
-            tenant_id,
-            *(list(column) for column in list(zip(*members, strict=True))[1:5]),  # doc_id … position
-            list(existing),
-            *created,
-            *joined,
-            [count for *_, count in members],
-        )
-        return
     await insert_rows(
         session,
         'conversation_documents',
@@ -200,20 +175,11 @@ async def _join(
             ('position', 'int'),
             ('occurrences', 'int'),
         ),
-        members,
+        [
+            (conv_key, doc_id, member.entry_key, member.run_key, member.position, count)
+            for member, doc_id, _, count in joining
+        ],
     )
-    if existing:
-        await session.run(
-            f'UPDATE documents SET refs = refs + 1 WHERE doc_id {session.dialect.in_array(1, "bigint")}',  # noqa: S608
-            session.dialect.array(existing),
-        )
-    if created[0]:
-        await session.run(
-            'UPDATE tenants SET document_count = document_count + $1, total_length = total_length + $2 '
-            'WHERE tenant_id = $3',
-            *created,
-            tenant_id,
-        )
     await session.run(
         'UPDATE conversations SET document_count = document_count + $1, total_length = total_length + $2 '
         'WHERE conv_key = $3',
@@ -222,16 +188,38 @@ async def _join(
     )
 
 
-async def add_members(session: Session, conv_key: int, tenant_id: int, members: Sequence[Member]) -> None:
+async def lock_contents(session: Session, tenant_id: int, hashes: Iterable[bytes]) -> None:
+    """Where writers run side by side, take the tenant's creation lock of each content among `hashes` that
+    has no document yet, before the write allocates its entry keys: writers that are about to create the
+    same document take turns, so the first holder's entry is the lowest one holding it, the creator the
+    rebuild finds (docs/store.md, "Concurrency"). Contents already indexed take no lock."""
+    sql = session.dialect.lock_new_contents()
+    if sql is None:
+        return
+    keys = {_content_lock(tenant_id, content): content for content in hashes}
+    if keys:
+        ordered = sorted(keys)  # One order for every writer: no deadlock between them.
+        await session.run(sql, tenant_id, [keys[key] for key in ordered], ordered)
+
+
+def _content_lock(tenant_id: int, content: bytes) -> int:
+    """A 32-bit lock key for a tenant's content (a collision only makes two writers take turns)."""
+    return (int.from_bytes(content[:4], 'big') ^ (tenant_id * 2654435761)) % 2**32 - 2**31
+
+
+async def add_members(
+    session: Session, conv_key: int, tenant_id: int, members: Sequence[Member], *, merge: bool = True
+) -> bool:
     """Index `members` (in order) into the conversation, creating the tenant's documents they lack.
 
     Set-oriented, so a fork or a rebuild costs a handful of statements rather than several per entry.
-    Documents are created in the order their content first occurs in `members`, a content's in the
-    order its speakers speak (their ids are the ranking tie-break). Summaries and messages without
-    searchable words are skipped. A document already a member keeps the entry where it first
-    appeared; otherwise the first member holding it becomes its membership row. Either way the
-    membership counts the entries holding the document (`occurrences`), so a search knows which
-    documents were said more than once. The caller holds the tenant's lock.
+    A content's documents are created by the first member holding it, numbered by its entry
+    (`document_id`; their ids are the ranking tie-break). Summaries and messages without searchable
+    words are skipped. A document already a member keeps the entry where it first appeared;
+    otherwise the first member holding it becomes its membership row. Either way the membership
+    counts the entries holding the document (`occurrences`), so a search knows which documents were
+    said more than once. With `merge`, the tenant's segments are merged here when due (the caller
+    keeps other writers out); otherwise returns whether they are due, for a merge off the write path.
     """
     first: dict[bytes, Member] = {}
     counts: Counter[bytes] = Counter()
@@ -241,10 +229,16 @@ async def add_members(session: Session, conv_key: int, tenant_id: int, members: 
         first.setdefault(member.content_hash, member)
         counts[member.content_hash] += 1
     if not first:
-        return
+        return False
     dialect = session.dialect
     docs = await _documents_by_hash(session, tenant_id, list(first))
-    found = [doc_id for documents in docs.values() for doc_id, _, _ in documents]
+    new = await _terms_of(session, [member for content, member in first.items() if content not in docs])
+    created, due = await _create_documents(session, tenant_id, new, merge=merge)
+    late = [content for member, _, _ in new if (content := member.content_hash) not in created]
+    docs.update(created)
+    if late:  # Made by a concurrent writer after our first read.
+        docs.update(await _documents_by_hash(session, tenant_id, late))
+    found = [doc_id for content, documents in docs.items() if content not in created for doc_id, _, _ in documents]
     held: set[int] = set()
     for chunk in _chunks(found):
         rows = await session.rows(
@@ -253,10 +247,6 @@ async def add_members(session: Session, conv_key: int, tenant_id: int, members: 
             dialect.array(chunk),
         )
         held.update(int(row[0]) for row in rows)
-    existing = [doc_id for doc_id in found if doc_id not in held]
-    new = await _terms_of(session, [member for content, member in first.items() if content not in docs])
-    created = await _create_documents(session, tenant_id, new)
-    docs.update(created)
     # Each document of a content (one per speaker) joins, or is counted again, with it.
     documents = [(content, doc_id, length) for content in first for doc_id, length, _ in docs.get(content, ())]
     columns = (('conv_key', 'bigint'), ('doc_id', 'bigint'), ('count', 'int'))
@@ -270,6 +260,5 @@ async def add_members(session: Session, conv_key: int, tenant_id: int, members: 
         (first[content], doc_id, length, counts[content]) for content, doc_id, length in documents if doc_id not in held
     ]
     if joining:
-        made = [length for found in created.values() for _, length, _ in found]
-        totals = (len(made), sum(made))
-        await _join(session, conv_key, tenant_id, joining, existing, totals)
+        await _join(session, conv_key, joining)
+    return due

@@ -15,7 +15,7 @@ from ..sql._bulk import delete_rows, run_batch
 from ..sql._session import Session
 from ._current import BRANCHED, follow_head, follow_heads
 from ._documents import CHUNK, add_members
-from ._terms import Member, decode_term_ids
+from ._terms import FIRST_ALLOCATED, Member, decode_term_ids
 
 __all__ = ('chain_members', 'conversation_tips', 'index_conversation', 'rebuild_index', 'release_members')
 
@@ -64,12 +64,15 @@ async def release_members(session: Session, conv_key: int) -> None:
     await session.run('UPDATE conversations SET document_count = 0, total_length = 0 WHERE conv_key = $1', conv_key)
     if not held:
         return
+    # A document goes with its last membership. Counted here, where the caller keeps the tenant's
+    # writers out, rather than kept in a counter every write of the document would update.
     released = await session.rows(
-        f'UPDATE documents SET refs = refs - 1 WHERE doc_id {dialect.in_array(1, "bigint")} '  # noqa: S608
-        'RETURNING doc_id, tenant_id, length, term_ids, refs',
+        'SELECT d.doc_id, d.tenant_id, d.length, d.term_ids FROM documents d '  # noqa: S608
+        f'WHERE d.doc_id {dialect.in_array(1, "bigint")} '
+        'AND NOT EXISTS (SELECT 1 FROM conversation_documents m WHERE m.doc_id = d.doc_id)',
         dialect.array(held),
     )
-    orphans = [(int(row[0]), int(row[1]), int(row[2]), bytes(row[3])) for row in released if row[4] <= 0]
+    orphans = [(int(row[0]), int(row[1]), int(row[2]), bytes(row[3])) for row in released]
     if not orphans:
         return
     doomed = [
@@ -77,16 +80,9 @@ async def release_members(session: Session, conv_key: int) -> None:
         for doc_id, tenant_id, _, term_ids in orphans
         for term_id in decode_term_ids(term_ids)
     ]
-    await remove_postings(session, doomed)
+    await remove_postings(session, doomed)  # Merges the tenants' segments first: the counters are whole.
     emptied = sorted(Counter((tenant_id, term_id) for tenant_id, term_id, _ in doomed).items())
     keys = (('tenant_id', 'bigint'), ('term_id', 'bigint'))
-    if dialect.supports_concurrent_writes:  # Lock rows in term order (`_documents._create_documents`).
-        await run_batch(
-            session,
-            f'SELECT 1 FROM term_documents s JOIN {dialect.batch(keys)} '  # noqa: S608
-            'ON s.tenant_id = d.tenant_id AND s.term_id = d.term_id ORDER BY s.tenant_id, s.term_id FOR UPDATE OF s',
-            [key for key, _ in emptied],
-        )
     await run_batch(
         session,
         f'UPDATE term_documents AS s SET document_count = s.document_count - d.count '  # noqa: S608
@@ -169,7 +165,7 @@ async def rebuild_index(session: Session, progress: Callable[[int, int], None] |
     dialect = session.dialect
     tables = (
         'tenants', 'conversations', 'conversation_branches', 'entries', 'runs', 'documents', 'terms', 'posting_blocks',
-        'pending_postings', 'term_documents', 'conversation_documents', 'index_settings',
+        'pending_postings', 'index_segments', 'term_documents', 'conversation_documents', 'index_settings',
     )  # fmt: skip
     lock = dialect.lock_tables(tables)
     if lock is not None:
@@ -177,13 +173,14 @@ async def rebuild_index(session: Session, progress: Callable[[int, int], None] |
     for statement in (
         'DELETE FROM posting_blocks',
         'DELETE FROM pending_postings',
+        'DELETE FROM index_segments',
         'DELETE FROM term_documents',
         'DELETE FROM conversation_documents',
         'DELETE FROM documents',
         'DELETE FROM terms',
-        dialect.reset_keys('documents', 'doc_id'),
+        *dialect.reset_keys('documents', 'doc_id', FIRST_ALLOCATED),
         "DELETE FROM index_settings WHERE name = 'analyzer'",
-        'UPDATE tenants SET document_count = 0, total_length = 0, pending_segments = 0, pending_postings = 0',
+        'UPDATE tenants SET document_count = 0, total_length = 0',
         'UPDATE conversations SET document_count = 0, total_length = 0',
         dialect.delete_unreferenced('runs', 'run_key', 'entries'),
         dialect.delete_unreferenced('tenants', 'tenant_id', 'conversations'),

@@ -41,17 +41,26 @@ class Target:
 
 
 _RESOLVE = (
-    'SELECT t.tenant_id, t.document_count, t.total_length, c.conv_key, c.document_count, c.total_length, '
-    '(SELECT r.run_key FROM runs r WHERE r.run_id = $3), w.term, w.term_id, (SELECT s.document_count '
-    'FROM term_documents s WHERE s.tenant_id = t.tenant_id AND s.term_id = w.term_id), '
+    'SELECT t.tenant_id, t.document_count + coalesce(g.document_count, 0), '
+    't.total_length + coalesce(g.total_length, 0), c.conv_key, c.document_count, c.total_length, '
+    '(SELECT r.run_key FROM runs r WHERE r.run_id = $3), w.term, w.term_id, '
+    'coalesce((SELECT s.document_count FROM term_documents s '
+    'WHERE s.tenant_id = t.tenant_id AND s.term_id = w.term_id), 0) '
+    '+ coalesce((SELECT sum(length(p.postings)) FROM pending_postings p WHERE p.tenant_id = t.tenant_id '
+    'AND p.segment {segments} AND p.term_id = w.term_id), 0) / 12, '
     'EXISTS (SELECT 1 FROM conversation_documents h{marked} WHERE h.conv_key = c.conv_key AND h.branch_only) '
     'FROM tenants t LEFT JOIN conversations c ON c.conversation_id = $2 AND c.tenant_id = t.tenant_id '
+    'LEFT JOIN (SELECT CAST(sum(x.document_count) AS BIGINT) AS document_count, '
+    'CAST(sum(x.total_length) AS BIGINT) AS total_length '
+    'FROM index_segments x JOIN tenants y ON y.tenant_id = x.tenant_id WHERE y.scope_key = $1) g ON true '
     'LEFT JOIN ({terms} {join} terms w ON w.term = value) ON true '
     'WHERE t.scope_key = $1'
 )
 """The target's keys and counters, one row per query term ($4) known to the store (one row with NULL
 terms when none is): from the query's few terms to their ids and tenant counts, never the reverse;
-and whether the conversation has members only on branches (a probe of a partial index)."""
+and whether the conversation has members only on branches (a probe of a partial index). A tenant's
+counters are what merges folded plus what its pending segments hold (`postings._segments`), read in
+one statement: one state of the index, whatever a merge commits meanwhile."""
 
 _WITH_BRANCHES = (
     'SELECT count(*), coalesce(sum(d.length), 0) FROM conversation_documents m '
@@ -62,7 +71,10 @@ _WITH_BRANCHES = (
 
 @functools.lru_cache(maxsize=4)
 def _resolve_sql(dialect: Dialect) -> str:
-    return _RESOLVE.format(terms=dialect.each(4, 'text'), join=dialect.join_in_order, marked=dialect.marked_members)
+    segments = dialect.in_select('SELECT z.segment FROM index_segments z WHERE z.tenant_id = t.tenant_id')
+    return _RESOLVE.format(
+        terms=dialect.each(4, 'text'), join=dialect.join_in_order, segments=segments, marked=dialect.marked_members
+    )
 
 
 TermRow = tuple[str, int, int]
@@ -103,7 +115,7 @@ async def resolve(
         branches=target.include_branches,
         hidden=hidden and not target.include_branches,
     )
-    return resolved, [(str(row[7]), int(row[8]), int(row[9])) for row in rows if row[9]]
+    return resolved, [(str(row[7]), int(row[8]), int(row[9])) for row in rows if row[7] is not None and row[9]]
 
 
 def _target_params(target: SearchTarget) -> tuple[object, ...]:

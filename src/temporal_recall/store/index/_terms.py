@@ -20,10 +20,13 @@ from temporal_recall.text._documents import SummaryRule, searchable_texts
 from ..sql._keys import hash_bytes
 
 __all__ = (
+    'DOCUMENTS_PER_ENTRY',
+    'FIRST_ALLOCATED',
     'IndexTerms',
     'Member',
     'PreparedMessage',
     'decode_term_ids',
+    'document_id',
     'encode_term_ids',
     'index_documents',
     'message_run_id',
@@ -40,6 +43,24 @@ class IndexTerms:
     role: str
     """`part_role` of the words: what a role filter matches. A message's documents are keyed by its
     content and their role (a role is a property of the content, as the document is)."""
+
+
+DOCUMENTS_PER_ENTRY = 4
+"""The most documents one message makes: one per speaker (`part_role`: user, assistant, tool, system)."""
+
+
+FIRST_ALLOCATED = 2**62
+"""Where the ids a document cannot derive start (its entry's id is another tenant's document): above
+every derived one. `reindex` restarts their allocation here."""
+
+
+def document_id(entry_key: int, index: int) -> int:
+    """The id of the `index`-th document (`index_documents` order) of the entry that created it.
+
+    Derived from the log, not allocated: a document keeps the id of its first member whichever writer
+    commits first, and `reindex` gives it the same one (the ranking tie-break; docs/store.md, "Concurrency").
+    """
+    return entry_key * DOCUMENTS_PER_ENTRY + index
 
 
 def index_documents(message: ModelMessage) -> tuple[IndexTerms, ...]:

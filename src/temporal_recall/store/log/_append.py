@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic_ai.usage import RunUsage
@@ -10,7 +11,7 @@ from temporal_recall.content import load_message, resent_hash
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
 from ..index._current import extend_head, follow_head
-from ..index._documents import add_members
+from ..index._documents import add_members, lock_contents
 from ..index._terms import PreparedMessage, prepare_message
 from ..protocol import AppendRequest, AppendResult, fence_row_key
 from ..sql._keys import hash_bytes, run_id_of
@@ -61,14 +62,23 @@ def _base_hash(request: AppendRequest) -> bytes | None:
         raise HistoryMismatch(f'base_hash {request.base_hash!r} is not a hex content hash.') from None
 
 
-async def append(backend: Backend, request: AppendRequest) -> AppendResult:
-    """`DeltaWriter.append`: check and serialise `request`, then apply it in one write transaction."""
+async def append(backend: Backend, request: AppendRequest, merge_due: Callable[[int], None]) -> AppendResult:
+    """`DeltaWriter.append`: check and serialise `request`, then apply it in one write transaction; then,
+    if it left its tenant's segments due a merge, pass the tenant to `merge_due` (`postings._merger`)."""
     prepared = prepare(request)
-    return await backend.run_write(lambda session: apply(session, prepared), retry=entries.lost_creation_race)
+    merging: list[int] = []
+    result = await backend.run_write(
+        lambda session: apply(session, prepared, merging), retry=entries.lost_creation_race
+    )
+    for tenant_id in merging:
+        merge_due(tenant_id)
+    return result
 
 
-async def apply(session: Session, prepared: Prepared) -> AppendResult:
-    """The whole append, inside the backend's write transaction."""
+async def apply(session: Session, prepared: Prepared, merging: list[int]) -> AppendResult:
+    """The whole append, inside the backend's write transaction; the tenant joins `merging` (emptied
+    first: the body may run again) when its segments are due a merge after the commit."""
+    merging.clear()
     request, fence_key = prepared.request, prepared.fence_key
     row = await entries.conversation_row(session, request.conversation_id, idempotency_key=request.idempotency_key)
     if row is not None:
@@ -100,8 +110,10 @@ async def apply(session: Session, prepared: Prepared) -> AppendResult:
     parent_key, parent_position, skipped = await _attach(
         session, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages]
     )
-    created_seq = await entries.max_entry_key(session) if row is None else 0
     new_items = prepared.messages[skipped:]
+    # Before the entries take their keys: the order of the keys is the order of the documents' creators.
+    await lock_contents(session, tenant_id, (item.content_hash for item in new_items if item.terms))
+    created_seq = await entries.max_entry_key(session) if row is None else 0
     ids = [new_id() for _ in new_items]
     members = await entries.insert_chain(session, new_items, ids, parent_key, parent_position) if new_items else []
     new_head = members[-1].entry_key if members else (row.head_key if row is not None else None)
@@ -116,7 +128,8 @@ async def apply(session: Session, prepared: Prepared) -> AppendResult:
         conv_key = row.conv_key
         if members or request.usage is not None:
             await _move_head(session, row, new_head, branched=branched, usage=request.usage, run_id=request.run_id)
-    await add_members(session, conv_key, tenant_id, members)
+    if await add_members(session, conv_key, tenant_id, members, merge=not session.dialect.supports_concurrent_writes):
+        merging.append(tenant_id)
     if row is not None and members and branched:
         await follow_head(session, conv_key, tenant_id)
     elif row is not None and members and row.branch_keys:

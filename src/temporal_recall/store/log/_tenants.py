@@ -1,7 +1,7 @@
 """Tenants and runs: the rows a scope and an agent run are keyed by, created on first use.
 
-Every write locks its tenants (`lock_tenants`) right after its conversation row: one writer per tenant
-at a time where writers run side by side (see docs/store.md, "Concurrency").
+Every write locks its tenants (`lock_tenants`) right after its conversation row: shared by writes that
+add to the index, which run side by side; exclusive by those that take from it (docs/store.md, "Concurrency").
 """
 
 from __future__ import annotations
@@ -28,18 +28,13 @@ async def tenant_of(session: Session, scope: str | None) -> int:
     return int(found)
 
 
-async def lock_tenants(session: Session, tenant_ids: Iterable[int]) -> None:
-    """Lock tenant rows in id order until the transaction ends: one writer per tenant at a time (module doc).
-
-    Nothing to do where there is one writer at a time anyway (SQLite's `BEGIN IMMEDIATE`).
-    """
-    dialect = session.dialect
-    if not dialect.supports_concurrent_writes:
-        return
-    await session.run(
-        f'SELECT 1 FROM tenants WHERE tenant_id {dialect.in_array(1, "bigint")} ORDER BY tenant_id{dialect.for_update}',  # noqa: S608
-        dialect.array(sorted(set(tenant_ids))),
-    )
+async def lock_tenants(session: Session, tenant_ids: Iterable[int], *, exclusive: bool = False) -> None:
+    """Lock tenants in id order until the transaction ends: shared (writers of a tenant run side by
+    side), or `exclusive` (waits for them all, and they for it). Nothing to do where there is one
+    writer at a time anyway (SQLite's `BEGIN IMMEDIATE`)."""
+    sql = session.dialect.lock_tenants(exclusive=exclusive)
+    if sql is not None:
+        await session.run(sql, session.dialect.array(sorted(set(tenant_ids))))
 
 
 async def intern_runs(session: Session, run_ids: Iterable[str | None]) -> dict[str, int]:

@@ -4,12 +4,12 @@ More in docs/store.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 
 from ..index._current import follow_head
-from ..index._documents import add_members
+from ..index._documents import add_members, lock_contents
 from ..index._membership import index_conversation, release_members
 from ..index._terms import PreparedMessage
 from ..sql._session import Backend, Session
@@ -27,16 +27,27 @@ async def write_record(
     prepared: Sequence[PreparedMessage],
     columns: RecordColumns,
     expected_revision: str | None,
+    merge_due: Callable[[int], None],
 ) -> None:
-    """`ConversationStore.write_record` (checked and serialised by the caller) in one write transaction."""
+    """`ConversationStore.write_record` (checked and serialised by the caller) in one write transaction;
+    a tenant whose segments it left due a merge goes to `merge_due` (`postings._merger`)."""
     conflict = ConversationConflict(record.conversation_id)
 
+    merging: list[int] = []  # The tenant, when the write left its segments due a merge.
+
     async def apply(session: Session) -> None:
+        merging.clear()  # The body may run again.
         row = await entries.conversation_row(session, record.conversation_id)
         if (row.revision if row is not None else None) != expected_revision:
             raise conflict
         tenant_id = await tenant_of(session, record.scope)
-        await lock_tenants(session, [tenant_id] if row is None else [tenant_id, row.tenant_id])
+        # A record created (perhaps over stored entries: a fork) or moved to another scope is indexed
+        # afresh, its membership released first: that waits for the tenants' other writers. A record
+        # written on adds new entries only, side by side with them (docs/store.md, "Concurrency").
+        alone = row is None or row.tenant_id != tenant_id
+        await lock_tenants(session, [tenant_id] if row is None else [tenant_id, row.tenant_id], exclusive=alone)
+        if not alone:  # Before the entries take their keys, as an append does (`_append.apply`).
+            await lock_contents(session, tenant_id, (item.content_hash for item in prepared if item.terms))
         created_seq = await entries.max_entry_key(session)
         members = await entries.insert_entries(session, new_entries, prepared, conflict)
         tips = [*([] if record.head_id is None else [record.head_id]), *record.branches]
@@ -65,7 +76,11 @@ async def write_record(
             await index_conversation(session, row.conv_key, tenant_id, by_key)
             return
         reached = _reachable_new(new_entries, [record.head_id, *record.branches])
-        await add_members(session, row.conv_key, tenant_id, [members[id_] for id_ in members if id_ in reached])
+        joining = [members[id_] for id_ in members if id_ in reached]
+        if await add_members(
+            session, row.conv_key, tenant_id, joining, merge=not session.dialect.supports_concurrent_writes
+        ):
+            merging.append(tenant_id)
         if branch_keys or row.branch_keys:
             await follow_head(session, row.conv_key, tenant_id)
 
@@ -78,6 +93,8 @@ async def write_record(
             raise
 
     await backend.run_write(body)
+    for tenant_id in merging:
+        merge_due(tenant_id)
 
 
 def _reachable_new(new_entries: Sequence[ConversationEntry], tips: Sequence[str | None]) -> set[str]:

@@ -32,11 +32,32 @@ class PostgresDialect(Dialect):
         )
         return sorted(int(row[0]) for row in rows)
 
-    def reset_keys(self, table: str, column: str) -> str:
-        return f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), 1, false)"
+    def reset_keys(self, table: str, column: str, start: int = 1) -> Sequence[str]:
+        return (f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), {int(start)}, false)",)
 
     def lock_tables(self, tables: Sequence[str]) -> str | None:
         return f'LOCK TABLE {", ".join(tables)} IN EXCLUSIVE MODE'
+
+    def lock_tenants(self, *, exclusive: bool) -> str | None:
+        function = 'pg_advisory_xact_lock' if exclusive else 'pg_advisory_xact_lock_shared'
+        return f'SELECT {function}({_TENANTS}, {_KEY.format("t")}) FROM unnest($1::bigint[]) AS t'  # noqa: S608
+
+    def lock_new_contents(self) -> str | None:
+        # Evaluated in the arrays' order, which the caller sorted by key: one order for every writer.
+        return (
+            f'SELECT pg_advisory_xact_lock({_CONTENTS}, x.k) FROM unnest($2::bytea[], $3::int[]) AS x(h, k) '  # noqa: S608
+            'WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.tenant_id = $1 AND d.content_hash = x.h)'
+        )
+
+    def try_lock_merge(self) -> str | None:
+        return f'SELECT pg_try_advisory_xact_lock({_MERGES}, {_KEY.format("$1::bigint")})'
+
+
+_TENANTS, _CONTENTS, _MERGES = 0x7265_6301, 0x7265_6302, 0x7265_6303
+"""The advisory lock spaces (the first key of two) of the store's tenant, content and merge locks."""
+
+_KEY = 'CAST({} % 2147483647 AS int)'
+"""A tenant id as the second key of an advisory lock (a collision only makes two tenants share a lock)."""
 
 
 POSTGRESQL = PostgresDialect()

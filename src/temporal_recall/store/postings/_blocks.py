@@ -20,11 +20,11 @@ from ..sql._session import Dialect, Row, Session
 
 __all__ = (
     'BLOCK',
-    'SEGMENTS',
     'WORDS',
     'columns_of',
     'decode',
     'encode',
+    'pending',
     'postings_by_term',
     'read_blocks',
     'read_overlapping',
@@ -99,19 +99,14 @@ async def select_overlapping(session: Session, tenant_id: int, ranges: Sequence[
     )
 
 
-SEGMENTS = (
-    'WITH RECURSIVE segment (n) AS (SELECT 0 FROM tenants WHERE tenant_id = $1 AND pending_segments > 0 '
-    'UNION ALL SELECT n + 1 FROM segment WHERE n + 1 < (SELECT pending_segments FROM tenants WHERE tenant_id = $1)) '
-)
-"""The tenant's pending segments (`postings._segments`), numbered from 0: each is probed by key, never scanned."""
-
-
-def _pending(dialect: Dialect) -> str:
-    """The pending rows (`postings._segments`) of the terms of array parameter `$2`, shaped as block rows: an index
-    probe per segment and term (as a join, PostgreSQL scanned the tenant's whole index range per term)."""
+def pending(dialect: Dialect) -> str:
+    """The tenant's (`$1`) segment rows (`postings._segments`) of the terms of array parameter `$2`, shaped
+    as block rows: an index probe per segment and term (as a join, PostgreSQL scanned the tenant's
+    whole index range per term)."""
+    segments = dialect.in_select('SELECT s.segment FROM index_segments s WHERE s.tenant_id = $1')
     return (
         'SELECT p.term_id, p.first_doc, p.postings FROM pending_postings p WHERE p.tenant_id = $1 '  # noqa: S608
-        f'AND p.segment {dialect.in_select("SELECT n FROM segment")} AND p.term_id {dialect.in_array(2, "bigint")}'
+        f'AND p.segment {segments} AND p.term_id {dialect.in_array(2, "bigint")}'
     )
 
 
@@ -123,10 +118,11 @@ async def read_overlapping(
     if not ranges:
         return {}
     dialect = session.dialect
-    rows = await select_overlapping(session, tenant_id, ranges)
-    if dialect.prefer_segment_writes:  # A store written without segments holds none (`postings._segments`).
-        terms = dialect.array(sorted({term_id for term_id, _, _ in ranges}))
-        rows += await session.rows(SEGMENTS + _pending(dialect), tenant_id, terms)
+    # The segments first: a merge committing between the two reads moves postings into blocks read
+    # after it, so they are read twice (kept once by `columns_of`), never missed.
+    terms = dialect.array(sorted({term_id for term_id, _, _ in ranges}))
+    rows = await session.rows(pending(dialect), tenant_id, terms)
+    rows += await select_overlapping(session, tenant_id, ranges)
     return columns_of(rows)
 
 
@@ -137,8 +133,7 @@ async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int])
         f'SELECT b.term_id, b.first_doc, b.postings FROM {dialect.each(2, "bigint")} '  # noqa: S608
         f'{dialect.join_in_order} posting_blocks b ON b.tenant_id = $1 AND b.term_id = value'
     )
-    if dialect.prefer_segment_writes:
-        blocks = f'{SEGMENTS}{blocks} UNION ALL {_pending(dialect)}'
+    blocks = f'{blocks} UNION ALL {pending(dialect)}'
     return columns_of(await session.rows(blocks, tenant_id, dialect.array(sorted(set(term_ids)))))
 
 
@@ -169,17 +164,16 @@ def columns_of(rows: Sequence[Row]) -> dict[int, PostingColumns]:
     """`(term_id, first_doc, postings)` block rows as each term's postings, decoded as arrays in one pass.
 
     A scope-wide read of a common term is a thousand blocks or more, so nothing here is a Python step
-    per block or per posting beyond the rows themselves. The rows are put in key order first, once
-    each: PostgreSQL returns them in the order its plan finds them, and overlapping ranges can read a
-    block twice.
+    per block or per posting beyond the rows themselves. The rows are put in key order first:
+    PostgreSQL returns them in the order its plan finds them. A term whose documents then do not
+    ascend (overlapping ranges read a block twice; a segment row lies among the blocks) is put in
+    document order, each document once.
     """
     if not rows:
         return {}
     terms, firsts, stored = _split_rows(rows)
     if len(rows) > 1:
         order = np.lexsort((firsts, terms))
-        once = run_starts(terms[order], firsts[order])  # A block read twice is kept once.
-        order = order[once]
         terms, firsts = terms[order], firsts[order]
         stored = [stored[index] for index in order.tolist()]
     counts = np.fromiter(map(len, stored), dtype=np.int64, count=len(stored)) // 12
@@ -188,5 +182,9 @@ def columns_of(rows: Sequence[Row]) -> dict[int, PostingColumns]:
     for start, end in pairwise(bounds):  # Term by term: each pass stays in the CPU cache.
         values = np.frombuffer(b''.join(stored[start:end]), dtype=WORDS).reshape(-1, 3)
         doc_ids = values[:, 0] + np.repeat(firsts[start:end], counts[start:end])
-        found[int(terms[start])] = PostingColumns(doc_ids, values[:, 1], values[:, 2])
+        frequencies, lengths = values[:, 1], values[:, 2]
+        if len(doc_ids) > 1 and not bool(np.all(doc_ids[1:] > doc_ids[:-1])):
+            doc_ids, once = np.unique(doc_ids, return_index=True)
+            frequencies, lengths = frequencies[once], lengths[once]
+        found[int(terms[start])] = PostingColumns(doc_ids, frequencies, lengths)
     return found

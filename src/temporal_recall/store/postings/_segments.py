@@ -1,99 +1,200 @@
-"""A write's postings as a segment of their own, merged into the blocks a few writes later. More in docs/store.md."""
+"""Each write's postings and collection statistics as a segment of its own, folded into the blocks and
+the counters by a merge. More in docs/store.md ("Segments", "Concurrency").
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..sql._bulk import insert_rows
-from ..sql._session import Dialect, Row, Session
-from ._blocks import SEGMENTS, postings_by_term
-from ._writes import NewPostings, append_to_blocks, block_rows, check_postings
+from ..sql._session import Backend, Dialect, Row, Session
+from ._blocks import postings_by_term
+from ._writes import NewPostings, append_to_blocks, check_postings, spans, unplaced_rows
 from ._writes import remove_postings as remove_from_blocks
 
 __all__ = (
     'DIRECT_WRITE',
+    'MERGE_BATCH',
     'MERGE_CHUNK',
     'MERGE_POSTINGS',
     'MERGE_SEGMENTS',
     'add_postings',
+    'merge_off_path',
     'merge_pending',
     'remove_postings',
 )
 
 MERGE_SEGMENTS = 64
-"""A write that leaves this many segments pending merges them: a read probes each segment per term."""
+"""A write that leaves this many segments pending makes them due a merge: a read probes each segment per term."""
 
 MERGE_POSTINGS = 800_000
-"""A write that leaves this many postings pending merges them (9.6 MB of segments)."""
+"""A write that leaves this many postings pending makes them due a merge (9.6 MB of segments)."""
+
+MERGE_BATCH = 4 * MERGE_SEGMENTS
+"""The most segments one merge off the write path takes, oldest first: a merge is bounded however far
+behind it is, and the next write that finds them due starts the next one."""
 
 MERGE_CHUNK = 100_000
 """About the most postings a merge decodes and places at once (`merge_pending`); one term's can be more."""
 
 DIRECT_WRITE = 50_000
-"""A write of this many postings or more goes to the blocks directly (after merging what is pending)."""
+"""A write of this many postings or more that may merge goes to the blocks directly (after merging what is pending)."""
+
+_log = logging.getLogger('temporal_recall.store')
+
+_EVERY = 2**62
+"""A `LIMIT` above any count of rows."""
 
 _PENDING_COLUMNS = (
     ('tenant_id', 'bigint'),
-    ('segment', 'int'),
+    ('segment', 'bigint'),
     ('term_id', 'bigint'),
     ('first_doc', 'bigint'),
     ('last_doc', 'bigint'),
     ('postings', 'bytea'),
 )
+_SEGMENT_COLUMNS = (
+    ('tenant_id', 'bigint'),
+    ('segment', 'bigint'),
+    ('document_count', 'bigint'),
+    ('total_length', 'bigint'),
+    ('postings', 'bigint'),
+)
 
 
-async def add_postings(session: Session, tenant_id: int, new: NewPostings) -> None:
-    """Add `new` (postings of documents newer than any of the tenant's indexed ones) to the index."""
+async def add_postings(
+    session: Session, tenant_id: int, new: NewPostings, documents: tuple[int, int], *, merge: bool
+) -> bool:
+    """Add the postings of a write's new documents (`documents`: their count and total length) to the index.
+
+    They go to a segment of their own, keyed by the write's lowest new document id (which no other
+    write can hold), in rows no other writer touches; the tenant's statistics are summed from the
+    segments at read time until a merge folds them (`merge_pending`). With `merge` (the caller keeps
+    the tenant's other writers out, or there are none) a due merge runs here, and a large write goes
+    to the blocks directly; otherwise returns whether the segments are due a merge, for the caller to
+    start one after its commit (`merge_off_path`).
+    """
     if not len(new.term_ids):
-        return
-    if not session.dialect.prefer_segment_writes:
-        await append_to_blocks(session, tenant_id, new)
-        return
-    if len(new.term_ids) >= DIRECT_WRITE:
+        return False
+    if merge and len(new.term_ids) >= DIRECT_WRITE:
         await merge_pending(session, tenant_id)
         await append_to_blocks(session, tenant_id, new)
-        return
-    check_postings(new)  # `append_to_blocks` checks the postings it writes; a segment's are checked here.
-    counters = await session.one(
-        'UPDATE tenants SET pending_segments = pending_segments + 1, pending_postings = pending_postings + $2 '
-        'WHERE tenant_id = $1 RETURNING pending_segments, pending_postings',
-        tenant_id,
-        len(new.term_ids),
-    )
-    assert counters is not None, 'the caller created the tenant'
-    segments, pending = int(counters[0]), int(counters[1])
-    # The block rows of a write with no tails: each term's postings in rows of up to `BLOCK`.
-    rows = [(tenant_id, segments - 1, *row[1:4], row[6]) for row in block_rows(tenant_id, new, ())]
+        terms, counts = np.unique(np.asarray(new.term_ids, dtype=np.int64), return_counts=True)
+        await _fold(session, tenant_id, list(zip(terms.tolist(), counts.tolist(), strict=True)), documents)
+        return False
+    segment = int(min(new.doc_ids))
+    rows: list[tuple[object, ...]] = []
+    for span in spans(new):
+        check_postings(span)
+        rows += [(tenant_id, segment, *row[1:4], row[6]) for row in unplaced_rows(tenant_id, span)]
     await insert_rows(session, 'pending_postings', _PENDING_COLUMNS, rows, order_by='d.term_id, d.first_doc')
-    if segments >= MERGE_SEGMENTS or pending >= MERGE_POSTINGS:
+    await insert_rows(
+        session, 'index_segments', _SEGMENT_COLUMNS, [(tenant_id, segment, *documents, len(new.term_ids))]
+    )
+    pending = await session.one(
+        'SELECT count(*), coalesce(sum(postings), 0) FROM index_segments WHERE tenant_id = $1', tenant_id
+    )
+    assert pending is not None
+    due = int(pending[0]) >= MERGE_SEGMENTS or int(pending[1]) >= MERGE_POSTINGS
+    if due and merge:
         await merge_pending(session, tenant_id)
+        return False
+    return due
 
 
-async def merge_pending(session: Session, tenant_id: int) -> None:
-    """Move the tenant's pending postings into their terms' blocks, oldest first, and empty the segments.
+async def merge_off_path(backend: Backend, tenant_id: int) -> None:
+    """Merge the tenant's oldest segments (at most `MERGE_BATCH`) in a transaction of its own, unless
+    another merger of the tenant is at work: its lock is only ever tried, so no writer or merger waits
+    for one. Writers go on meanwhile (they write only their own segments); a delete waits for it.
+
+    Runs after the caller's write committed, so a failure is logged (logger `temporal_recall.store`)
+    rather than raised: the write stands, the segments stay as they were, and reads see them all.
+    """
+    dialect = backend.dialect
+    try_lock = dialect.try_lock_merge()
+    if try_lock is None:
+        return
+
+    async def body(session: Session) -> None:
+        if not await session.value(try_lock, tenant_id):
+            return
+        lock = dialect.lock_tenants(exclusive=False)
+        if lock is not None:
+            await session.run(lock, dialect.array([tenant_id]))
+        await merge_pending(session, tenant_id, limit=MERGE_BATCH)
+
+    try:
+        await backend.run_write(body)
+    except Exception:
+        _log.exception('Merging the segments of tenant %d failed; they stay pending until a later merge.', tenant_id)
+
+
+async def merge_pending(session: Session, tenant_id: int, *, limit: int | None = None) -> None:
+    """Fold the tenant's oldest segments (all, or `limit`) into the blocks and counters, and delete them.
 
     Term range by term range (`_term_ranges`), so a merge holds at most about `MERGE_CHUNK` postings
     decoded at once, whatever it moves: a term's postings all go to its own blocks, so ranges of terms
-    are independent merges."""
-    sizes = await session.rows(
-        'SELECT term_id, sum(length(postings)) FROM pending_postings WHERE tenant_id = $1 GROUP BY term_id', tenant_id
+    are independent merges. One transaction: a merge that fails leaves the segments as they were."""
+    dialect = session.dialect
+    segments = await session.rows(
+        'SELECT segment, document_count, total_length FROM index_segments WHERE tenant_id = $1 '
+        'ORDER BY segment LIMIT $2',
+        tenant_id,
+        _EVERY if limit is None else limit,
     )
-    if not sizes:
+    if not segments:
         return
+    ids = dialect.array(int(row[0]) for row in segments)
+    sizes = await session.rows(
+        'SELECT term_id, sum(length(postings)) FROM pending_postings '  # noqa: S608
+        f'WHERE tenant_id = $1 AND segment {dialect.in_array(2, "bigint")} GROUP BY term_id',
+        tenant_id,
+        ids,
+    )
     for low, high in _term_ranges(sizes, MERGE_CHUNK):
-        rows = await session.rows(_pending_range(session.dialect), tenant_id, low, high)
+        rows = await session.rows(_pending_range(dialect), tenant_id, ids, low, high)
         await append_to_blocks(session, tenant_id, NewPostings(*postings_by_term(rows)))
-    await session.run('DELETE FROM pending_postings WHERE tenant_id = $1', tenant_id)
-    await session.run('UPDATE tenants SET pending_segments = 0, pending_postings = 0 WHERE tenant_id = $1', tenant_id)
+    documents = (sum(int(row[1]) for row in segments), sum(int(row[2]) for row in segments))
+    await _fold(session, tenant_id, [(int(row[0]), int(row[1]) // 12) for row in sizes], documents)
+    for table in ('pending_postings', 'index_segments'):
+        await session.run(
+            f'DELETE FROM {table} WHERE tenant_id = $1 AND segment {dialect.in_array(2, "bigint")}',  # noqa: S608
+            tenant_id,
+            ids,
+        )
+
+
+async def _fold(
+    session: Session, tenant_id: int, term_counts: Sequence[tuple[int, int]], documents: tuple[int, int]
+) -> None:
+    """Add merged documents to the counters: per term (a document holds a term once, so a term's new
+    document count is its number of postings), and the tenant's count and total length."""
+    await insert_rows(
+        session,
+        'term_documents',
+        (('tenant_id', 'bigint'), ('term_id', 'bigint'), ('document_count', 'bigint')),
+        [(tenant_id, term_id, count) for term_id, count in sorted(term_counts)],
+        order_by='d.term_id',
+        on_conflict='ON CONFLICT (tenant_id, term_id) DO UPDATE '
+        'SET document_count = term_documents.document_count + excluded.document_count',
+    )
+    if documents[0]:
+        await session.run(
+            'UPDATE tenants SET document_count = document_count + $1, total_length = total_length + $2 '
+            'WHERE tenant_id = $3',
+            *documents,
+            tenant_id,
+        )
 
 
 def _pending_range(dialect: Dialect) -> str:
-    """The tenant's pending rows of terms `$2` to `$3`: one range probe per segment (the key leads with it)."""
+    """The rows of segments `$2` (an array) of terms `$3` to `$4`: a range probe per segment (the key leads with it)."""
     return (
-        f'{SEGMENTS}SELECT p.term_id, p.first_doc, p.postings FROM pending_postings p WHERE p.tenant_id = $1 '  # noqa: S608
-        f'AND p.segment {dialect.in_select("SELECT n FROM segment")} AND p.term_id >= $2 AND p.term_id <= $3'
+        'SELECT p.term_id, p.first_doc, p.postings FROM pending_postings p WHERE p.tenant_id = $1 '  # noqa: S608
+        f'AND p.segment {dialect.in_array(2, "bigint")} AND p.term_id >= $3 AND p.term_id <= $4'
     )
 
 
@@ -115,8 +216,8 @@ def _term_ranges(sizes: Sequence[Row], chunk: int) -> list[tuple[int, int]]:
 
 
 async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int]]) -> None:
-    """Take documents out of the index (`doomed`: `(tenant_id, term_id, doc_id)`): their tenants' pending
-    postings are merged first, so only blocks are rewritten."""
+    """Take documents out of the index (`doomed`: `(tenant_id, term_id, doc_id)`): their tenants'
+    segments are merged first (the caller keeps the tenant's writers out), so only blocks are rewritten."""
     for tenant_id in sorted({tenant_id for tenant_id, _, _ in doomed}):
         await merge_pending(session, tenant_id)
     await remove_from_blocks(session, doomed)

@@ -16,7 +16,16 @@ from ..sql._session import Row, Session
 from . import _blocks
 from ._blocks import WORDS, decode, encode, run_starts, select_overlapping
 
-__all__ = ('SMALL_WRITE', 'NewPostings', 'append_to_blocks', 'block_rows', 'check_postings', 'remove_postings')
+__all__ = (
+    'SMALL_WRITE',
+    'NewPostings',
+    'append_to_blocks',
+    'block_rows',
+    'check_postings',
+    'remove_postings',
+    'spans',
+    'unplaced_rows',
+)
 
 _OFFSETS = 1 << 32
 """A block's documents lie less than this above its `first_doc` (the offset is 32 bits)."""
@@ -70,8 +79,8 @@ SMALL_WRITE = 256
 200, 4.5 vs 0.9 ms for 10,000. Most writes are a step's few messages; imports and rebuilds are large."""
 
 
-async def _open_tails(session: Session, tenant_id: int, term_ids: Sequence[int]) -> list[Row]:
-    """`(term_id, first_doc, count)` of each term's last block where it still has room, by term.
+async def _last_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]) -> list[Row]:
+    """`(term_id, first_doc, count, last_doc)` of each term's last block, by term.
 
     One index probe per term, whatever the tenant's size. A planner that chooses joins itself is
     given a `LATERAL` probe to run: joined instead, PostgreSQL hashed every block of the tenant on
@@ -81,20 +90,20 @@ async def _open_tails(session: Session, tenant_id: int, term_ids: Sequence[int])
     dialect = session.dialect
     if dialect.supports_join_planning:
         sql = (
-            f'SELECT value, b.first_doc, b.count FROM {dialect.each(2, "bigint")} CROSS JOIN LATERAL '  # noqa: S608
-            '(SELECT x.first_doc, x.count FROM posting_blocks x WHERE x.tenant_id = $1 AND x.term_id = value '
-            'ORDER BY x.first_doc DESC LIMIT 1) AS b WHERE b.count < $3 ORDER BY value'
+            f'SELECT value, b.first_doc, b.count, b.last_doc FROM {dialect.each(2, "bigint")} CROSS JOIN LATERAL '  # noqa: S608
+            '(SELECT x.first_doc, x.count, x.last_doc FROM posting_blocks x '
+            'WHERE x.tenant_id = $1 AND x.term_id = value ORDER BY x.first_doc DESC LIMIT 1) AS b ORDER BY value'
         )
     else:
         sql = (
-            f'SELECT value, b.first_doc, b.count FROM {dialect.each(2, "bigint")} '  # noqa: S608
+            f'SELECT value, b.first_doc, b.count, b.last_doc FROM {dialect.each(2, "bigint")} '  # noqa: S608
             f'{dialect.join_in_order} posting_blocks b ON b.tenant_id = $1 AND b.term_id = value '
             'AND b.first_doc = (SELECT max(x.first_doc) FROM posting_blocks x '
-            'WHERE x.tenant_id = $1 AND x.term_id = value) WHERE b.count < $3 ORDER BY value'
+            'WHERE x.tenant_id = $1 AND x.term_id = value) ORDER BY value'
         )
     tails: list[Row] = []
     for start in range(0, len(term_ids), CHUNK):
-        tails += await session.rows(sql, tenant_id, dialect.array(term_ids[start : start + CHUNK]), _blocks.BLOCK)
+        tails += await session.rows(sql, tenant_id, dialect.array(term_ids[start : start + CHUNK]))
     return tails
 
 
@@ -127,7 +136,7 @@ def _rows_as_arrays(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> l
     firsts_of_terms = run_starts(terms)
     per_term = np.diff(firsts_of_terms, append=count)
     room, tail_first = (np.zeros(len(per_term), dtype=np.int64) for _ in range(2))
-    if tails:  # The tails are of the write's own terms (`_open_tails` reads no other).
+    if tails:  # The tails are of the write's own terms (`_last_blocks` reads no other).
         tail_terms, tail_firsts, tail_counts = np.array([tail[:3] for tail in tails], dtype=np.int64).T
         at = np.searchsorted(terms[firsts_of_terms], tail_terms)
         fits = docs[firsts_of_terms + per_term - 1][at] - tail_firsts < _OFFSETS
@@ -177,29 +186,105 @@ def block_rows(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> list[t
     return _rows_in_python(tenant_id, NewPostings(*lists), tails)  # A merge's few postings come as arrays.
 
 
-async def append_to_blocks(session: Session, tenant_id: int, new: NewPostings) -> None:
-    """Append `new` (postings of documents newer than any in the tenant's blocks) to their terms' blocks.
+def unplaced_rows(tenant_id: int, new: NewPostings) -> list[tuple[Any, ...]]:
+    """The block rows holding `new` (one `spans` part) as if its terms had no blocks yet: a segment's rows."""
+    return block_rows(tenant_id, new, ())
 
-    One read of the terms' open tail blocks, then one upsert per block touched, in term order (the
-    lock order every writer takes, so two writers cannot deadlock): a tail grows by concatenation in
-    the database, new blocks are inserted. A term's new postings fill its tail's room, then blocks of
-    `BLOCK`; a tail too far below them for 32-bit offsets is left as it is. `new` (lists or arrays)
-    is grouped by term or ordered by document, each term's documents ascending either way.
+
+def spans(new: NewPostings) -> list[NewPostings]:
+    """`new` (ordered by document, or grouped by term with each term's documents ascending) in parts
+    whose document ids lie less than 2**31 apart, in ascending order of ids: what one block can hold.
+    One part, unless the write holds documents of allocated ids (`index._terms.FIRST_ALLOCATED`)."""
+    doc_ids = np.asarray(new.doc_ids, dtype=np.int64)
+    if not len(doc_ids) or int(doc_ids.max()) - int(doc_ids.min()) < _OFFSETS // 2:
+        return [new]
+    buckets = doc_ids >> 31
+    parts: list[NewPostings] = []
+    for bucket in np.unique(buckets).tolist():
+        keep = np.flatnonzero(buckets == bucket)
+        parts.append(NewPostings(*(np.asarray(column, dtype=np.int64)[keep] for column in new)))
+    return parts
+
+
+async def append_to_blocks(session: Session, tenant_id: int, new: NewPostings) -> None:
+    """Add `new` to their terms' blocks. `new` (lists or arrays) is grouped by term or ordered by
+    document, each term's documents ascending either way.
+
+    A term whose new documents all follow its last block (the common case) is appended: one read of
+    the terms' last blocks, then one upsert per block touched, in term order (the lock order every
+    writer of blocks takes, so two cannot deadlock): a tail grows by concatenation in the database,
+    new blocks are inserted; a tail too far below them for 32-bit offsets is left as it is. A term
+    with a new document below its last block's (a write that committed after a merge of later ones,
+    a document created for an older entry) has its blocks from that document on rewritten
+    (`_rewrite_late`).
     """
     if not len(new.term_ids):
         return
+    for part in spans(new):
+        await _append_span(session, tenant_id, part)
+
+
+async def _append_span(session: Session, tenant_id: int, new: NewPostings) -> None:
     check_postings(new)
-    terms = np.unique(np.asarray(new.term_ids, dtype=np.int64)).tolist()
+    term_ids = np.asarray(new.term_ids, dtype=np.int64)
+    doc_ids = np.asarray(new.doc_ids, dtype=np.int64)
+    terms = np.unique(term_ids)
+    lasts = await _last_blocks(session, tenant_id, terms.tolist())
+    lowest = {int(term): int(low) for term, low in zip(terms, _lowest(term_ids, doc_ids, terms), strict=True)}
+    late = {int(row[0]) for row in lasts if lowest[int(row[0])] <= int(row[3])}
+    tails = [row[:3] for row in lasts if int(row[0]) not in late and int(row[2]) < _blocks.BLOCK]
+    if late:
+        is_late = np.isin(term_ids, np.fromiter(late, dtype=np.int64))
+        await _rewrite_late(session, tenant_id, NewPostings(*(np.asarray(c, dtype=np.int64)[is_late] for c in new)))
+        new = NewPostings(*(np.asarray(c, dtype=np.int64)[~is_late] for c in new))
+        if not len(new.term_ids):
+            return
     await insert_rows(
         session,
         'posting_blocks',
         _COLUMNS,
-        block_rows(tenant_id, new, await _open_tails(session, tenant_id, terms)),
+        block_rows(tenant_id, new, tails),
         order_by='d.term_id, d.first_doc',
         on_conflict='ON CONFLICT (tenant_id, term_id, first_doc) DO UPDATE SET last_doc = excluded.last_doc, '
         'count = posting_blocks.count + excluded.count, '
         f'postings = CAST(posting_blocks.postings || excluded.postings AS {session.dialect.ddl["blob"]})',
     )
+
+
+def _lowest(term_ids: NDArray[np.int64], doc_ids: NDArray[np.int64], terms: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Each of the sorted `terms`' lowest new document."""
+    lowest = np.full(len(terms), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(lowest, np.searchsorted(terms, term_ids), doc_ids)
+    return lowest
+
+
+async def _rewrite_late(session: Session, tenant_id: int, new: NewPostings) -> None:
+    """Merge `new` into their terms' blocks from the one holding each term's lowest new document on:
+    those blocks are read, merged with the new postings in document order, and written again full."""
+    by_term: dict[int, list[tuple[int, int, int]]] = {}
+    for term_id, doc_id, frequency, length in zip(*(np.asarray(c).tolist() for c in new), strict=True):
+        by_term.setdefault(term_id, []).append((doc_id, frequency, length))
+    ranges = [(term_id, min(doc for doc, _, _ in postings), _LAST_ID) for term_id, postings in by_term.items()]
+    old: list[tuple[int, int, int]] = []
+    for term_id, first_doc, stored in await _blocks.select_overlapping(session, tenant_id, ranges):
+        old.append((tenant_id, int(term_id), int(first_doc)))
+        by_term[int(term_id)].extend(decode(int(first_doc), bytes(stored)))
+    rows: list[tuple[Any, ...]] = []
+    for term_id in sorted(by_term):
+        postings = sorted(set(by_term[term_id]))
+        start = 0
+        while start < len(postings):
+            first = postings[start][0]
+            stop = start + 1
+            while stop < len(postings) and stop - start < _blocks.BLOCK and postings[stop][0] - first < _OFFSETS:
+                stop += 1
+            rows.append(_row(tenant_id, term_id, first, postings[start:stop]))
+            start = stop
+    await delete_rows(session, 'posting_blocks', _COLUMNS[:3], sorted(set(old)))
+    await insert_rows(session, 'posting_blocks', _COLUMNS, rows)
+
+
+_LAST_ID = 2**63 - 1
 
 
 async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int]]) -> None:

@@ -31,6 +31,7 @@ RELEASED: tuple[tuple[int, str, bool], ...] = (
     (8, 'postings written as segments, merged into blocks', False),
     (9, 'a document per speaker of a message', True),
     (10, 'search sees the current history; branch-only members are marked', True),
+    (11, 'writers of one tenant side by side: documents numbered by entry, statistics in segments', True),
 )
 """`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
 

@@ -32,20 +32,36 @@ class When:
 _Statement = str | When
 
 
-def _documents_table(*, per_role: bool) -> str:
-    """The `documents` table; from version 9 with a `role` column in its key (a document per speaker)."""
+def _documents_table(*, per_role: bool, refs: bool = True) -> str:
+    """The `documents` table; from version 9 with a `role` column in its key (a document per speaker),
+    from version 11 without `refs` (memberships are counted where a document may go)."""
     with_role = '\n        role TEXT NOT NULL,' if per_role else ''
     key = ', role' if per_role else ''
+    counted = '\n        refs INTEGER NOT NULL,' if refs else ''
     return f"""
     CREATE TABLE documents (
         doc_id {{serial}},
         tenant_id {{big}} NOT NULL REFERENCES tenants (tenant_id),
         content_hash {{blob}} NOT NULL,
-        length INTEGER NOT NULL,
-        refs INTEGER NOT NULL,
+        length INTEGER NOT NULL,{counted}
         term_ids {{blob}} NOT NULL,{with_role}
         UNIQUE (tenant_id, content_hash{key})
     )
+    """
+
+
+def _pending_postings_table(*, segment: str) -> str:
+    """The `pending_postings` table (version 8); from version 11 with 64-bit segment keys (a write's first document)."""
+    return f"""
+    CREATE TABLE pending_postings (
+        tenant_id {{big}} NOT NULL,
+        segment {segment} NOT NULL,
+        term_id {{big}} NOT NULL,
+        first_doc {{big}} NOT NULL,
+        last_doc {{big}} NOT NULL,
+        postings {{blob}} NOT NULL,
+        PRIMARY KEY (tenant_id, segment, term_id, first_doc)
+    ){{clustered}}
     """
 
 
@@ -214,17 +230,7 @@ _V7: tuple[_Statement, ...] = (
 
 _V8: tuple[_Statement, ...] = (
     # A write's postings as a segment of their own (see `postings._segments`); existing blocks stay as they are.
-    """
-    CREATE TABLE pending_postings (
-        tenant_id {big} NOT NULL,
-        segment INTEGER NOT NULL,
-        term_id {big} NOT NULL,
-        first_doc {big} NOT NULL,
-        last_doc {big} NOT NULL,
-        postings {blob} NOT NULL,
-        PRIMARY KEY (tenant_id, segment, term_id, first_doc)
-    ){clustered}
-    """,
+    _pending_postings_table(segment='INTEGER'),
     'ALTER TABLE tenants ADD COLUMN pending_segments INTEGER NOT NULL DEFAULT 0',
     'ALTER TABLE tenants ADD COLUMN pending_postings {big} NOT NULL DEFAULT 0',
 )
@@ -242,7 +248,30 @@ _V10: tuple[_Statement, ...] = (
     'CREATE INDEX conversation_documents_branch_only ON conversation_documents (conv_key) WHERE branch_only',
 )
 
-_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+_V11: tuple[_Statement, ...] = (
+    # Writers of one tenant side by side (docs/store.md, "Concurrency"): a document's id is derived from
+    # the entry that created it (no identity, no `refs`), and every write's postings and collection
+    # statistics go to a segment of its own, keyed by its first new document, folded by the merger.
+    # The rebuild fills them all.
+    'DROP TABLE documents',
+    _documents_table(per_role=True, refs=False),
+    'DROP TABLE pending_postings',
+    _pending_postings_table(segment='{big}'),
+    """
+    CREATE TABLE index_segments (
+        tenant_id {big} NOT NULL,
+        segment {big} NOT NULL,
+        document_count {big} NOT NULL,
+        total_length {big} NOT NULL,
+        postings {big} NOT NULL,
+        PRIMARY KEY (tenant_id, segment)
+    ){clustered}
+    """,
+    'ALTER TABLE tenants DROP COLUMN pending_segments',
+    'ALTER TABLE tenants DROP COLUMN pending_postings',
+)
+
+_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
 """Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 
 

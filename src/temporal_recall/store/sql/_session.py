@@ -38,15 +38,8 @@ class Dialect:
     sends one set-oriented statement. Without it (an in-process database with a simple planner) the
     engine fixes the join order itself and runs one simple statement per term or group."""
     supports_concurrent_writes: ClassVar[bool] = True
-    """Writers run side by side and keep apart by row locks, rather than one at a time."""
-
-    # --- Layout choices, made by measurement (docs/store.md, "Segments") ------------------------------
-
-    prefer_segment_writes: ClassVar[bool] = False
-    """Not a capability: a measured choice. A write's postings go to a pending segment, merged into the
-    blocks every few writes (`postings._segments`), rather than to their terms' tail blocks at once.
-    Pays where a page a write touches costs more than the rows it holds (SQLite); a store written
-    without it never holds pending postings."""
+    """Writers run side by side, rather than one at a time: they keep apart by the locks the dialect
+    spells (`lock_tenants`, `lock_new_contents`, `try_lock_merge`) and by writing rows of their own."""
 
     # --- The tables' spelling -------------------------------------------------------------------
 
@@ -151,13 +144,31 @@ class Dialect:
         writer gets: rows inserted with them keep allocation order."""
         raise NotImplementedError
 
-    def reset_keys(self, table: str, column: str) -> str:
-        """The statement that makes `table`'s generated `column` start again from 1 (the table is empty)."""
+    def reset_keys(self, table: str, column: str, start: int = 1) -> Sequence[str]:
+        """The statements that make `table`'s generated `column` start again from `start` (the table is empty)."""
         raise NotImplementedError
 
     def lock_tables(self, tables: Sequence[str]) -> str | None:
         """The statement that keeps other writers out of `tables` until the transaction ends (readers go
         on), or `None` where a write transaction already does."""
+        raise NotImplementedError
+
+    def lock_tenants(self, *, exclusive: bool) -> str | None:
+        """The statement that locks the tenants of array parameter `$1` (sorted ids) until the transaction
+        ends: shared by writes that add to their index, which run side by side; exclusive by those that
+        take from it (a delete, a scope change, a conversation created over stored entries) and wait for
+        every writer of the tenant. `None` where writers take turns anyway (docs/store.md, "Concurrency")."""
+        raise NotImplementedError
+
+    def lock_new_contents(self) -> str | None:
+        """The statement that takes, for tenant `$1`, the creation lock of each content of array `$2`
+        that has no document yet, keyed by the matching 32-bit integer of array `$3` (in that order),
+        until the transaction ends (`index._documents.lock_contents`); `None` where writers take turns."""
+        raise NotImplementedError
+
+    def try_lock_merge(self) -> str | None:
+        """A query answering whether this transaction took tenant `$1`'s merge lock, without waiting for it
+        (held until the transaction ends: one merger per tenant); `None` where writers take turns."""
         raise NotImplementedError
 
 

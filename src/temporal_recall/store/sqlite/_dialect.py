@@ -23,7 +23,6 @@ class SqliteDialect(Dialect):
     supports_array_parameters = False
     supports_join_planning = False
     supports_concurrent_writes = False
-    prefer_segment_writes = True
 
     ddl = MappingProxyType(
         {
@@ -87,11 +86,23 @@ class SqliteDialect(Dialect):
         start = 1 + (0 if last is None else int(last))
         return list(range(start, start + count))
 
-    def reset_keys(self, table: str, column: str) -> str:
-        return f"DELETE FROM sqlite_sequence WHERE name = '{table}'"  # noqa: S608 (a fixed table name)
+    def reset_keys(self, table: str, column: str, start: int = 1) -> Sequence[str]:
+        reset = f"DELETE FROM sqlite_sequence WHERE name = '{table}'"  # noqa: S608 (a fixed table name)
+        if start == 1:
+            return (reset,)
+        return (reset, f"INSERT INTO sqlite_sequence (name, seq) VALUES ('{table}', {int(start) - 1})")  # noqa: S608
 
     def lock_tables(self, tables: Sequence[str]) -> str | None:
         return None  # A write transaction already keeps every other writer out.
+
+    def lock_tenants(self, *, exclusive: bool) -> str | None:
+        return None
+
+    def lock_new_contents(self) -> str | None:
+        return None
+
+    def try_lock_merge(self) -> str | None:
+        return None
 
 
 SQLITE = SqliteDialect()
