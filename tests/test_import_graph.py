@@ -198,7 +198,8 @@ STORE_LAYERS: dict[str, set[str]] = {
     'postings': {'sql'},
     'index': {'sql', 'postings'},
     'log': {'sql', 'index'},
-    'engine': {'sql', 'postings', 'index', 'log'},
+    'integrity': {'sql', 'postings', 'index'},
+    'engine': {'sql', 'postings', 'index', 'log', 'integrity'},
     'sqlite': {'sql', 'engine'},
     'postgres': {'sql', 'engine'},
     'open': {'sqlite', 'postgres'},
@@ -206,7 +207,7 @@ STORE_LAYERS: dict[str, set[str]] = {
 """Which parts of the store each part may import, besides itself and `protocol` (the seam everyone shares).
 
 A part is a folder of `store/`, or: `protocol`; `engine`, the store's own top-level modules (the store
-class, bodies, integrity, input checks, applying migrations); `open`, which picks a driver by URL. The
+class, bodies, input checks, applying migrations); `open`, which picks a driver by URL. The
 package `__init__` may import anything (it only re-exports). docs/store.md draws the map."""
 
 

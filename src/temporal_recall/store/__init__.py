@@ -28,8 +28,8 @@ from .protocol import (
 
 if TYPE_CHECKING:
     from ._bodies import BodyScopeStats, PruneResult
-    from ._integrity import CHECK_STEPS, CheckReport, Finding
     from ._open import open_store
+    from .integrity import CHECK_STEPS, CheckReport, Finding
     from .postgres._store import PostgresConversationStore, PostgresStoreStats
     from .sqlite._store import SqliteConversationStore, StoreStats
 
@@ -59,9 +59,9 @@ __all__ = (
 _LAZY = {
     'BodyScopeStats': '._bodies',
     'PruneResult': '._bodies',
-    'CHECK_STEPS': '._integrity',
-    'CheckReport': '._integrity',
-    'Finding': '._integrity',
+    'CHECK_STEPS': '.integrity',
+    'CheckReport': '.integrity',
+    'Finding': '.integrity',
     'open_store': '._open',
     'SqliteConversationStore': '.sqlite._store',
     'StoreStats': '.sqlite._store',

@@ -18,10 +18,10 @@ from pydantic_ai.run import AgentRunResult
 from ..errors import UnknownEntry
 from ._bodies import BodyEngine, StoredBodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
-from ._integrity import CheckReport, run_check
 from .index import _reader
 from .index._membership import rebuild_index
 from .index._terms import prepare_message
+from .integrity import CheckReport, run_check
 from .log import _append, _entries, _write
 from .log import _reads as _log
 from .log._columns import record_columns
@@ -302,7 +302,7 @@ class EngineStore(CheckedStore, StoredBodies):
         return await self._backend.run_write(lambda s: rebuild_index(s, progress))
 
     async def check(self, progress: Callable[[str], None] | None = None) -> CheckReport:
-        """Verify the store's integrity in one read snapshot (see `_integrity`); writers are not blocked."""
+        """Verify the store's integrity in one read snapshot (see `integrity`); writers are not blocked."""
         return await self._backend.run_read(lambda s: run_check(s, progress))
 
     async def _sizes(self, size_sql: str, *params: object) -> dict[str, int]:

@@ -1,139 +1,25 @@
-"""`recall check`: an integrity check of a store, written once for both backends. More in docs/store.md."""
+"""The index's checks: documents, postings, segments, memberships, marks and counters, against the log.
+More in docs/store.md.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any
 
-from temporal_recall._body_references import references_in
-from temporal_recall.content import content_hash, load_message
+from temporal_recall.content import load_message
 
-from .index._terms import decode_term_ids, index_documents
-from .postings._blocks import decode
-from .protocol import Posting
-from .sql._keys import hash_bytes, scope_key
-from .sql._session import Session
+from ..index._terms import decode_term_ids, index_documents
+from ..postings._blocks import decode
+from ..protocol import Posting
+from ..sql._session import Session
+from ._report import CheckReport, stored_bytes
 
-__all__ = ('CHECK_STEPS', 'CheckReport', 'Finding', 'FindingKind', 'run_check')
-
-FindingKind = Literal['chain', 'content_hash', 'scope', 'index', 'body']
-"""What a finding is about (see the module notes)."""
-
-CHECK_STEPS = ('checking entries and chains', 'checking conversations', 'checking the index', 'checking message bodies')
-"""What `run_check` reports to its `progress` callback, in order."""
-
-_PAGE = 1000
-"""Entries read per query, so checking a large log never holds all of it at once."""
+__all__ = ('check_index',)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Finding:
-    """One problem: what kind, where (table and key), and what is wrong."""
-
-    kind: FindingKind
-    location: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f'{self.kind}: {self.location}: {self.detail}'
-
-
-@dataclass(kw_only=True)
-class CheckReport:
-    """What a check found, with the sizes it covered."""
-
-    findings: list[Finding] = field(default_factory=list[Finding])
-    conversations: int = 0
-    entries: int = 0
-    documents: int = 0
-    postings: int = 0
-    bodies: int = 0
-
-    @property
-    def clean(self) -> bool:
-        return not self.findings
-
-    def add(self, kind: FindingKind, location: str, detail: str) -> None:
-        self.findings.append(Finding(kind=kind, location=location, detail=detail))
-
-
-async def run_check(session: Session, progress: Callable[[str], None] | None = None) -> CheckReport:
-    """Check every rule in the module notes; the report lists each violation found."""
-    report = CheckReport()
-
-    def say(step: str) -> None:
-        if progress is not None:
-            progress(step)
-
-    entries, conversations, index, bodies = CHECK_STEPS
-    say(entries)
-    await _entries(session, report)
-    say(conversations)
-    await _conversations(session, report)
-    say(index)
-    await _index(session, report)
-    say(bodies)
-    await _bodies(session, report)
-    return report
-
-
-async def _entries(session: Session, report: CheckReport) -> None:
-    after = 0
-    while True:
-        rows = await session.rows(
-            'SELECT e.entry_key, e.entry_id, e.parent_key, e.position, p.entry_key, p.position, e.content_hash, '
-            'e.message FROM entries e LEFT JOIN entries p ON p.entry_key = e.parent_key '
-            'WHERE e.entry_key > $1 ORDER BY e.entry_key LIMIT $2',
-            after,
-            _PAGE,
-        )
-        for _, entry_id, parent_key, position, found_parent, parent_position, stored_hash, message in rows:
-            where = f'entry {entry_id!r}'
-            if parent_key is None:
-                if position != 0:
-                    report.add('chain', where, f'has no parent but position {position}, not 0')
-            elif found_parent is None:
-                report.add('chain', where, f'names parent key {parent_key}, which is not stored')
-            elif position != parent_position + 1:
-                report.add('chain', where, f'is at position {position} under a parent at {parent_position}')
-            try:
-                actual = hash_bytes(content_hash(load_message(message)))
-            except ValueError as error:
-                report.add('content_hash', where, f'holds a message that cannot be read ({error})')
-                continue
-            if _bytes(stored_hash) != actual:
-                report.add('content_hash', where, 'holds a message whose hash is not the stored content hash')
-        report.entries += len(rows)
-        if len(rows) < _PAGE:
-            return
-        after = rows[-1][0]
-
-
-async def _conversations(session: Session, report: CheckReport) -> None:
-    rows = await session.rows(
-        'SELECT c.conversation_id, c.scope, t.scope_key, c.head_key, h.entry_key FROM conversations c '
-        'LEFT JOIN tenants t ON t.tenant_id = c.tenant_id LEFT JOIN entries h ON h.entry_key = c.head_key',
-    )
-    report.conversations = len(rows)
-    for conversation_id, scope, tenant_key, head_key, found_head in rows:
-        where = f'conversation {conversation_id!r}'
-        if tenant_key != scope_key(scope):
-            report.add('scope', where, f'has scope {scope!r} but is filed under tenant {tenant_key!r}')
-        if head_key is not None and found_head is None:
-            report.add('chain', where, f'has head key {head_key}, which is not stored')
-    for conversation_id, entry_key in await session.rows(
-        'SELECT c.conversation_id, b.entry_key FROM conversation_branches b '
-        'JOIN conversations c ON c.conv_key = b.conv_key LEFT JOIN entries e ON e.entry_key = b.entry_key '
-        'WHERE e.entry_key IS NULL',
-    ):
-        report.add('chain', f'conversation {conversation_id!r}', f'keeps branch key {entry_key}, which is not stored')
-
-
-async def _index(session: Session, report: CheckReport) -> None:
+async def check_index(session: Session, report: CheckReport) -> None:
     documents = {
         int(row[0]): row
         for row in await session.rows('SELECT doc_id, tenant_id, content_hash, length, term_ids, role FROM documents')
@@ -176,7 +62,7 @@ async def _index(session: Session, report: CheckReport) -> None:
     speakers: dict[tuple[int, bytes], set[str]] = defaultdict(set)
     said: dict[tuple[int, bytes], set[str]] = {}
     for doc_id, document in documents.items():
-        content = (int(document[1]), _bytes(document[2]))
+        content = (int(document[1]), stored_bytes(document[2]))
         speakers[content].add(str(document[5]))
         expected = _document(report, doc_id, document, postings.get(doc_id, {}), members.get(doc_id, []), terms)
         if expected is not None:
@@ -229,7 +115,7 @@ async def _postings(session: Session, report: CheckReport) -> list[tuple[int, in
 def _decoded(report: CheckReport, where: str, first_doc: int, stored: Any, verb: str) -> list[Posting] | None:
     """A stored row's postings, or `None` with a finding if they do not decode."""
     try:
-        return decode(first_doc, _bytes(stored))
+        return decode(first_doc, stored_bytes(stored))
     except ValueError:
         report.add('index', where, f'{verb} postings that do not decode')
         return None
@@ -310,7 +196,7 @@ def _document(
     _, tenant_id, stored_hash, length, term_ids, role = document
     if not members:
         report.add('index', where, 'is held by no conversation')
-    listed = set(decode_term_ids(_bytes(term_ids)))
+    listed = set(decode_term_ids(stored_bytes(term_ids)))
     if listed != postings.keys():
         missing, extra = sorted(listed - postings.keys()), sorted(postings.keys() - listed)
         report.add('index', where, f'lists terms without postings {missing} and has postings not listed {extra}')
@@ -321,7 +207,7 @@ def _document(
             report.add('scope', member, f'belongs to tenant {tenant_id}, the conversation to tenant {member_tenant}')
         if entry_id is None:
             report.add('index', member, 'names an entry that is not stored')
-        elif _bytes(entry_hash) != _bytes(stored_hash):
+        elif stored_bytes(entry_hash) != stored_bytes(stored_hash):
             report.add('index', member, f'names entry {entry_id!r}, which holds other content')
         elif source is None:
             source = message
@@ -367,13 +253,13 @@ async def _occurrences(session: Session, report: CheckReport) -> None:
         'SELECT r.conv, e.content_hash, count(*) FROM reach r JOIN entries e ON e.entry_key = r.k '
         'WHERE NOT e.unindexed GROUP BY r.conv, e.content_hash',
     ):
-        held[int(conv_key), _bytes(content)] = int(count)
+        held[int(conv_key), stored_bytes(content)] = int(count)
     for conversation_id, conv_key, doc_id, occurrences, content in await session.rows(
         'SELECT c.conversation_id, cd.conv_key, cd.doc_id, cd.occurrences, d.content_hash '
         'FROM conversation_documents cd JOIN conversations c ON c.conv_key = cd.conv_key '
         'JOIN documents d ON d.doc_id = cd.doc_id',
     ):
-        actual = held.get((int(conv_key), _bytes(content)), 0)
+        actual = held.get((int(conv_key), stored_bytes(content)), 0)
         if occurrences != actual:
             report.add(
                 'index',
@@ -385,7 +271,7 @@ async def _occurrences(session: Session, report: CheckReport) -> None:
 async def _current(session: Session, report: CheckReport) -> None:
     """A member is marked `branch_only` exactly when no indexed entry its conversation's head reaches holds it."""
     on_head = {
-        (int(conv_key), _bytes(content))
+        (int(conv_key), stored_bytes(content))
         for conv_key, content in await session.rows(
             'WITH RECURSIVE reach(conv, k) AS ('
             'SELECT conv_key, head_key FROM conversations WHERE head_key IS NOT NULL '
@@ -400,7 +286,7 @@ async def _current(session: Session, report: CheckReport) -> None:
         'FROM conversation_documents cd JOIN conversations c ON c.conv_key = cd.conv_key '
         'JOIN documents d ON d.doc_id = cd.doc_id',
     ):
-        current = (int(conv_key), _bytes(content)) in on_head
+        current = (int(conv_key), stored_bytes(content)) in on_head
         if bool(branch_only) == current:
             report.add(
                 'index',
@@ -439,27 +325,3 @@ async def _counters(session: Session, report: CheckReport) -> None:
                 f'conversation {conversation_id!r}',
                 f'counts {stored_count} documents of total length {stored_length}; stored: {count} and {length}',
             )
-
-
-async def _bodies(session: Session, report: CheckReport) -> None:
-    rows = await session.rows('SELECT scope_key, content_hash, body FROM message_bodies')
-    report.bodies = len(rows)
-    stored = {(key, digest) for key, digest, _ in rows}
-    for key, digest, body in rows:
-        where, data = f'message body {digest} (tenant {key!r})', _bytes(body)
-        if hashlib.sha256(data).hexdigest() != digest:
-            report.add('content_hash', where, 'holds bytes with another SHA-256')
-            continue
-        try:
-            value = json.loads(data)
-        except ValueError:
-            continue  # Not a body the codec wrote (they are all JSON): it references nothing.
-        referenced: set[str] = set()
-        references_in(value, referenced)
-        for missing in sorted(digest for digest in referenced if (key, digest) not in stored):
-            report.add('body', where, f'references body {missing}, which the store does not hold in its scope')
-
-
-def _bytes(value: Any) -> bytes:
-    """A binary column's value; a damaged row may hold text there instead (SQLite keeps whatever was written)."""
-    return value.encode() if isinstance(value, str) else bytes(value)
