@@ -1,4 +1,4 @@
-"""One of several processes writing one tenant of a PostgreSQL store at once (`test_postgres_writers.py`).
+"""One of several processes writing one tenant of a store at once (`test_concurrent_writers.py`).
 
 Appends steps to conversations of its own, with texts drawn from one small pool shared by every
 writer (so the same new contents race to become documents), branches some (a step appended after an

@@ -1,12 +1,13 @@
-"""Eight processes writing one tenant of a PostgreSQL store at once (issue 34): their writes run side by
-side, and afterwards the store is whole, holds exactly what they wrote, and searches exactly as the
-same store does after `reindex`.
+"""Eight processes writing one tenant of a store at once (issue 34): on PostgreSQL their writes run side
+by side, on SQLite they take turns at the file's write lock. Afterwards the store is whole, holds
+exactly what they wrote, and searches exactly as the same store does after `reindex`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,12 +15,9 @@ from pydantic_ai.messages import ModelMessage
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search.plan import search_index
-from temporal_recall.store import PostgresConversationStore
 
 from . import _tenant_writer
-from ._support import PostgresSite, postgres_url, problems_of, reply, user
-
-pytestmark = pytest.mark.postgres
+from ._support import AnyStore, SqliteSite, open_site, problems_of, reply, user
 
 WRITERS = 8
 STEPS = 14
@@ -37,23 +35,24 @@ def _requests(conversations: list[str]) -> list[SearchRequest]:
     return requests
 
 
-async def _answers(store: PostgresConversationStore, requests: list[SearchRequest]) -> list[Any]:
+async def _answers(store: AnyStore, requests: list[SearchRequest]) -> list[Any]:
     return [
         [(hit.conversation_id, hit.entry_id, hit.score) for hit in (await search_index(store, request)).hits]
         for request in requests
     ]
 
 
+@pytest.mark.parametrize('backend', ['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
 @pytest.mark.parametrize('seed', [1, 2])
-async def test_eight_processes_writing_one_tenant(seed: int) -> None:
-    site = PostgresSite(postgres_url())
-    try:
+async def test_eight_processes_writing_one_tenant(backend: str, seed: int, tmp_path: Path) -> None:
+    async with open_site(backend, tmp_path) as site:
+        url = f'sqlite:///{site.path}' if isinstance(site, SqliteSite) else site.url
         store = await site.open()
         await store.close()  # Created and migrated once, before the writers race to open it.
         context = multiprocessing.get_context('spawn')
         start, out = context.Event(), context.Queue()
         processes = [
-            context.Process(target=_tenant_writer.run, args=(site.url, writer, seed, STEPS, start, out))
+            context.Process(target=_tenant_writer.run, args=(url, writer, seed, STEPS, start, out))
             for writer in range(WRITERS)
         ]
         for process in processes:
@@ -89,5 +88,3 @@ async def test_eight_processes_writing_one_tenant(seed: int) -> None:
             assert report.clean, report.findings
         finally:
             await store.close()
-    finally:
-        await site.close()
