@@ -202,3 +202,22 @@ async def test_a_version_9_store_is_reindexed_into_marked_members(site: Site, ca
 def test_the_model_facing_request_defaults_to_the_current_history() -> None:
     assert SearchRequest(query='x', conversation_id='c').include_branches is False
     assert SearchTarget(scope=None, conversation_id='c').include_branches is False
+
+
+async def test_a_save_of_a_shorter_history_takes_the_cut_turns_out_of_recall(recall_store: AnyStore) -> None:
+    """`save` of a history cut back (an application undoing its last turn) moves the head to an earlier
+    entry: what only the cut turns held leaves a default search, and stays reachable with branches."""
+    store = recall_store
+    await append_after(store, 'c', 'zoo', [], [QUESTION, FIRST, user('and the penguins?'), reply('penguins at noon')])
+    assert await found(store, 'penguins') == [(2, 'and the penguins?'), (3, 'penguins at noon')]
+    loaded = await store.load('c', scope='zoo')
+    assert loaded is not None
+    del loaded.messages[2:]
+    await store.save(loaded)
+    assert await found(store, 'penguins') == []
+    assert await found(store, 'zebra') == [(1, 'first')]
+    assert [position for position, _ in await found(store, 'penguins', include_branches=True)] == [2, 3]
+    before = await answers(store)
+    await store.reindex()
+    assert await answers(store) == before
+    assert (await store.check()).clean
