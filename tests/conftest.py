@@ -2,8 +2,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import pytest_asyncio
+
+from temporal_recall.store import open_store
 
 from .store._support import PostgresSite, postgres_url
 
@@ -22,3 +26,13 @@ async def any_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Async
         yield site.url
     finally:
         await site.close()
+
+
+@pytest_asyncio.fixture
+async def any_store(any_store_url: str) -> AsyncIterator[Any]:
+    """A fresh store of each real backend, opened on `any_store_url` and closed afterwards."""
+    opened = await open_store(any_store_url)
+    try:
+        yield opened
+    finally:
+        await opened.close()
