@@ -217,42 +217,26 @@ class Forecast(BaseModel):
     sky: str
 
 
-output_tool_agent = Agent(
-    _counted(
-        scripted_model(
-            tool_call('get_weather', {'city': 'Paris'}),
-            tool_call('final_result', {'city': 'Paris', 'sky': 'sunny'}, tool_call_id='out-1'),
-        )
-    ),
-    name='output_tool',
-    deps_type=RecallDeps,
-    output_type=ToolOutput(Forecast),
-    tools=[get_weather],
-    capabilities=[ConversationRecall(), TemporalDurability()],
-)
-traced_output_tool_agent = Agent(
-    scripted_model(
+def _forecaster(name: str, *capabilities: Any, counted: bool = False) -> Agent[RecallDeps, Forecast]:
+    """An agent that calls `get_weather`, then answers through its output tool `final_result`."""
+    model = scripted_model(
         tool_call('get_weather', {'city': 'Paris'}),
         tool_call('final_result', {'city': 'Paris', 'sky': 'sunny'}, tool_call_id='out-1'),
-    ),
-    name='traced_output_tool',
-    deps_type=RecallDeps,
-    output_type=ToolOutput(Forecast),
-    tools=[get_weather],
-    capabilities=[Instrumentation(), ConversationRecall(), TemporalDurability()],
-)
+    )
+    return Agent(
+        _counted(model) if counted else model,
+        name=name,
+        deps_type=RecallDeps,
+        output_type=ToolOutput(Forecast),
+        tools=[get_weather],
+        capabilities=[*capabilities, TemporalDurability()],
+    )
+
+
+output_tool_agent = _forecaster('output_tool', ConversationRecall(), counted=True)
+traced_output_tool_agent = _forecaster('traced_output_tool', Instrumentation(), ConversationRecall())
 """`output_tool_agent` with pydantic-ai's OpenTelemetry instrumentation (tests/test_tracing.py)."""
-output_tool_agent_no_persistence = Agent(
-    scripted_model(
-        tool_call('get_weather', {'city': 'Paris'}),
-        tool_call('final_result', {'city': 'Paris', 'sky': 'sunny'}, tool_call_id='out-1'),
-    ),
-    name='output_bare',
-    deps_type=RecallDeps,
-    output_type=ToolOutput(Forecast),
-    tools=[get_weather],
-    capabilities=[TemporalDurability()],
-)
+output_tool_agent_no_persistence = _forecaster('output_bare')
 
 
 def _tool_returns(messages: list[ModelMessage]) -> int:
