@@ -62,6 +62,14 @@ def configure_logging(level: str) -> None:
     root.setLevel(level)
 
 
+async def _event_first(task: asyncio.Task[Any], event: asyncio.Event) -> bool:
+    """Wait until `task` ends or `event` is set; `True` when the event came first (`task` goes on)."""
+    waiter = asyncio.create_task(event.wait())
+    done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    return waiter in done
+
+
 def _reason(error: BaseException) -> str:
     """The useful part of a Temporal core error, which nests Rust debug output."""
     text = str(error)
@@ -159,26 +167,19 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
                 },
             )
             run = asyncio.create_task(worker.run())
-            stopped = asyncio.create_task(stop.wait())
-            done, _ = await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            if stopped in done:
+            if await _event_first(run, stop):
                 log.info(
                     'shutting down: finishing in-flight activities (Ctrl-C again to stop at once)',
                     extra={'fields': {}},
                 )
                 draining = True
                 shutdown = asyncio.create_task(worker.shutdown())
-                forced = asyncio.create_task(at_once.wait())
-                done, _ = await asyncio.wait({shutdown, forced}, return_when=asyncio.FIRST_COMPLETED)
-                if forced in done:
+                if await _event_first(shutdown, at_once):
                     log.warning(
                         'stopping at once: in-flight activities are cancelled, and Temporal retries them',
                         extra={'fields': {}},
                     )
                     raise KeyboardInterrupt
-                forced.cancel()
-            else:
-                stopped.cancel()
             try:
                 await run
             except RuntimeError as error:
