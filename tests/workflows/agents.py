@@ -331,8 +331,21 @@ late_attempt_agent = Agent(
 echo_agent = _durable('echo', scripted_model(text('repeat this exactly')), tools=())
 
 
+FLAKY_SENT: list[list[str]] = []
+"""The user prompts each call to the flaky agent's model was sent, failed calls included."""
+
+
 def _down_for_fail_prompts(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     """A provider that fails every turn whose prompt starts with `fail`, and answers the others."""
+    FLAKY_SENT.append(
+        [
+            str(p.content)
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if p.part_kind == 'user-prompt'
+        ]
+    )
     last = messages[-1]
     prompt = str(last.parts[-1].content) if isinstance(last, ModelRequest) and last.parts else ''  # type: ignore[union-attr]
     if prompt.startswith('fail'):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from temporal_recall.content import load_message, resent_hash
@@ -21,6 +22,7 @@ from . import _statements as statements
 from ._columns import RecordColumns, dump_usage, load_usage, timestamp_order
 from ._ids import new_id, now
 from ._lineage import appended_revision
+from ._pending import anchor, continues, requests_at, requests_ending_the_chain
 from ._rows import ConversationRow
 from ._tenants import lock_tenants, tenant_of
 
@@ -107,10 +109,11 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     else:
         tenant_id = await tenant_of(session, request.scope)
     await lock_tenants(session, [tenant_id])
-    parent_key, parent_position, skipped = await _attach(
-        session, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages]
-    )
-    new_items = prepared.messages[skipped:]
+    attach = await _attach(session, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages])
+    parent_key, parent_position = attach.parent_key, attach.parent_position
+    new_items = prepared.messages[attach.skipped :]
+    if attach.first is not None:
+        new_items = [prepare_message(attach.first, run_id=request.run_id, summary=request.summary), *new_items[1:]]
     # Before the entries take their keys: the order of the keys is the order of the documents' creators.
     await lock_contents(session, tenant_id, (item.content_hash for item in new_items if item.terms))
     created_seq = await entries.max_entry_key(session) if row is None else 0
@@ -153,14 +156,32 @@ async def _raise_fence(session: Session, conv_key: int, fence_key: str, attempt:
     )
 
 
+@dataclass(frozen=True)
+class _Attach:
+    """Where an append's new messages go, and which of its messages the store already holds."""
+
+    parent_key: int | None
+    parent_position: int
+    skipped: int
+    """How many of the request's messages, from the first, are already stored."""
+    first: ModelMessage | None = None
+    """Stored instead of the first message not skipped: what it adds to the pending requests it continues."""
+
+
 async def _attach(
     session: Session,
     row: ConversationRow | None,
     request: AppendRequest,
     base_hash: bytes | None,
     hashes: list[bytes],
-) -> tuple[int | None, int, int]:
-    """`(parent_key, parent_position, skipped)`: where the new messages go and how many are already stored."""
+) -> _Attach:
+    """Where the new messages go and how many are already stored.
+
+    Messages match by content hash, or as one a chat UI sent back (`_resent`). The requests a failed
+    model call left at the head match a request that merged them (`_pending`): all of them, or all of
+    them followed by more, which is then stored after them as a request of its own; and a request a run
+    merged from consecutive stored requests matches them.
+    """
     base = request.base_length
     head_position = row.head_position if row is not None else -1
     if base - 1 > head_position:
@@ -169,30 +190,43 @@ async def _attach(
             f'{base} the delta follows; resend with base_length=0.'
         )
     if row is None or row.head_key is None:
-        return None, -1, 0
+        return _Attach(None, -1, 0)
     chain = await entries.head_chain(session, row.head_key, base - 1)
     by_position = {position: (key, content) for key, position, content in chain}
     parent_key: int | None = None
+    parent_position = base - 1
     if base > 0:
+        assert base_hash is not None
         parent_key, stored_hash = by_position[base - 1]
         if stored_hash != base_hash and not await _resent(
             session, parent_key, request.base_resent_hash, request.run_id
         ):
-            raise HistoryMismatch(
-                f'Message {base - 1} of conversation {request.conversation_id!r} is not the one the delta '
-                'follows (its content hash differs); resend with base_length=0.'
-            )
-    parent_position = base - 1
+            pending, before = await requests_ending_the_chain(session, chain)
+            found = anchor(chain, pending, before, base_hash, base - 1)
+            if found is None:
+                raise HistoryMismatch(
+                    f'Message {base - 1} of conversation {request.conversation_id!r} is not the one the delta '
+                    'follows (its content hash differs); resend with base_length=0.'
+                )
+            parent_key, parent_position = found[0], found[1]
     skipped = 0
     for message, content in zip(request.messages, hashes, strict=True):
         following = by_position.get(parent_position + 1)
-        if following is None or (
-            following[1] != content and not await _resent(session, following[0], resent_hash(message), request.run_id)
-        ):
+        if following is None:
             break
-        parent_key, parent_position = following[0], parent_position + 1
+        if following[1] == content or await _resent(session, following[0], resent_hash(message), request.run_id):
+            parent_key, parent_position = following[0], parent_position + 1
+            skipped += 1
+            continue
+        stored = await requests_at(session, chain, parent_position + 1)
+        continued = continues(stored, message)
+        if continued is None:
+            break
+        parent_key, parent_position = stored.entries[-1][0], stored.entries[-1][1]
+        if continued.rest is not None:
+            return _Attach(parent_key, parent_position, skipped, first=continued.rest)
         skipped += 1
-    return parent_key, parent_position, skipped
+    return _Attach(parent_key, parent_position, skipped)
 
 
 async def _resent(session: Session, entry_key: int, resent: str | None, run_id: str | None) -> bool:
