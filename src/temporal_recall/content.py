@@ -156,6 +156,8 @@ def as_one_request(requests: Sequence[ModelRequest]) -> ModelRequest | None:
     """Consecutive requests as a run holds them: pydantic-ai merges requests no response separates into
     one, when it loads a history and when it sends one to the model. `None` when it keeps them apart
     (their instructions differ)."""
+    if len(requests) == 1:
+        return requests[0]
     merged = _merge_consecutive_messages(list(requests))
     return merged[0] if len(merged) == 1 and isinstance(merged[0], ModelRequest) else None
 

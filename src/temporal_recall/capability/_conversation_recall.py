@@ -61,7 +61,7 @@ from ..search import Role, SummaryRule
 from ..text._documents import RECALL_TOOL_NAME
 from ._delta import Delta, DeltaTracker
 from ._persisting_model import PersistingModel, ViewCheck, in_stored_conversation, persistable, take_marker
-from ._resend import without_resent_prompts
+from ._resend import without_repeated_prompts
 
 if TYPE_CHECKING:
     from ..store.protocol import AppendResult
@@ -178,14 +178,14 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
     # --- step boundaries (workflow side under Temporal) ------------------------------------------
 
     async def before_run(self, ctx: RunContext[AgentDepsT]) -> None:
-        # A client that sends its whole history sends again the prompt of a turn whose model call failed,
-        # which the store holds: the model is sent it once (`_resend`). In place: the run reads this list.
-        resent = without_resent_prompts(ctx.messages)
-        if resent is not None:
-            ctx.messages[:] = resent
         # The history a run starts from normally came from the store; assume so, and let the first
         # write prove it (the store refuses a delta that does not attach, and we resend in full).
         self._tracker.assume_stored(persistable(ctx.messages))
+        # A prompt left unanswered by a failed model call, said again by this run (a chat client's whole
+        # history, a retried turn), is sent to the model once (`_resend`). In place: the run reads this list.
+        once = without_repeated_prompts(ctx.messages, ctx.prompt)
+        if once is not None:
+            ctx.messages[:] = once
 
     async def after_model_request(
         self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse

@@ -1,12 +1,12 @@
-"""A chat client's new turn that sends again the prompts the stored conversation holds unanswered.
+"""A prompt said again right after the stored conversation left it unanswered is sent to the model once.
 
 A prompt is stored before its model call (`_persisting_model`), so a turn whose call failed leaves it
-stored, with no answer. The client still shows it, and one that sends its whole history sends it
-again with its next message. pydantic-ai's UI adapters take as the new turn everything the client
-holds after its last answer, and a client joins its consecutive user messages into one request, under
-the id of the last: so the adapter cannot tell the resent prompt from a new one, and the run would
-send it to the model twice. The stored copy is the conversation's: the repeat is dropped from the
-new request, as the adapters drop tool results a client sends again.
+stored with no answer, and the next run continues from it. That run often says it again: a chat client
+that sends its whole history still shows it and sends it with its next message (and joins consecutive
+user messages into one request, under the id of the last, so pydantic-ai's UI adapters cannot tell it
+from a new one), and an application retries a failed turn with the same prompt. The run would send it
+to the model twice. The unanswered copy gives way to the one said again: the request saying it again
+begins with what the stored request says, so the store holds it once either way (`store/log/_pending.py`).
 """
 
 from __future__ import annotations
@@ -15,39 +15,50 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserContent, UserPromptPart
 
-__all__ = ('without_resent_prompts',)
+__all__ = ('without_repeated_prompts',)
 
 
-def without_resent_prompts(messages: Sequence[ModelMessage]) -> list[ModelMessage] | None:
-    """`messages` without the prompts their last request repeats from the unanswered requests before it;
-    `None` when it repeats none.
+def without_repeated_prompts(
+    messages: Sequence[ModelMessage], prompt: str | Sequence[UserContent] | None
+) -> list[ModelMessage] | None:
+    """`messages` without the unanswered prompts the run says again; `None` when it says none again.
 
-    The repeat is the longest run of prompts that ends the unanswered ones and begins the last request.
+    The unanswered requests are those after the last response. What the run says again begins its
+    `prompt`, or without one, its last request (which the others then are before). The repeat is the
+    longest run of prompts that ends the unanswered ones and begins what is said again.
     """
     answered = max((i for i, message in enumerate(messages) if isinstance(message, ModelResponse)), default=-1)
-    *unanswered, last = messages[answered + 1 :] or [None]
-    if not unanswered or not isinstance(last, ModelRequest):
+    unanswered = list(messages[answered + 1 :])
+    if prompt is not None:
+        again = [prompt]
+    elif len(unanswered) > 1 and isinstance(unanswered[-1], ModelRequest):
+        again = [part.content for part in _prompts(unanswered.pop())]
+    else:
         return None
-    said = [_said(part) for message in unanswered if isinstance(message, ModelRequest) for part in _prompts(message)]
-    again = [_said(part) for part in _prompts(last)]
-    repeated = next((n for n in range(min(len(said), len(again)), 0, -1) if said[len(said) - n :] == again[:n]), 0)
+    said = [part for message in unanswered if isinstance(message, ModelRequest) for part in _prompts(message)]
+    repeated = next(
+        (n for n in range(min(len(said), len(again)), 0, -1) if _same([p.content for p in said[-n:]], again[:n])),
+        0,
+    )
     if not repeated:
         return None
-    parts: list[ModelRequestPart] = []
-    for part in last.parts:
-        if repeated and isinstance(part, UserPromptPart):
-            repeated -= 1
+    dropped = {id(part) for part in said[-repeated:]}
+    kept: list[ModelMessage] = list(messages[: answered + 1])
+    for message in messages[answered + 1 :]:
+        if isinstance(message, ModelRequest) and any(id(part) in dropped for part in message.parts):
+            parts = [part for part in message.parts if id(part) not in dropped]
+            if parts:
+                kept.append(replace(message, parts=parts))
             continue
-        parts.append(part)
-    kept = [replace(last, parts=parts)] if parts else []
-    return [*messages[: len(messages) - 1], *kept]
+        kept.append(message)
+    return kept
 
 
 def _prompts(request: ModelRequest) -> list[UserPromptPart]:
     return [part for part in request.parts if isinstance(part, UserPromptPart)]
 
 
-def _said(part: UserPromptPart) -> Any:
-    return part.content
+def _same(said: list[Any], again: list[Any]) -> bool:
+    return said == again

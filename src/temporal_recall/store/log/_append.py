@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelRequest
 from pydantic_ai.usage import RunUsage
 
 from temporal_recall.content import load_message, resent_hash
@@ -113,7 +113,8 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     parent_key, parent_position = attach.parent_key, attach.parent_position
     new_items = prepared.messages[attach.skipped :]
     if attach.first is not None:
-        new_items = [prepare_message(attach.first, run_id=request.run_id, summary=request.summary), *new_items[1:]]
+        first = prepare_message(attach.first, run_id=request.run_id, summary=request.summary)
+        new_items = [first, *new_items[attach.replaced :]]
     # Before the entries take their keys: the order of the keys is the order of the documents' creators.
     await lock_contents(session, tenant_id, (item.content_hash for item in new_items if item.terms))
     created_seq = await entries.max_entry_key(session) if row is None else 0
@@ -165,7 +166,9 @@ class _Attach:
     skipped: int
     """How many of the request's messages, from the first, are already stored."""
     first: ModelMessage | None = None
-    """Stored instead of the first message not skipped: what it adds to the pending requests it continues."""
+    """Stored instead of the `replaced` requests after the skipped ones: what they add to the stored
+    requests they continue."""
+    replaced: int = 0
 
 
 async def _attach(
@@ -210,22 +213,29 @@ async def _attach(
                 )
             parent_key, parent_position = found[0], found[1]
     skipped = 0
-    for message, content in zip(request.messages, hashes, strict=True):
+    messages = request.messages
+    while skipped < len(messages):
         following = by_position.get(parent_position + 1)
         if following is None:
             break
-        if following[1] == content or await _resent(session, following[0], resent_hash(message), request.run_id):
+        message = messages[skipped]
+        if following[1] == hashes[skipped] or await _resent(
+            session, following[0], resent_hash(message), request.run_id
+        ):
             parent_key, parent_position = following[0], parent_position + 1
             skipped += 1
             continue
+        written = 0
+        while skipped + written < len(messages) and isinstance(messages[skipped + written], ModelRequest):
+            written += 1
         stored = await requests_at(session, chain, parent_position + 1)
-        continued = continues(stored, message)
+        continued = continues(stored, messages[skipped : skipped + written])
         if continued is None:
             break
         parent_key, parent_position = stored.entries[-1][0], stored.entries[-1][1]
         if continued.rest is not None:
-            return _Attach(parent_key, parent_position, skipped, first=continued.rest)
-        skipped += 1
+            return _Attach(parent_key, parent_position, skipped, first=continued.rest, replaced=written)
+        skipped += written
     return _Attach(parent_key, parent_position, skipped)
 
 

@@ -116,16 +116,18 @@ class Continued:
     nothing, it is them as one)."""
 
 
-def continues(stored: Requests, message: ModelMessage) -> Continued | None:
-    """Whether `message`, written where the `stored` requests begin, is them as one (a run merged them),
-    or, when no response followed them, them and more (a run merged them into its own request);
-    `None` if it is neither."""
-    if not stored.entries or not isinstance(message, ModelRequest) or stored.merged_hash is None:
+def continues(stored: Requests, written: Sequence[ModelMessage]) -> Continued | None:
+    """Whether the `written` requests, written where the `stored` ones begin, are them as one message
+    (a run merged one side or both), or, when no response followed the stored ones, them and more (a
+    run merged them into its own request); `None` if neither."""
+    requests = [message for message in written if isinstance(message, ModelRequest)]
+    merged = as_one_request(requests) if requests and len(requests) == len(written) else None
+    if merged is None or stored.merged_hash is None:
         return None
-    if hash_bytes(content_hash(message)) == stored.merged_hash:
+    if hash_bytes(content_hash(merged)) == stored.merged_hash:
         return Continued(rest=None)
-    said = said_parts(message)
+    said = said_parts(merged)
     held = len(stored.merged_parts)
     if not stored.at_head or len(said) <= held or tuple(said[:held]) != stored.merged_parts:
         return None
-    return Continued(rest=without_said_parts(message, held))
+    return Continued(rest=without_said_parts(merged, held))
