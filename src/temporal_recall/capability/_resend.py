@@ -33,8 +33,8 @@ def without_repeated_prompts(
     unanswered = list(messages[answered + 1 :])
     if prompt is not None:
         again = [prompt]
-    elif len(unanswered) > 1 and isinstance(unanswered[-1], ModelRequest):
-        again = [part.content for part in _prompts(unanswered.pop())]
+    elif len(unanswered) > 1 and isinstance(last := unanswered.pop(), ModelRequest):
+        again = [part.content for part in _prompts(last)]
     else:
         return None
     said = [part for message in unanswered if isinstance(message, ModelRequest) for part in _prompts(message)]

@@ -89,15 +89,14 @@ async def _check_prompts(session: Session, report: CheckReport, where: str, head
     """The current history says nothing twice in a row: prompts with no answer after them, said again
     right after, are a resent turn stored twice (what the model was then sent twice)."""
     unanswered: list[tuple[object, int]] = []
-    for position, raw in [*await session.rows(_HEAD_HISTORY, head_key), (None, None)]:
+    for position, raw in [*await session.rows(_HEAD_HISTORY, head_key), (-1, None)]:
         try:
             message = None if raw is None else load_message(raw)
         except ValueError:
             continue  # Reported by `check_entries`.
         if isinstance(message, ModelRequest):
-            unanswered.extend(
-                (part.content, int(position)) for part in message.parts if isinstance(part, UserPromptPart)
-            )
+            at = int(position)
+            unanswered.extend((part.content, at) for part in message.parts if isinstance(part, UserPromptPart))
             continue
         repeat = _repeated(unanswered)
         if repeat is not None:

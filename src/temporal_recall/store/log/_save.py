@@ -98,7 +98,7 @@ async def save_after_own_appends(
         result._conversation_saved(updated.revision)
     # The unsaved messages: from `new_message_index` on; without one, from the run's first message.
     first = index if index is not None else next((i for i, m in enumerate(messages) if m.run_id == run_id), 0)
-    unsaved = next((n for n, (_, start, end) in enumerate(ran) if end > first), len(ran))
+    unsaved = next((n for n, (_, _, end) in enumerate(ran) if end > first), len(ran))
     start = stored[offset + unsaved][1] if unsaved < shared else kept
     return [*history[start:kept], *new_entries]
 
