@@ -180,10 +180,11 @@ async def _attach(
 ) -> _Attach:
     """Where the new messages go and how many are already stored.
 
-    Messages match by content hash, or as one a chat UI sent back (`_resent`). The requests a failed
-    model call left at the head match a request that merged them (`_pending`): all of them, or all of
-    them followed by more, which is then stored after them as a request of its own; and a request a run
-    merged from consecutive stored requests matches them.
+    A message matches a stored one by content hash, or as one a chat UI sent back (`_resent`).
+    Requests no response separates match as one message, as a run holds them (`_pending`): written
+    and stored ones alike, and where no response followed the stored ones (a failed model call's), a
+    request that begins with them, whose rest is then stored after them as a request of its own. A
+    base counted that way is looked for at the end of the history (`anchor`).
     """
     base = request.base_length
     head_position = row.head_position if row is not None else -1
@@ -228,6 +229,8 @@ async def _attach(
         written = 0
         while skipped + written < len(messages) and isinstance(messages[skipped + written], ModelRequest):
             written += 1
+        if not written:
+            break
         stored = await requests_at(session, chain, parent_position + 1)
         continued = continues(stored, messages[skipped : skipped + written])
         if continued is None:
