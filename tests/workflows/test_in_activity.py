@@ -233,7 +233,8 @@ async def test_a_history_ending_in_a_request_is_stored_as_the_run_holds_it_not_m
     temporal_client: Client, store_url: str, read_store
 ):
     # pydantic-ai merges the two consecutive requests into one before the model (and the activity) sees them.
-    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('repeat this exactly')])]
+    # (Not the prompt's own words: said again right after, they would be said once, `capability._resend`.)
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('Answer in one line.')])]
     async with running_worker(
         temporal_client, agents=AGENTS, store=store_url, workflows=[GivenHistoryWorkflow]
     ) as worker:
