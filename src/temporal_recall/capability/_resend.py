@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserContent, UserPromptPart
 
@@ -38,10 +37,8 @@ def without_repeated_prompts(
     else:
         return None
     said = [part for message in unanswered if isinstance(message, ModelRequest) for part in _prompts(message)]
-    repeated = next(
-        (n for n in range(min(len(said), len(again)), 0, -1) if _same([p.content for p in said[-n:]], again[:n])),
-        0,
-    )
+    contents = [part.content for part in said]
+    repeated = next((n for n in range(min(len(said), len(again)), 0, -1) if contents[-n:] == again[:n]), 0)
     if not repeated:
         return None
     dropped = {id(part) for part in said[-repeated:]}
@@ -58,7 +55,3 @@ def without_repeated_prompts(
 
 def _prompts(request: ModelRequest) -> list[UserPromptPart]:
     return [part for part in request.parts if isinstance(part, UserPromptPart)]
-
-
-def _same(said: list[Any], again: list[Any]) -> bool:
-    return said == again

@@ -4,8 +4,9 @@ An agent carrying `ConversationRecall` on the same store writes each step while 
 time pydantic-ai's cycle (load → run → `save(result)`, what the UI adapters do with
 `conversation_store=`) saves the result, the store already holds the run's messages under a newer
 revision. `own_appends` (`_lineage`) tells whether only this run's appends made that revision; if
-so, the save compares the conversation with the stored history by content hash, from where the
-conversation starts in it, and writes only what is missing (usually nothing but the record: usage,
+so, the save compares the conversation with the stored history by content hash, as a run holds
+them (requests no response separates as one, `_pending`), from where the conversation starts in
+it, and writes only what is missing (usually nothing but the record: usage,
 deferred tool requests, a new revision). The write is checked against the revision just read, so a
 change landing in between still conflicts. Any other difference of revision is left to pydantic-ai's
 own `save`, which raises `ConversationConflict`.
