@@ -13,6 +13,8 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 
 from temporal_recall import ConversationRecall, RecallDeps
 
+from .._said import user_prompts
+
 ORDER_QUESTION = 'Where is order A-1001?'
 RECALL_PREFIX = 'recall '
 RACE_PROMPT = 'race'
@@ -56,15 +58,7 @@ class Outage:
         """The user prompts each model call was sent, in order, failed calls included."""
 
     def call(self, messages: list[ModelMessage]) -> None:
-        self.sent.append(
-            [
-                str(part.content)
-                for message in messages
-                if isinstance(message, ModelRequest)
-                for part in message.parts
-                if part.part_kind == 'user-prompt'
-            ]
-        )
+        self.sent.append(user_prompts(messages))
         if self.failures:
             self.failures -= 1
             raise ModelHTTPError(503, 'chat-script', body='the provider is overloaded')

@@ -11,25 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelRequest
 
 from temporal_recall.content import content_hash
 
+from .._said import user_prompts
 from ._chat import CLIENTS, Mode, asgi_client, chat_app
 from .agents import Outage, chat_agent
 
 PROTOCOLS = sorted(CLIENTS)
 PROMPTS = ('What is the weather in Oslo?', 'And in Madrid?', 'And in Rome?')
-
-
-def _prompts(messages: list[Any]) -> list[str]:
-    return [
-        str(part.content)
-        for message in messages
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if part.part_kind == 'user-prompt'
-    ]
 
 
 @pytest.mark.parametrize('mode', ['full', 'last'])
@@ -48,7 +38,7 @@ async def test_the_turn_after_a_failed_model_call_continues_from_its_prompt(any_
     assert outage.sent == [list(PROMPTS[:1]), list(PROMPTS[:2]), list(PROMPTS)]
     entries = await any_store.load_entries(chat.chat_id, scope='acme')
     messages = [entry.message for entry in entries]
-    assert _prompts(messages) == list(PROMPTS)
+    assert user_prompts(messages) == list(PROMPTS)
     assert [message.kind for message in messages] == ['request', 'request', 'response', 'request', 'response']
     assert len({content_hash(message) for message in messages}) == len(messages)
     assert (await any_store.read_record(chat.chat_id)).branches == []

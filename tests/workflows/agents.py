@@ -20,6 +20,8 @@ from temporalio.exceptions import ApplicationError
 from temporal_recall import ConversationRecall, RecallDeps
 from temporal_recall.testing import scripted_model, text, tool_call
 
+from .._said import user_prompts
+
 
 def get_weather(city: str) -> str:
     """The weather in a city."""
@@ -341,15 +343,7 @@ FLAKY_ONCE: set[str] = set()
 def _down_for_fail_prompts(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     """A provider that fails every turn whose prompt starts with `fail`, and once each prompt of
     `FLAKY_ONCE`, and answers the others."""
-    FLAKY_SENT.append(
-        [
-            str(p.content)
-            for m in messages
-            if isinstance(m, ModelRequest)
-            for p in m.parts
-            if p.part_kind == 'user-prompt'
-        ]
-    )
+    FLAKY_SENT.append(user_prompts(messages))
     last = messages[-1]
     prompt = str(last.parts[-1].content) if isinstance(last, ModelRequest) and last.parts else ''  # type: ignore[union-attr]
     if prompt.startswith('fail') or prompt in FLAKY_ONCE:

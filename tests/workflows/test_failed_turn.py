@@ -13,29 +13,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelRequest
 from temporalio.client import Client, WorkflowFailureError
 
 from temporal_recall import RunPromptInput, RunPromptOutput, RunPromptWorkflow
 from temporal_recall.content import content_hash
 from temporal_recall.testing import export_history, history_cost, running_worker
 
+from .._said import user_prompts
 from .agents import FLAKY_ONCE, FLAKY_SENT, flaky_agent, flaky_system_agent
 
 pytestmark = pytest.mark.temporal
 
 AGENTS = ['flaky', 'flaky_system']
 """The same provider, the second agent with a system prompt (stored in the failed request, with its prompt)."""
-
-
-def _prompts(messages: list[Any]) -> list[str]:
-    return [
-        str(part.content)
-        for message in messages
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if part.part_kind == 'user-prompt'
-    ]
 
 
 async def _conversation(
@@ -61,7 +51,7 @@ async def _conversation(
 
 async def _assert_held_once(store: Any, conversation_id: str, prompts: list[str], kinds: list[str]) -> None:
     messages = [entry.message for entry in await store.load_entries(conversation_id, scope='acme')]
-    assert _prompts(messages) == prompts
+    assert user_prompts(messages) == prompts
     assert [message.kind for message in messages] == kinds
     assert len({content_hash(message) for message in messages}) == len(messages)
     assert (await store.read_record(conversation_id)).branches == []
