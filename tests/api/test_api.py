@@ -426,7 +426,6 @@ def test_every_operation_conforms_to_the_openapi_document(api: Client, mode: Gen
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(
             max_examples=CONFORMANCE_EXAMPLES,
-            deadline=None,
             database=None,
             suppress_health_check=list(HealthCheck),
         )

@@ -183,7 +183,9 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, suppress_health_check=[*settings().suppress_health_check, HealthCheck.function_scoped_fixture]
+)
 @given(value=json_values)
 async def test_any_json_payload_round_trips(store, value):
     codec = RecallDataCodec(store, scope='acme', threshold_bytes=0, subtree_bytes=16)

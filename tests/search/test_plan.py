@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
@@ -213,7 +213,7 @@ BACKENDS = [pytest.param('sqlite'), pytest.param('postgres', marks=pytest.mark.p
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25)
 @given(plans=conversation_plans, asked=targets)
 def test_no_query_target_or_run_id_reaches_another_conversation_or_tenant(
     backend: str, plans: list[Plan], asked: list[Ask]
