@@ -1,17 +1,27 @@
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from hypothesis import HealthCheck, settings
 
 from temporal_recall.store import open_store
 
 from .store._support import PostgresSite, postgres_url
 
 pytest_plugins = ['temporal_recall.pytest_plugin']
+
+# Every property test runs under this profile, so none depends on the machine's speed: Hypothesis's
+# per-example deadline and its slow-generation health check are both wall-clock bounds, and this
+# machine is shared. Tests set only what is their own (how many examples, which fixtures they reuse).
+settings.register_profile('recall', deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# CI runs the same examples every time (seeded from each test), so a failure there reproduces.
+settings.register_profile('recall-ci', settings.get_profile('recall'), derandomize=True, print_blob=True)
+settings.load_profile('recall-ci' if os.environ.get('CI') == 'true' else 'recall')
 
 
 @pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])

@@ -784,7 +784,7 @@ _json_values = st.recursive(
 
 
 @given(document=st.dictionaries(st.text(max_size=12), _json_values, max_size=5))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 def test_yaml_output_reads_back_as_the_same_document(document: dict[str, Any]) -> None:
     loaded = yaml.safe_load(to_yaml(document))
     assert _normalized(loaded if loaded is not None else {}) == _normalized(document)
