@@ -28,6 +28,7 @@ from typing import Final, Literal, Protocol, TypeAlias
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
 
+from ._renamed import deprecated_include_branches
 from .errors import InvalidSearchParameters, UnknownConversation
 from .models import SearchRequest
 from .search import Role, SearchResult, message_role, parse_query, transcript_text
@@ -207,13 +208,15 @@ async def search_messages(
     role: Role | None = None,
     limit: int = 10,
     context: int = 0,
-    include_branches: bool = False,
+    include_superseded: bool = False,
+    include_branches: bool | None = None,
 ) -> SearchResult:
     """Search one conversation, or every conversation of `scope` with `conversation_id=None`.
 
     `run_id` keeps one agent run's messages, `role` one speaker's (`user`, `assistant`, `tool`, `system`).
-    A conversation is searched as it stands (the entries its head reaches); `include_branches` also
-    searches what only the branches it left hold (an answer a retry replaced, a rewritten turn).
+    A conversation is searched with everything it stored, on its head and on every branch it left,
+    except what was superseded inside one agent run (an answer a retried model request replaced);
+    `include_superseded` adds that too. `include_branches` is its deprecated old name.
 
     A scope without conversations gives no hits. The query is checked before anything is read, so
     an unusable one is refused whatever the store holds.
@@ -239,7 +242,7 @@ async def search_messages(
         role=role,
         limit=limit,
         context_lines=context,
-        include_branches=include_branches,
+        include_superseded=include_superseded or deprecated_include_branches('search_messages', include_branches),
     )
     try:
         return await search_index(store, request)

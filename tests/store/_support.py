@@ -27,7 +27,7 @@ from temporal_recall.search import BM25Parameters, ScoredDocument, SearchResult,
 from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
 from temporal_recall.store.postings._blocks import decode
-from temporal_recall.store.protocol import IndexReader, IndexStats, Posting, PostingColumns, SearchTarget
+from temporal_recall.store.protocol import Fence, IndexReader, IndexStats, Posting, PostingColumns, SearchTarget
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[ConversationStore]]
 AnyStore = SqliteConversationStore | PostgresConversationStore
@@ -208,7 +208,7 @@ def hex_hash(message: m.ModelMessage) -> str:
 
 _PROBLEM_QUERIES = (
     'SELECT c.conversation_id, c.document_count, c.total_length, count(cd.doc_id), coalesce(sum(d.length), 0) '
-    'FROM conversations c LEFT JOIN conversation_documents cd ON cd.conv_key = c.conv_key AND NOT cd.branch_only '
+    'FROM conversations c LEFT JOIN conversation_documents cd ON cd.conv_key = c.conv_key AND NOT cd.superseded '
     'LEFT JOIN documents d ON d.doc_id = cd.doc_id GROUP BY c.conv_key',
     'SELECT t.scope_key, '
     't.document_count + (SELECT coalesce(sum(g.document_count), 0) FROM index_segments g '
@@ -345,8 +345,38 @@ async def reopened_logging(site: Site, caplog: pytest.LogCaptureFixture) -> tupl
 async def answered_twice(
     store: AnyStore, conversation_id: str, scope: str | None, question: str, first: str, second: str
 ) -> None:
-    """`question` answered `first`, then answered again from the same point `second` (a retried model call):
-    the first answer is left on a branch the head moved away from."""
+    """`question` answered `first` by a model-request activity whose retry answered `second` (a Temporal
+    activity retry after the first attempt's write): the first answer is superseded inside the run.
+
+    Written as the capability's in-activity writes are: the request before the model call (one key for
+    every attempt), the response after it (a key per attempt), each fenced by the activity's attempt."""
+    asked = user(question)
+    unit = f'wf-{conversation_id}/run-1/activity-1'
+    for attempt, answer in ((1, first), (2, second)):
+        fence = Fence(key=unit, attempt=attempt)
+        for key, base, messages in (
+            (f'{unit}/prefix', [], [asked]),
+            (f'{unit}/{attempt}/response', [asked], [reply(answer)]),
+        ):
+            await store.append(
+                AppendRequest(
+                    conversation_id=conversation_id,
+                    scope=scope,
+                    idempotency_key=key,
+                    base_length=len(base),
+                    base_hash=content_hash(base[-1]) if base else None,
+                    messages=messages,
+                    run_id='run-1',
+                    fence=fence,
+                )
+            )
+
+
+async def answered_again(
+    store: AnyStore, conversation_id: str, scope: str | None, question: str, first: str, second: str
+) -> None:
+    """`question` answered `first`, then answered again from the same point `second` by a later write that is
+    no retry (a regenerated answer, a rewritten turn): the first answer is left on a branch, still said."""
     asked = user(question)
     await append_after(store, conversation_id, scope, [], [asked, reply(first)])
     await append_after(store, conversation_id, scope, [asked], [reply(second)])
@@ -397,9 +427,49 @@ UNDO_BRANCH_MARKS = (
 """What migration 10 changed, taken away: the members' marks and the counters over the current history."""
 
 
+UNDO_SUPERSEDED = (
+    'DROP TABLE superseded_entries',
+    'DROP INDEX conversation_documents_superseded',
+    'ALTER TABLE conversation_documents RENAME COLUMN superseded TO branch_only',
+    'CREATE INDEX conversation_documents_branch_only ON conversation_documents (conv_key) WHERE branch_only',
+)
+"""What migration 12 changed, put back as version 11 had it (the marks then recomputed by `HEAD_ONLY_MARKS`)."""
+
+HEAD_ONLY_MARKS = (
+    """
+    WITH RECURSIVE head(conv_key, k) AS (
+        SELECT conv_key, head_key FROM conversations WHERE head_key IS NOT NULL
+        UNION SELECT head.conv_key, e.parent_key FROM head JOIN entries e ON e.entry_key = head.k
+        WHERE e.parent_key IS NOT NULL
+    )
+    UPDATE conversation_documents SET branch_only = NOT EXISTS (
+        SELECT 1 FROM head JOIN entries e ON e.entry_key = head.k JOIN documents d ON d.content_hash = e.content_hash
+        WHERE head.conv_key = conversation_documents.conv_key AND d.doc_id = conversation_documents.doc_id
+        AND NOT e.unindexed
+    )
+    """,
+    'UPDATE conversations SET document_count = (SELECT count(*) FROM conversation_documents m '
+    'WHERE m.conv_key = conversations.conv_key AND NOT m.branch_only), '
+    'total_length = (SELECT coalesce(sum(d.length), 0) FROM conversation_documents m '
+    'JOIN documents d ON d.doc_id = m.doc_id '
+    'WHERE m.conv_key = conversations.conv_key AND NOT m.branch_only)',
+)
+"""Versions 10 and 11's rule, written independently here: a member is marked when no indexed entry the
+conversation's head reaches holds it, and the counters leave marked members out."""
+
+
+async def back_to_version_11(store: AnyStore) -> None:
+    """Turn a store into what version 11 wrote: members marked by whether the head reaches them (a default
+    search saw only the current history), no record of supersessions, version 11 recorded. Close and reopen
+    it afterwards."""
+    for statement in (*UNDO_SUPERSEDED, *HEAD_ONLY_MARKS, 'DELETE FROM schema_migrations WHERE version > 11'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_10(store: AnyStore) -> None:
     """Turn a store into what version 10 wrote: segments merged, documents with `refs`, pending counters
     on tenants, version 10 recorded. Close and reopen it afterwards."""
+    await back_to_version_11(store)
     await merge_everything(store)
     for statement in (*UNDO_VERSION_11, 'DELETE FROM schema_migrations WHERE version > 10'):
         await run_sql(store, statement)

@@ -44,7 +44,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Protocol, cast
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi import Path as PathParameter
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -115,11 +115,17 @@ class SearchBody(BaseModel):
     role: Role | None = Field(
         default=None, description='Only what this speaker said: user, assistant, tool (results) or system.'
     )
-    include_branches: bool = Field(
+    include_superseded: bool = Field(
         default=False,
         strict=True,
-        description='Also search what only the branches a conversation left hold (an answer a retry replaced, '
-        'a rewritten turn); by default each conversation is searched as it stands.',
+        description='Also search what was superseded inside one agent run (an answer a retried model request '
+        'replaced); by default everything else a conversation stored is searched, on every branch it left.',
+    )
+    include_branches: bool | None = Field(
+        default=None,
+        strict=True,
+        json_schema_extra={'deprecated': True},
+        description='The old name of include_superseded (answered with a Deprecation header).',
     )
 
 
@@ -551,7 +557,11 @@ def create_app(
         summary="Search one conversation, or every conversation of the token's scope",
         operation_id='search_conversation',
     )
-    async def search(body: SearchBody, tenant: Tenant, store: Store) -> SearchResponse:
+    async def search(body: SearchBody, tenant: Tenant, store: Store, response: Response) -> SearchResponse:
+        renamed = body.model_fields_set & {'include_branches'}
+        if renamed:
+            response.headers['Deprecation'] = 'true'
+            response.headers['Warning'] = '299 - "include_branches is renamed include_superseded"'
         result = await search_messages(
             store,
             body.query,
@@ -560,7 +570,7 @@ def create_app(
             run_id=body.run_id,
             role=body.role,
             limit=body.limit,
-            include_branches=body.include_branches,
+            include_superseded=body.include_superseded or bool(renamed and body.include_branches),
         )
         return SearchResponse(hits=result.hits)
 

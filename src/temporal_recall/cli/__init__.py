@@ -106,6 +106,13 @@ def _no_command() -> int:
     raise Failure('a command is required: COMMAND; see `recall --help`', EXIT_USAGE)
 
 
+def _renamed_branches_flag(branches: bool) -> bool:
+    """`recall search --branches`, the old spelling of `--superseded`: still works, and says so on stderr."""
+    if branches:
+        print('warning: --branches is renamed --superseded; the old name goes in the next release', file=sys.stderr)
+    return branches
+
+
 @app.command
 async def search(
     conversation: Annotated[str, Parameter(help='conversation id, or "all" for every conversation of --scope')],
@@ -116,13 +123,15 @@ async def search(
     role: Annotated[Role | None, Parameter(help='only what one speaker said')] = None,
     limit: Limit = 20,
     context: Annotated[Literal[0, 1, 2, 3], Parameter(help='neighbouring messages per hit')] = 0,
-    branches: Annotated[
-        bool, Parameter(help='also what only the branches a conversation left hold (retried answers)', negative=())
+    superseded: Annotated[
+        bool, Parameter(help='also what a retried model request replaced inside one run', negative=())
     ] = False,
+    branches: Annotated[bool, Parameter(show=False, negative=())] = False,
     format: Format = 'table',
     store: Store = None,
 ) -> int:
-    """Search a conversation (or "all" of a scope) for words, as it stands (with --branches, also what it left).
+    """Search a conversation (or "all" of a scope) for words, everything it stored (with --superseded, also
+    what a retried model request replaced inside one run; --branches is its deprecated old name).
 
     Example: recall search support-42 order A-1042 --limit 5; recall search all refund --scope acme --format json
     """
@@ -137,7 +146,7 @@ async def search(
             role=role,
             limit=limit,
             context=context,
-            include_branches=branches,
+            include_superseded=superseded or _renamed_branches_flag(branches),
         )
     hits = [hit.model_dump(mode='json') for hit in result.hits]
 

@@ -11,6 +11,8 @@ from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
+from temporal_recall._renamed import warn_renamed_argument
+
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
@@ -147,9 +149,17 @@ class SearchTarget:
     role: str | None = None
     """Only documents of this speaker (`part_role`): a narrowing applied to postings and rows alike. The
     stats stay the target's without it, so a filter changes which documents are hits, not their scores."""
+    include_superseded: bool = False
+    """Also what was superseded inside one agent run (an answer a retried request replaced, see
+    `index._superseded`); by default a search sees everything else each conversation stored, its head's
+    history and every branch it left."""
     include_branches: bool = False
-    """Also what only the branches a conversation left hold (a retried answer, a rewritten turn); by
-    default a search sees each conversation's current history, the entries its head reaches."""
+    """Deprecated: the old name of `include_superseded`."""
+
+    def __post_init__(self) -> None:
+        if self.include_branches:
+            warn_renamed_argument('SearchTarget', 'include_branches', 'include_superseded', stacklevel=4)
+            object.__setattr__(self, 'include_superseded', True)
 
 
 @dataclass(frozen=True, kw_only=True)

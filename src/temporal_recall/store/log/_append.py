@@ -10,8 +10,8 @@ from pydantic_ai.usage import RunUsage
 from temporal_recall.content import load_message, resent_hash
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
-from ..index._current import extend_head, follow_head
 from ..index._documents import add_members, lock_contents
+from ..index._superseded import extend_head, follow_supersessions, record_supersession
 from ..index._terms import PreparedMessage, prepare_message
 from ..protocol import AppendRequest, AppendResult, fence_row_key
 from ..sql._keys import hash_bytes, run_id_of
@@ -107,7 +107,7 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     else:
         tenant_id = await tenant_of(session, request.scope)
     await lock_tenants(session, [tenant_id])
-    parent_key, parent_position, skipped = await _attach(
+    parent_key, parent_position, skipped, displaced = await _attach(
         session, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages]
     )
     new_items = prepared.messages[skipped:]
@@ -131,7 +131,10 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     if await add_members(session, conv_key, tenant_id, members, merge=not session.dialect.supports_concurrent_writes):
         merging.append(tenant_id)
     if row is not None and members and branched:
-        await follow_head(session, conv_key, tenant_id)
+        if displaced is not None and await _replaces_earlier_attempt(session, request, displaced):
+            await record_supersession(session, conv_key, tenant_id, displaced)
+        else:
+            await follow_supersessions(session, conv_key, tenant_id)
     elif row is not None and members and row.branch_keys:
         await extend_head(session, conv_key, tenant_id, [member.entry_key for member in members])
     if row is None and fence_key is not None:
@@ -153,14 +156,34 @@ async def _raise_fence(session: Session, conv_key: int, fence_key: str, attempt:
     )
 
 
+async def _replaces_earlier_attempt(session: Session, request: AppendRequest, displaced: int) -> bool:
+    """Whether the entries this write branched away from (from `displaced` down) were superseded inside
+    one run: the write is a retry of a fenced unit (attempt 2 or later) and they are its run's own.
+
+    Nothing else of the same run attaches where a request's response does: the run's later requests
+    attach after that response, and a history the run rewrote is written from the workflow, unfenced.
+    So the entries are an earlier attempt's answer, which Temporal discarded (`index._superseded`).
+    """
+    if request.fence is None or request.fence.attempt < 2 or request.run_id is None:
+        return False
+    same_run = await session.value(
+        'SELECT 1 FROM entries e JOIN runs r ON r.run_key = e.run_key WHERE e.entry_key = $1 AND r.run_id = $2',
+        displaced,
+        request.run_id,
+    )
+    return same_run is not None
+
+
 async def _attach(
     session: Session,
     row: ConversationRow | None,
     request: AppendRequest,
     base_hash: bytes | None,
     hashes: list[bytes],
-) -> tuple[int | None, int, int]:
-    """`(parent_key, parent_position, skipped)`: where the new messages go and how many are already stored."""
+) -> tuple[int | None, int, int, int | None]:
+    """`(parent_key, parent_position, skipped, displaced)`: where the new messages go, how many are already
+    stored, and the stored entry that follows the attach point on the current history (which the new
+    messages branch away from when there are any left to write)."""
     base = request.base_length
     head_position = row.head_position if row is not None else -1
     if base - 1 > head_position:
@@ -169,7 +192,7 @@ async def _attach(
             f'{base} the delta follows; resend with base_length=0.'
         )
     if row is None or row.head_key is None:
-        return None, -1, 0
+        return None, -1, 0, None
     chain = await entries.head_chain(session, row.head_key, base - 1)
     by_position = {position: (key, content) for key, position, content in chain}
     parent_key: int | None = None
@@ -192,7 +215,8 @@ async def _attach(
             break
         parent_key, parent_position = following[0], parent_position + 1
         skipped += 1
-    return parent_key, parent_position, skipped
+    following = by_position.get(parent_position + 1)
+    return parent_key, parent_position, skipped, None if following is None else following[0]
 
 
 async def _resent(session: Session, entry_key: int, resent: str | None, run_id: str | None) -> bool:

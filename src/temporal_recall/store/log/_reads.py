@@ -124,6 +124,12 @@ async def delete_conversation(session: Session, conv_key: int) -> None:
     for statement in statements.DELETE_CONVERSATION_ROWS:
         await session.run(statement, conv_key)
     if doomed:
+        each = session.dialect.each(1, 'bigint')
+        # Another conversation may have recorded a supersession of an entry it no longer reaches.
+        await session.run(
+            f'DELETE FROM superseded_entries WHERE entry_key IN (SELECT value FROM {each})',  # noqa: S608
+            session.dialect.array(doomed),
+        )
         # Descending keys (`UNREACHABLE`): children before parents.
         await session.run(
             f'DELETE FROM entries WHERE entry_key IN (SELECT value FROM {session.dialect.each(1, "bigint")})',  # noqa: S608
