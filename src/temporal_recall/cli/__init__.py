@@ -274,6 +274,11 @@ async def show(
     return 0
 
 
+STATS_KEYS = ('store_url', 'path', 'schema', 'conversations', 'entries', 'documents', 'postings', 'database_bytes')
+"""`recall stats`' fields, the same on both backends (the README's contract): `store_url` without password or
+options, `path` the SQLite file's absolute path and `schema` the PostgreSQL schema, each `null` on the other."""
+
+
 @app.command
 async def stats(*, format: Format = 'table', store: Store = None) -> int:
     """Counts and sizes of the store.
@@ -281,9 +286,9 @@ async def stats(*, format: Format = 'table', store: Store = None) -> int:
     Example: recall stats --format json
     """
     async with _opened(store) as opened:
-        found = dataclasses.asdict(await opened.stats())
-    row = {key: str(value) if isinstance(value, Path) else value for key, value in found.items()}
-    row['store_url'] = _url(store)
+        found = {**dataclasses.asdict(await opened.stats()), 'store_url': opened.url}
+    shown = {key: found.get(key) for key in STATS_KEYS}
+    row = {key: str(value.absolute()) if isinstance(value, Path) else value for key, value in shown.items()}
     emit({'stats': row}, format, items=[row], human=lambda: table('', '', rows=list(row.items()), wide=''))
     return 0
 
