@@ -470,7 +470,7 @@ async def test_stats_in_every_format(filled: Filled) -> None:
     assert stats['conversations'] == expected.conversations == 4
     assert stats['entries'] == expected.entries
     assert stats['documents'] == expected.documents
-    assert stats['store_url'] == str(filled.path)
+    assert stats['store_url'] == f'sqlite:///{filled.path}' and stats['path'] == str(filled.path)
     assert parse(as_yaml, 'yaml') == {'stats': stats}
     assert as_ndjson.ndjson() == [stats]
     assert ['entries', str(expected.entries)] in [line.split() for line in table.stdout.splitlines()]

@@ -427,6 +427,16 @@ UNDO_BRANCH_MARKS = (
 """What migration 10 changed, taken away: the members' marks and the counters over the current history."""
 
 
+UNDO_VERSION_13 = ('DROP INDEX message_bodies_by_hash',)
+"""What migration 13 added, taken away."""
+
+
+async def back_to_version_12(store: AnyStore) -> None:
+    """Turn a store into what version 12 wrote: no index of bodies by hash, version 12 recorded."""
+    for statement in (*UNDO_VERSION_13, 'DELETE FROM schema_migrations WHERE version > 12'):
+        await run_sql(store, statement)
+
+
 UNDO_SUPERSEDED = (
     'DROP TABLE superseded_entries',
     'DROP INDEX conversation_documents_superseded',
@@ -462,6 +472,7 @@ async def back_to_version_11(store: AnyStore) -> None:
     """Turn a store into what version 11 wrote: members marked by whether the head reaches them (a default
     search saw only the current history), no record of supersessions, version 11 recorded. Close and reopen
     it afterwards."""
+    await back_to_version_12(store)
     for statement in (*UNDO_SUPERSEDED, *HEAD_ONLY_MARKS, 'DELETE FROM schema_migrations WHERE version > 11'):
         await run_sql(store, statement)
 

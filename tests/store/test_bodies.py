@@ -202,3 +202,41 @@ async def test_deleting_a_conversation_leaves_every_body(recall_store: AnyStore)
     assert await touched(recall_store) == before
     [decoded] = await RecallDataCodec(recall_store, scope='acme').decode([encoded])
     assert PydanticAIPayloadConverter().from_payloads([decoded], [StepDelta])[0].messages == HISTORY
+
+
+# --- Where a body is: its scopes by hash, through an index (migration 13) --------------------------
+
+
+async def scopes_plan(store: AnyStore, hashes: list[str]) -> str:
+    """The plan of `BodyEngine.scopes`' statement, as each backend explains it. PostgreSQL is told not to
+    scan the table when anything else can answer, so on a handful of rows the plan still shows which
+    index could serve the lookup, as it does by cost on a large table."""
+    from temporal_recall.store.sql._session import Session
+
+    async def explain(session: Session) -> list[Any]:
+        dialect = session.dialect
+        statement = _bodies._SCOPES.format(hashes=dialect.in_array(1, 'text'))  # pyright: ignore[reportPrivateUsage]
+        if isinstance(store, SqliteConversationStore):
+            return [row[3] for row in await session.rows(f'EXPLAIN QUERY PLAN {statement}', dialect.array(hashes))]
+        await session.run('SET LOCAL enable_seqscan = off')
+        return [row[0] for row in await session.rows(f'EXPLAIN {statement}', dialect.array(hashes))]
+
+    return '\n'.join(await store._backend.run_read(explain))  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_the_scopes_holding_a_body_are_found_by_its_hash_without_reading_every_body(
+    recall_store: AnyStore,
+) -> None:
+    for scope in ('acme', 'globex', None):
+        await recall_store.put_bodies(scope, {f'{scope}-{n:03}': b'body' for n in range(100)})
+    await recall_store.put_bodies('globex', {'shared': b'globex'})
+    await recall_store.put_bodies(None, {'shared': b'unscoped'})
+
+    assert await recall_store.body_scopes(['shared']) == [None, 'globex']  # in scope key order
+    assert await recall_store.body_scopes(['acme-007', 'globex-001', 'missing']) == ['acme', 'globex']
+    assert await recall_store.body_scopes(['missing']) == []
+    assert await recall_store.body_scopes([]) == []
+
+    plan = await scopes_plan(recall_store, ['shared', 'acme-007'])
+    assert 'message_bodies_by_hash' in plan, plan
+    assert 'SCAN message_bodies' not in plan and 'Seq Scan on message_bodies' not in plan, plan

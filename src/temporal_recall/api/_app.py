@@ -16,7 +16,7 @@ headers and the first bytes alone. Errors are JSON, `{"error": {"code": ..., "me
 | 400 | `bad_request` | malformed JSON, missing, unknown or mistyped fields, a limit outside 1-100 |
 | 400 | `invalid_id` | an id (body or path) over 512 characters, with a control character or invalid text |
 | 400 | `invalid_query` | an empty or oversized query, or one holding control characters |
-| 400 | `invalid_parameters` | parameters the search refuses |
+| 400 | `invalid_parameters` | parameters the search refuses, or an `after` cursor the listing did not hand out |
 | 401 | `unauthorized` | no bearer token, or one the configuration does not know |
 | 404 | `not_found` | no such conversation in the token's scope (or no such route) |
 | 405 | `method_not_allowed` | a known path with the wrong method |
@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .._cursor import MAX_CURSOR_LENGTH
 from .._store_provider import StoreProvider
 from .._validation import MAX_ID_LENGTH, Identifier, QueryText
 from ..errors import (
@@ -64,7 +65,7 @@ from ..errors import (
     UnknownConversation,
     shown,
 )
-from ..query import ConversationInfo, QueryStore, list_conversations, read_conversation, search_messages
+from ..query import ConversationInfo, QueryStore, list_conversation_page, read_conversation, search_messages
 from ..search import MAX_LIMIT, Role, SearchHit
 
 __all__ = ('API_PREFIX', 'MAX_BODY_BYTES', 'MIN_TOKEN_LENGTH', 'ApiStore', 'create_app', 'load_tokens')
@@ -147,6 +148,11 @@ class ConversationSummary(BaseModel):
 
 class ConversationList(BaseModel):
     conversations: list[ConversationSummary]
+    """Newest first."""
+    next_cursor: str | None = Field(
+        description='Pass it as `after` for the next page; null when no conversation comes after this page. '
+        'It stays good while conversations are written: the next page holds exactly those after this one.'
+    )
 
 
 class TranscriptMessage(BaseModel):
@@ -578,14 +584,25 @@ def create_app(
         f'{API_PREFIX}/conversations',
         response_model=ConversationList,
         responses={code: _ERROR_RESPONSES[code] for code in (400, 401, 503)},
-        summary="List the token's conversations, newest first",
+        summary="List the token's conversations, newest first, a page at a time",
         operation_id='list_conversations',
     )
     async def conversations(
-        tenant: Tenant, store: Store, limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 20
+        tenant: Tenant,
+        store: Store,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description='Most conversations per page (1-100).')] = 20,
+        after: Annotated[
+            str | None,
+            Query(
+                json_schema_extra={'maxLength': MAX_CURSOR_LENGTH},
+                description='The `next_cursor` of the previous page: list the conversations after it.',
+            ),
+        ] = None,
     ) -> ConversationList:
-        listed = await list_conversations(store, scope=tenant, limit=limit)
-        return ConversationList(conversations=[_summary(info) for info in listed])
+        page = await list_conversation_page(store, scope=tenant, limit=limit, after=after)
+        return ConversationList(
+            conversations=[_summary(info) for info in page.conversations], next_cursor=page.next_cursor
+        )
 
     @app.get(
         f'{API_PREFIX}/conversations/{{conversation_id}}',

@@ -40,7 +40,14 @@ from ..errors import (
     counted,
     shown,
 )
-from ..query import ANY_SCOPE, TranscriptMessage, list_conversations, read_conversation, search_messages
+from ..query import (
+    ANY_SCOPE,
+    ConversationPage,
+    TranscriptMessage,
+    list_conversation_page,
+    read_conversation,
+    search_messages,
+)
 from ..search import Role
 from ..settings import Settings
 from ..store import open_store
@@ -166,25 +173,66 @@ async def search(
     return 0
 
 
+PAGE_LIMIT = 100
+"""Most conversations one `recall conversations` page lists (as the HTTP API's): more come page by page."""
+
+
+def _page_limit(type_: Any, value: int) -> None:
+    if value < 1:
+        raise ValueError('Must be >= 1.')
+    if value > PAGE_LIMIT:
+        raise ValueError(
+            f'Must be <= {PAGE_LIMIT}: a page lists at most {PAGE_LIMIT} conversations, and a page that leaves '
+            'some out prints the --after cursor of the next one.'
+        )
+
+
+def _shown_of(page: ConversationPage) -> str:
+    """Which of the listing's conversations a page shows: `20 of 212 shown`, `21-40 of 212 shown`."""
+    assert page.total is not None and page.remaining is not None
+    last = max(page.total - page.remaining, len(page.conversations))  # counted as read: others may write
+    first = last - len(page.conversations) + 1
+    return f'{last if first == 1 else f"{first}-{last}"} of {page.total} shown'
+
+
 @app.command
 async def conversations(
-    *, scope: Scope = None, limit: Limit = 20, format: Format = 'table', store: Store = None
+    *,
+    scope: Scope = None,
+    limit: Annotated[int, Parameter(validator=_page_limit, help='most rows per page, 1-100')] = 20,
+    after: Annotated[
+        str | None, Parameter(help='the cursor a previous page printed: list the conversations after it')
+    ] = None,
+    format: Format = 'table',
+    store: Store = None,
 ) -> int:
-    """List conversations, newest first.
+    """List conversations, newest first, a page at a time.
 
-    Example: recall conversations --limit 10; recall conversations --scope acme --format ndjson
+    A page that leaves some out says so (`20 of 212 shown`) and prints the cursor of the next one.
+
+    Example: recall conversations --limit 10; recall conversations --scope acme --after CURSOR --format json
     """
     async with _opened(store) as opened:
-        listed = await list_conversations(opened, scope=ANY_SCOPE if scope is None else scope, limit=limit)
-    rows = [{**dataclasses.asdict(info), 'updated_at': info.updated_at.isoformat()} for info in listed]
+        page = await list_conversation_page(
+            opened, scope=ANY_SCOPE if scope is None else scope, limit=limit, after=after, count=True
+        )
+    rows = [{**dataclasses.asdict(info), 'updated_at': info.updated_at.isoformat()} for info in page.conversations]
+    more = None if page.next_cursor is None else f'for the next page, add --after {page.next_cursor}'
+    paged = more is not None or after is not None
+    note = f'{_shown_of(page)}{f"; {more}" if more else "."}' if paged and rows else None
 
     def human() -> Any:
         if not rows:
-            return Text('No conversations.' if scope is None else f'No conversations in scope {scope!r}.')
+            where = '' if scope is None else f' in scope {scope!r}'
+            return Text(f'No conversations{where}{" after this cursor" if after is not None else ""}.')
         cells = [[r['updated_at'], r['scope'], r['branches'], r['conversation_id']] for r in rows]
         return table('updated', 'scope', 'branches', 'conversation', rows=cells, wide='conversation')
 
-    emit({'conversations': rows}, format, items=rows, human=human)
+    document = {'conversations': rows, 'total': page.total, 'next_cursor': page.next_cursor}
+    emit(document, format, items=rows, human=human)
+    if note is not None and format in ('table', 'ndjson'):
+        # One plain line, never folded, so the cursor copies whole; ndjson's stdout holds the items alone.
+        print(note, file=sys.stdout if format == 'table' else sys.stderr)
     return 0
 
 
@@ -235,6 +283,11 @@ async def show(
     return 0
 
 
+STATS_KEYS = ('store_url', 'path', 'schema', 'conversations', 'entries', 'documents', 'postings', 'database_bytes')
+"""`recall stats`' fields, the same on both backends (the README's contract): `store_url` without password or
+options, `path` the SQLite file's absolute path and `schema` the PostgreSQL schema, each `null` on the other."""
+
+
 @app.command
 async def stats(*, format: Format = 'table', store: Store = None) -> int:
     """Counts and sizes of the store.
@@ -242,9 +295,9 @@ async def stats(*, format: Format = 'table', store: Store = None) -> int:
     Example: recall stats --format json
     """
     async with _opened(store) as opened:
-        found = dataclasses.asdict(await opened.stats())
-    row = {key: str(value) if isinstance(value, Path) else value for key, value in found.items()}
-    row['store_url'] = _url(store)
+        found = {**dataclasses.asdict(await opened.stats()), 'store_url': opened.url}
+    shown = {key: found.get(key) for key in STATS_KEYS}
+    row = {key: str(value.absolute()) if isinstance(value, Path) else value for key, value in shown.items()}
     emit({'stats': row}, format, items=[row], human=lambda: table('', '', rows=list(row.items()), wide=''))
     return 0
 

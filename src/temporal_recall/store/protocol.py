@@ -30,9 +30,11 @@ __all__ = (
     'Fence',
     'IndexReader',
     'IndexStats',
+    'ListingPosition',
     'Posting',
     'PostingColumns',
     'RecallStore',
+    'RecordPage',
     'SearchTarget',
     'TargetPostings',
 )
@@ -133,6 +135,31 @@ class DeltaWriter(Protocol):
         key (a key already applied returns its recorded result), then the attach point.
         """
         ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListingPosition:
+    """Where a page of the conversation listing ended: its last conversation's place in the listing's order.
+
+    The listing is ordered by when a conversation was last updated, newest first (`updated_order`,
+    microseconds since the epoch), equal times in creation order. A page read after a position holds
+    exactly the conversations that come after it in that order, whatever was written meanwhile: one
+    updated since moves to the front (a listing from the start shows it), one deleted is gone, and
+    none of the others is skipped or shown twice. The conversation id stands for the tie-break, so a
+    position holds nothing its reader was not shown.
+    """
+
+    updated_order: int
+    conversation_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordPage:
+    """A page of the conversation listing (`read_records_page`)."""
+
+    records: list[ConversationRecord]
+    next: ListingPosition | None
+    """Where the next page starts; `None` when no conversation comes after this page."""
 
 
 @dataclass(frozen=True, kw_only=True)
