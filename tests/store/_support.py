@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import os
 import sqlite3
 import uuid
 from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, closing, contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, closing, contextmanager, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,17 +37,69 @@ StoreFactory = Callable[[Path], AbstractAsyncContextManager[ConversationStore]]
 AnyStore = SqliteConversationStore | PostgresConversationStore
 
 POSTGRES_URL_VARIABLE = 'TEMPORAL_RECALL_TEST_POSTGRES_URL'
+LOCAL_DATABASE = 'temporal_recall_test'
+"""The database the tests make their own on a local server when no URL is configured (each test a schema in it)."""
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    """Where the PostgreSQL tests run (`url`), or why they cannot (`url` is None and `missing` says why)."""
+
+    url: str | None
+    missing: str = ''
+
+
+@functools.cache
+def postgres_server() -> PostgresServer:
+    """`TEMPORAL_RECALL_TEST_POSTGRES_URL` when set; otherwise a database of the tests' own on a server at
+    127.0.0.1:5432 as `postgres` (libpq's PGHOST, PGPORT and PGUSER say where else to look), if one lets
+    them in. Looked up once per process."""
+    url = os.environ.get(POSTGRES_URL_VARIABLE)
+    if url:
+        return PostgresServer(url)
+    env = os.environ
+    return local_postgres(env.get('PGHOST', '127.0.0.1'), env.get('PGPORT', '5432'), env.get('PGUSER', 'postgres'))
+
+
+def local_postgres(host: str, port: str, user: str, database: str = LOCAL_DATABASE) -> PostgresServer:
+    """`database` on the server at `host:port`, created if missing, or why there is none to use."""
+    import asyncpg
+
+    server = f'postgresql://{user}@{host}:{port}'
+    try:
+        with ThreadPoolExecutor(1) as thread:  # its own event loop, whether or not the caller runs one
+            thread.submit(asyncio.run, _create_database(f'{server}/postgres', database)).result()
+    except (OSError, TimeoutError, ValueError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        return PostgresServer(
+            None,
+            f'no PostgreSQL server: {POSTGRES_URL_VARIABLE} is not set and none at {host}:{port} let {user!r} in '
+            f'({" ".join((str(error) or type(error).__name__).split())}); start one there (PGHOST, PGPORT and '
+            f'PGUSER say where to look) or set {POSTGRES_URL_VARIABLE}',
+        )
+    return PostgresServer(f'{server}/{database}')
+
+
+async def _create_database(maintenance_url: str, database: str) -> None:
+    import asyncpg
+
+    connection = await asyncpg.connect(maintenance_url, timeout=10)
+    try:
+        if await connection.fetchval('SELECT 1 FROM pg_database WHERE datname = $1', database):
+            return
+        quoted = await connection.fetchval('SELECT quote_ident($1)', database)
+        with suppress(asyncpg.DuplicateDatabaseError, asyncpg.UniqueViolationError):
+            await connection.execute(f'CREATE DATABASE {quoted}')  # another test process may be first
+    finally:
+        await connection.close()
 
 
 def postgres_url() -> str:
-    """The test server's URL, or skip the test: PostgreSQL tests run only where a server is configured."""
-    url = os.environ.get(POSTGRES_URL_VARIABLE)
-    if not url:
-        pytest.skip(
-            f'{POSTGRES_URL_VARIABLE} is not set; set it to a PostgreSQL URL such as '
-            'postgresql://postgres@127.0.0.1:5432/test to run the PostgreSQL tests'
-        )
-    return url
+    """The test server's URL, or skip the test: PostgreSQL tests run only where a server is configured or found
+    (tests/conftest.py reports all these skips in one line)."""
+    server = postgres_server()
+    if server.url is None:
+        pytest.skip(server.missing)
+    return server.url
 
 
 def with_options(url: str, **options: object) -> str:
@@ -135,7 +191,7 @@ async def _postgres(folder: Path) -> AsyncGenerator[ConversationStore]:
 
 STORE_FACTORIES: dict[str, StoreFactory] = {'memory': _memory, 'sqlite': _sqlite, 'postgres': _postgres}
 """Every backend the conformance suite runs against, `memory` being the reference. PostgreSQL tests
-skip when `TEMPORAL_RECALL_TEST_POSTGRES_URL` is not set (and get the `postgres` marker, see conftest)."""
+get the `postgres` marker and run where `postgres_server` finds a server (see tests/conftest.py)."""
 
 REFERENCE = 'memory'
 
