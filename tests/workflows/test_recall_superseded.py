@@ -1,6 +1,6 @@
 """After a retried model activity answers differently, recall finds the answer the run kept, not the one the
 retry replaced, unless superseded text is asked for: on a real dev server, through workflow code and the search
-Update."""
+Update, on both backends."""
 
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ def _answers(result: SearchResult) -> list[str]:
 
 
 async def test_recall_after_a_retry_finds_the_kept_answer_and_the_replaced_one_only_on_request(
-    temporal_client: Client, store_url: str
+    temporal_client: Client, any_store_url: str
 ) -> None:
-    store = await open_store(store_url)
+    store = await open_store(any_store_url)
     failing = FailAfterFirstAnswer(store)
     try:
         async with running_worker(
@@ -68,9 +68,9 @@ async def test_recall_after_a_retry_finds_the_kept_answer_and_the_replaced_one_o
         await store.close()
 
 
-async def test_the_search_update_passes_include_superseded_on(temporal_client: Client, store_url: str) -> None:
+async def test_the_search_update_passes_include_superseded_on(temporal_client: Client, any_store_url: str) -> None:
     """The Update searches the workflow's own conversation, and what a retry superseded when asked (by either name)."""
-    store = await open_store(store_url)
+    store = await open_store(any_store_url)
     failing = FailAfterFirstAnswer(store)
     try:
         async with running_worker(temporal_client, agents=[retried_agent], store=failing) as worker:
