@@ -39,7 +39,9 @@ class Point:
     command: str
 
 
-def points_of(scope: dict[str, dict[str, list[float]]], messages: int, *, date: str, commit: str, command: str) -> list[Point]:
+def points_of(
+    scope: dict[str, dict[str, list[float]]], messages: int, *, date: str, commit: str, command: str
+) -> list[Point]:
     """One point per charted search of a `Measurement.scope`: the p50 over every query class (seconds in, ms out)."""
     return [
         Point(
@@ -114,4 +116,3 @@ def draw(points: list[Point], path: Path = CHART) -> str | None:
 
 def _ms(value: float) -> str:
     return f'{value:.2f}' if value < 10 else f'{value:.1f}' if value < 100 else f'{value:,.0f}'
-

@@ -15,7 +15,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,7 +84,7 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def own_cluster() -> Iterator[Cluster]:
+def own_cluster() -> Generator[Cluster]:
     """A new cluster (trust authentication, loopback only), started for the block and stopped after it."""
     as_postgres = os.geteuid() == 0
     with tempfile.TemporaryDirectory(prefix='bench-pg-') as tmp:

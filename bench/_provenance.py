@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 from bench._scale_engines import drop_schema, with_schema
@@ -44,7 +44,7 @@ def header() -> str:
 
 
 @contextlib.asynccontextmanager
-async def postgres_schema(url: str, prefix: str) -> AsyncIterator[str]:
+async def postgres_schema(url: str, prefix: str) -> AsyncGenerator[str]:
     """`url` pointing at a fresh schema (`<prefix>_<hex>`), dropped afterwards."""
     schema = f'{prefix}_{uuid.uuid4().hex[:12]}'
     try:

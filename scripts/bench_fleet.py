@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -135,7 +135,7 @@ async def run_batch(client: Client, task_queue: str, agent: str, ids: list[str])
 
 
 @contextlib.asynccontextmanager
-async def fleet(address: str, store_url: str, workers: int, logs: Path) -> AsyncIterator[Fleet]:
+async def fleet(address: str, store_url: str, workers: int, logs: Path) -> AsyncGenerator[Fleet]:
     """`workers` worker processes of `store_url`, stopped (SIGTERM, then SIGKILL) whatever happens."""
     running = Fleet(address, store_url, f'fleet-{uuid.uuid4().hex[:8]}', logs)
     try:
@@ -146,7 +146,7 @@ async def fleet(address: str, store_url: str, workers: int, logs: Path) -> Async
 
 
 @contextlib.asynccontextmanager
-async def store_for(backend: str, postgres: str, tmp: Path) -> AsyncIterator[str]:
+async def store_for(backend: str, postgres: str, tmp: Path) -> AsyncGenerator[str]:
     if backend == 'sqlite':
         yield f'sqlite:///{tmp}/fleet.db'  # tmp is absolute: four slashes
         return

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from bench.fleet_agent import WITH, build, expected_kinds, prompt_for
+
 from temporal_recall import ConversationRecall, RecallDeps, RunPromptOutput, open_store
 
 from ._scripts import SCRIPTS, load_script
