@@ -116,21 +116,28 @@ class Fleet:
         await asyncio.to_thread(worker.process.wait)
         return worker.process.pid
 
-    async def stop(self) -> list[int | None]:
-        """SIGTERM every worker, wait for each to drain and exit, SIGKILL any that does not; their statuses."""
+    async def stop(self) -> list[str]:
+        """SIGTERM every worker, wait for each to drain and exit, SIGKILL any that does not.
+
+        Returns what went wrong: a worker that needed SIGKILL or exited with a status other than 0
+        (SIGTERM's documented one), with the end of its log.
+        """
         for worker in self.workers:
             if worker.process.poll() is None:
                 worker.process.send_signal(signal.SIGTERM)
-        statuses: list[int | None] = []
+        problems: list[str] = []
         for worker in self.workers:
             try:
-                statuses.append(await asyncio.to_thread(worker.process.wait, STOP_SECONDS))
+                status = await asyncio.to_thread(worker.process.wait, STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 worker.process.kill()
                 await asyncio.to_thread(worker.process.wait)
-                statuses.append(None)
+                problems.append(f'worker {worker.process.pid} did not stop within {STOP_SECONDS:.0f} s of SIGTERM')
+                continue
+            if status != 0:
+                problems.append(f'worker {worker.process.pid} exited with status {status}:\n{worker.tail()}')
         self.workers.clear()
-        return statuses
+        return problems
 
 
 def _answers(url: str) -> bool:

@@ -6,7 +6,8 @@ CPU) and answers by the script alone, so a retried request gets the same answer.
 few dozen words from a fixed vocabulary, about what a support agent's turns and tool results hold,
 so the store indexes realistic postings.
 
-Two agents of the worker's `TEMPORAL_RECALL_AGENTS`, identical but for `ConversationRecall`:
+Two agents of the worker's `TEMPORAL_RECALL_AGENTS`, identical but for `ConversationRecall` (with its
+defaults, as an app adds it: its recall tool is offered to the model, which never calls it):
 
     TEMPORAL_RECALL_AGENTS=bench.fleet_agent:without_recall,bench.fleet_agent:with_recall
 

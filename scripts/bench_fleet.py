@@ -142,7 +142,8 @@ async def fleet(address: str, store_url: str, workers: int, logs: Path) -> Async
         await running.start(workers)
         yield running
     finally:
-        await running.stop()
+        for problem in await running.stop():
+            print(f'warning: {problem}', file=sys.stderr, flush=True)
 
 
 @contextlib.asynccontextmanager

@@ -11,13 +11,15 @@ conversation of its own. Without persistence the store is never touched; with it
 `ConversationRecall(store=...)` writes every model request's messages through the store's `append`.
 For each backend the two variants alternate (which goes first flips every round), and each cell is
 the process CPU time (`time.process_time`, every thread of this process) per run: its median, and
-its mean in brackets. On PostgreSQL the server's CPU comes on top: the CPU its backends serving
-this store spent (read from /proc when the server runs on this machine) is given per run too.
+its mean in brackets, and the CPU spent inside the store's `append` per run (nothing else runs
+while a run waits for it), which the summary gives as a share of what persistence adds. On
+PostgreSQL the server's CPU comes on top: the CPU its backends serving this store spent (read from
+/proc when the server runs on this machine) is given per run too.
 
 Then one profiled pass per backend with persistence: a cProfile of each `append` (the event loop's
 thread) and, on SQLite, of each write transaction on the store's connection thread (where SQLite's
-write runs), both timed in thread CPU time, summed, and printed as the top functions by cumulative
-time per run, with the share of the added CPU per run that `append` accounts for.
+write runs), both timed in thread CPU time, summed, and printed as the functions `append` reached,
+as shares of the profiled time, by cumulative and by own time.
 
 Every PostgreSQL run gets a fresh schema (`step_cost_<hex>`), dropped afterwards.
 """
