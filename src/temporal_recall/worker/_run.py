@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import re
 import signal
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 from temporalio.client import Client
 
-from .._exit_status import EXIT_INTERRUPTED
+from .._exit_status import EXIT_FAILURE, EXIT_INTERRUPTED, exit_without_finalizing
 from .._store_provider import StoreProvider
 from ..errors import RecallError
 from ..settings import ENVIRONMENT_VARIABLES, Settings
@@ -211,20 +210,19 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     _parser().parse_args(argv)  # answers --help before anything connects
-    status = 0
+    exit_without_finalizing(_run_process)
+
+
+def _run_process() -> int:
     try:
         settings = Settings.from_env()
         configure_logging(settings.log_level)
         asyncio.run(run_worker(settings))
     except RecallError as error:
         print(f'temporal-recall-worker: {error}', file=sys.stderr)
-        status = 1
+        return EXIT_FAILURE
     except KeyboardInterrupt:
-        status = EXIT_INTERRUPTED
-    # Temporal's Rust core keeps threads that can abort the interpreter while it finalizes
-    # (temporalio/sdk-python#300: "PyGILState_Release ... must be current"), which would turn a
-    # clean exit into status 134 with a crash report. Everything is closed by now: skip finalization.
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+        return EXIT_INTERRUPTED
+    finally:
+        logging.shutdown()
+    return 0
