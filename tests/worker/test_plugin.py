@@ -4,6 +4,7 @@ as on the worker, beside the message codec, and it owns the store's lifetime."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import uuid
 from datetime import timedelta
@@ -181,6 +182,22 @@ async def test_a_store_in_a_missing_folder_stops_the_worker_before_it_polls(temp
             await worker.run()
     assert not worker.is_running
     assert not missing.parent.exists()
+
+
+async def test_a_plugin_without_agents_warns_at_worker_start_naming_agents(
+    temporal_client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    queue = f'no-agents-{uuid.uuid4()}'
+    with caplog.at_level(logging.WARNING, logger='temporal_recall.worker'):
+        async with Worker(temporal_client, task_queue=queue, plugins=[RecallPlugin(tmp_path / 'a.db', agents=[])]):
+            pass
+        async with Worker(
+            temporal_client, task_queue=f'{queue}-2', plugins=[RecallPlugin(tmp_path / 'b.db', agents=[echo_agent])]
+        ):
+            pass
+    warned = [r.getMessage() for r in caplog.records if r.name == 'temporal_recall.worker']
+    assert len(warned) == 1, warned
+    assert 'has no agents' in warned[0] and 'agents=[...]' in warned[0] and repr(queue) in warned[0]
 
 
 async def test_a_capability_without_a_store_fails_its_activity_once(temporal_client: Client):

@@ -34,6 +34,9 @@ ENTRY_POINTS = {
 }
 
 
+AGENTS = {'TEMPORAL_RECALL_AGENTS': 'temporal_recall.demo:agent'}
+
+
 def _get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
@@ -57,7 +60,8 @@ async def test_worker_module_serves_a_run_and_stops_cleanly_on_sigterm(
         'TEMPORAL_RECALL_HEALTH_PORT': str(health),
         'TEMPORAL_RECALL_METRICS_PORT': str(metrics),
     }
-    process = subprocess.Popen(ENTRY_POINTS['module'], env=env, stderr=subprocess.PIPE, text=True)
+    # --demo: without TEMPORAL_RECALL_AGENTS the worker serves no agent unless asked for the demo's.
+    process = subprocess.Popen([*ENTRY_POINTS['module'], '--demo'], env=env, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(100):
             if (await asyncio.to_thread(_get, f'http://127.0.0.1:{health}/readyz'))[0] == 200:
@@ -110,7 +114,7 @@ def test_help_answers_without_a_server(entry: str):
 @pytest.mark.parametrize('entry', ENTRY_POINTS)
 def test_an_unreachable_server_is_one_line_naming_the_address(entry: str, tmp_path: Path):
     nowhere = f'127.0.0.1:{free_port()}'
-    env = {**os.environ, 'TEMPORAL_ADDRESS': nowhere, 'TEMPORAL_RECALL_STORE': str(tmp_path / 'w.db')}
+    env = {**os.environ, 'TEMPORAL_ADDRESS': nowhere, 'TEMPORAL_RECALL_STORE': str(tmp_path / 'w.db'), **AGENTS}
     ran = _run(ENTRY_POINTS[entry], env)
     assert ran.returncode == 1
     lines = ran.stderr.strip().splitlines()
@@ -125,7 +129,7 @@ def test_a_server_that_never_answers_is_given_up_after_the_configured_timeout(tm
         silent.bind(('127.0.0.1', 0))
         silent.listen()
         address = f'127.0.0.1:{silent.getsockname()[1]}'
-        env = {**os.environ, 'TEMPORAL_ADDRESS': address, 'TEMPORAL_RECALL_STORE': str(tmp_path / 'w.db')}
+        env = {**os.environ, 'TEMPORAL_ADDRESS': address, 'TEMPORAL_RECALL_STORE': str(tmp_path / 'w.db'), **AGENTS}
         ran = _run(ENTRY_POINTS['module'], env)
     assert ran.returncode == 1
     assert f'cannot reach Temporal at {address} (no answer within {CONNECT_TIMEOUT:.0f} s)' in ran.stderr, ran.stderr
@@ -134,7 +138,7 @@ def test_a_server_that_never_answers_is_given_up_after_the_configured_timeout(tm
 @pytest.mark.parametrize('entry', ENTRY_POINTS)
 def test_a_store_that_cannot_open_is_one_line_naming_it(entry: str, temporal_dev_server: DevServer, tmp_path: Path):
     store = 'postgresql://recall:secret@127.0.0.1:1/recall?connect_timeout_ms=2000'
-    env = {**os.environ, 'TEMPORAL_ADDRESS': temporal_dev_server.address, 'TEMPORAL_RECALL_STORE': store}
+    env = {**os.environ, 'TEMPORAL_ADDRESS': temporal_dev_server.address, 'TEMPORAL_RECALL_STORE': store, **AGENTS}
     ran = _run(ENTRY_POINTS[entry], env)
     assert ran.returncode == 1
     lines = ran.stderr.strip().splitlines()

@@ -499,17 +499,21 @@ async def dev_server(
 
 
 @app.command
-async def worker(*, store: Store = None) -> int:
-    """Run a worker (settings from the environment).
+async def worker(
+    *,
+    store: Store = None,
+    demo: Annotated[bool, Parameter(help='also serve the scripted demo agent', negative=())] = False,
+) -> int:
+    """Run a worker for the agents in TEMPORAL_RECALL_AGENTS (other settings from the environment too).
 
-    Example: TEMPORAL_ADDRESS=localhost:7233 recall worker
+    Example: TEMPORAL_RECALL_AGENTS=myapp.agents:agent recall worker; recall worker --demo
     """
     from ..worker._run import configure_logging, run_worker
 
     settings = Settings.from_env()
     settings = dataclasses.replace(settings, store_url=store) if store else settings
     configure_logging(settings.log_level)
-    await run_worker(settings)
+    await run_worker(settings, demo=demo)
     return 0
 
 

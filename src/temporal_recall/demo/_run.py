@@ -14,11 +14,11 @@ import asyncio
 import shutil
 import urllib.request
 import uuid
-from pathlib import Path
 
 from .._devserver import free_port, start_dev_server
 from .._metrics import prometheus_runtime
 from ..models import ConversationInput, SearchRequest, SearchResult, TurnInput, TurnOutput
+from ..settings import DEMO_STORE
 
 __all__ = ('DEMO_TURNS', 'run_demo')
 
@@ -32,10 +32,9 @@ DEMO_TURNS = (
 
 
 def _fresh_demo_store() -> str:
-    folder = Path('.demo')
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir()
-    return f'sqlite:///{folder.resolve() / "recall.db"}'
+    shutil.rmtree(DEMO_STORE.parent, ignore_errors=True)
+    DEMO_STORE.parent.mkdir()
+    return f'sqlite:///{DEMO_STORE.resolve()}'
 
 
 def _recall_metrics(url: str) -> list[str]:

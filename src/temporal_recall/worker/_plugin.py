@@ -82,7 +82,11 @@ class RecallPlugin(SimplePlugin):
         store: The worker's store: a URL (`"sqlite:///recall.db"`, `"postgresql://…"`) or path,
             opened when the worker starts and closed when it stops; or an open store, which stays
             the caller's to close. Capabilities built without `store=` use it in their activities.
-        agents: The agents the worker runs; each needs a `name` and `TemporalDurability`.
+        agents: The agents the worker runs; each needs a `name` and `TemporalDurability`. Without
+            any, a worker logs a warning naming `agents=` when it starts: its agents' activities
+            (`agent__NAME__…`) would not be registered, and workflows running them would wait on
+            them for ever. It is not refused, since a worker may serve only recall's activities to
+            workflows of its own, and a `Replayer` takes its agents elsewhere.
         include_shipped_workflows: Register `RunPromptWorkflow` and `ConversationWorkflow`.
     """
 
@@ -127,6 +131,13 @@ class RecallPlugin(SimplePlugin):
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        if not self.agents:
+            log.warning(
+                'RecallPlugin on task queue %r has no agents: it registers no agent activities (agent__NAME__...), '
+                'so a workflow that runs an agent here waits for ever. Pass agents=[...] to RecallPlugin (or '
+                "build_worker), unless this worker serves only recall's own activities.",
+                worker.task_queue,
+            )
         register_agents(self.agents, task_queue=worker.task_queue)
         try:
             if self._running == 0:
