@@ -25,7 +25,8 @@ from temporal_recall import (
     RunPromptWorkflow,
     message_codec_plugin,
 )
-from temporal_recall.errors import ConfigurationError, NotADatabase
+from temporal_recall._devserver import free_port
+from temporal_recall.errors import ConfigurationError, NotADatabase, StoreUnavailable
 from temporal_recall.store import open_store
 from temporal_recall.testing import DevServer, connect, scripted_model, text
 
@@ -182,6 +183,24 @@ async def test_a_store_in_a_missing_folder_stops_the_worker_before_it_polls(temp
             await worker.run()
     assert not worker.is_running
     assert not missing.parent.exists()
+
+
+async def test_an_unreachable_store_at_start_stops_the_worker_naming_host_and_port(temporal_client: Client):
+    """A wrong port is a setting to fix, not an outage: before the fix the worker logged "activities
+    will retry", polled on, and its workflows stalled for ever."""
+    port = free_port()  # nothing listens there
+    plugin = RecallPlugin(
+        f'postgresql://recall:secret@127.0.0.1:{port}/recall?connect_timeout_ms=2000', agents=[echo_agent]
+    )
+    worker = Worker(temporal_client, task_queue=f'bad-{uuid.uuid4()}', plugins=[plugin])
+    with pytest.raises(StoreUnavailable) as refused:
+        async with asyncio.timeout(60):  # before the fix it polled on; fail rather than hang
+            await worker.run()
+    assert not worker.is_running
+    message = str(refused.value)
+    assert f'127.0.0.1:{port}' in message and 'host and port in the store URL' in message, message
+    assert '\n' not in message and 'secret' not in message
+    assert refused.value.__cause__ is None and refused.value.__suppress_context__, "no driver's traceback chained"
 
 
 async def test_a_plugin_without_agents_warns_at_worker_start_naming_agents(

@@ -43,7 +43,7 @@ from temporalio.worker import (
 from .._store_provider import _WORKER_STORE, StoreProvider
 from ..activities import RecallActivities
 from ..codec._codec import codec_required
-from ..errors import ConfigurationError, StoreUnavailable
+from ..errors import ConfigurationError, RecallError
 from ..workflows import ConversationWorkflow, RunPromptWorkflow
 from ..workflows._agents import check_agents, register_agents, unregister_agents
 
@@ -158,17 +158,19 @@ class RecallPlugin(SimplePlugin):
                 await self.store.aclose()
 
     async def _open(self) -> None:
-        """Open the store before polling: a store that can never work stops the worker at once.
+        """Open the store before polling: a store that does not work at start stops the worker at once.
 
-        Not a store, a bad URL or a missing folder is a setting to fix (not an outage) and raises.
-        An unreachable one (`StoreUnavailable`: a database server down, a file locked) does not:
-        the worker polls, its activities fail and Temporal retries them visibly until the store is
-        back, and the provider opens it then. The stock worker process is stricter and exits.
+        A worker that polled without its store would take tasks it can only fail, and an operator
+        who mistyped a port or a host would see workflows stall, not a wrong setting. So any store
+        error raises here (an unreachable server, no such database, not a store, a missing folder),
+        with the store's one-line message naming where it looked and what to check, and without the
+        driver's exception chained to it. Once the worker runs, an outage is different: activities
+        fail with `StoreUnavailable` and Temporal retries them until the store answers again.
         """
         try:
             await self.store.get()
-        except StoreUnavailable as error:
-            log.warning('the store is unavailable; activities will retry until it is back: %s', error)
+        except RecallError as error:
+            raise error.with_traceback(None) from None
 
     def run_replayer(
         self,

@@ -105,6 +105,15 @@ async def _open_store(settings: Settings) -> StoreProvider:
     return store
 
 
+READINESS_PROBE = 'temporal-recall-readiness-probe'
+"""The conversation `/readyz` reads: it need not exist, the read proves the server and the schema answer."""
+
+
+async def _store_answers(store: StoreProvider) -> None:
+    """Raise unless the store answers one small read, through its protocol, like any activity's."""
+    await (await store.get()).read_record(READINESS_PROBE)
+
+
 def worker_agents(settings: Settings, *, demo: bool = False) -> tuple[str, ...]:
     """The agents a worker process serves: `TEMPORAL_RECALL_AGENTS`, and the demo agent when asked
     for (`--demo`) or when the store is the demo's (`DEMO_STORE`).
@@ -173,7 +182,9 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None, d
     if settings.health_port is not None:
         from ._health import serve_health
 
-        health = serve_health(settings.health_port, ready=lambda: worker.is_running and not draining)
+        health = serve_health(
+            settings.health_port, ready=lambda: worker.is_running and not draining, store=lambda: _store_answers(store)
+        )
     try:
         async with health:
             log.info(
