@@ -47,7 +47,8 @@ def _get(url: str) -> tuple[int, str]:
         with urllib.request.urlopen(url, timeout=5) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
-        return error.code, ''
+        with error:
+            return error.code, error.read().decode()
     except OSError:
         return 0, ''
 
@@ -230,20 +231,9 @@ class StoreLine:
             await self.server.wait_closed()
 
 
-def _readiness(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f'http://127.0.0.1:{port}/readyz', timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, error.read().decode()
-    except OSError:
-        return 0, ''
-
-
 async def _until_ready(port: int, ready: bool) -> str:
     for _ in range(300):  # a hang guard: 60 s
-        status, body = await asyncio.to_thread(_readiness, port)
+        status, body = await asyncio.to_thread(_get, f'http://127.0.0.1:{port}/readyz')
         if (status == 200) == ready and status:
             return body
         await asyncio.sleep(0.2)
