@@ -645,6 +645,7 @@ async def test_worker_serves_runs_until_terminated(
     process = await asyncio.create_subprocess_exec(
         *RECALL,
         'worker',
+        '--demo',
         '--store',
         str(store),
         env=env,

@@ -389,6 +389,31 @@ async def test_bad_store_urls(url: str, problem: str, tmp_path: Path, monkeypatc
     assert listing(tmp_path) == []
 
 
+@pytest.mark.parametrize('create', [False, True], ids=['no-store', 'no-folder'])
+async def test_a_missing_relative_sqlite_url_shows_where_it_looked_and_the_absolute_form(
+    create: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three slashes read like an absolute path; the message says where the relative one points."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NotADatabase) as missing:
+        await open_store('sqlite:///nowhere/x.db', create=create)
+    message = str(missing.value)
+    assert f'relative to the working directory: {tmp_path / "nowhere" / "x.db"}' in message, message
+    assert 'for /nowhere/x.db write sqlite:////nowhere/x.db' in message, message
+    assert listing(tmp_path) == []
+
+
+@pytest.mark.parametrize('create', [False, True], ids=['no-store', 'no-folder'])
+async def test_a_missing_store_named_another_way_gets_no_note_about_slashes(
+    create: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for url in ('nowhere/x.db', f'sqlite:///{tmp_path}/nowhere/x.db', 'sqlite:nowhere/x.db'):
+        with pytest.raises(NotADatabase) as missing:
+            await open_store(url, create=create)
+        assert 'sqlite:////' not in str(missing.value), url
+
+
 # --- ids and queries that are not usable text, refused before any driver sees them ------------------
 
 NOT_AN_ID = [

@@ -29,7 +29,7 @@ from cyclopts.exceptions import CycloptsError
 from rich.console import Group
 from rich.text import Text
 
-from .._exit_status import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
+from .._exit_status import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, exit_without_finalizing
 from ..errors import (
     ConfigurationError,
     InvalidIdentifier,
@@ -71,6 +71,8 @@ app = App(
     help='Durable pydantic-ai conversations on Temporal, and search over everything they said.\n\n'
     'Example: recall demo; recall search support-42 delivery address --format json',
     version_flags=(),
+    # cyclopts would turn Ctrl-C into `sys.exit(130)` itself, past `main`'s own exit (see `main`).
+    suppress_keyboard_interrupt=False,
 )
 
 
@@ -559,17 +561,21 @@ async def dev_server(
 
 
 @app.command
-async def worker(*, store: Store = None) -> int:
-    """Run a worker (settings from the environment).
+async def worker(
+    *,
+    store: Store = None,
+    demo: Annotated[bool, Parameter(help='also serve the scripted demo agent', negative=())] = False,
+) -> int:
+    """Run a worker for the agents in TEMPORAL_RECALL_AGENTS (other settings from the environment too).
 
-    Example: TEMPORAL_ADDRESS=localhost:7233 recall worker
+    Example: TEMPORAL_RECALL_AGENTS=myapp.agents:agent recall worker; recall worker --demo
     """
     from ..worker._run import configure_logging, run_worker
 
     settings = Settings.from_env()
     settings = dataclasses.replace(settings, store_url=store) if store else settings
     configure_logging(settings.log_level)
-    await run_worker(settings)
+    await run_worker(settings, demo=demo)
     return 0
 
 
@@ -632,17 +638,15 @@ def _interrupted() -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] and arguments[0] in TEMPORAL_COMMANDS:
+        exit_without_finalizing(lambda: _status(arguments))
+    sys.exit(_status(arguments))
+
+
+def _status(arguments: list[str]) -> int:
     try:
-        status = run(arguments)
+        return run(arguments)
     except BrokenPipeError:
         # The reader went away (`recall ... | head`): stop quietly, and keep Python from complaining at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        status = EXIT_FAILURE
-    if arguments[:1] and arguments[0] in TEMPORAL_COMMANDS:
-        # Temporal's Rust client keeps threads that can abort the interpreter while it finalizes
-        # (temporalio/sdk-python#300: "PyGILState_Release ... must be current"), turning a finished
-        # command into exit status 134. Everything is closed by now, so skip finalization.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    sys.exit(status)
+        return EXIT_FAILURE

@@ -22,6 +22,7 @@ from pathlib import Path
 from .._devserver import DevServer, free_port, start_dev_server
 from .._metrics import prometheus_runtime
 from ..models import ConversationInput, SearchRequest, SearchResult, TurnInput, TurnOutput
+from ..settings import DEMO_STORE
 
 __all__ = ('DEMO_TURNS', 'run_demo')
 
@@ -34,7 +35,7 @@ DEMO_TURNS = (
 )
 
 
-DEMO_FOLDER = Path('.demo')
+DEMO_FOLDER = DEMO_STORE.parent
 """What the demo writes goes here: its store (unless `--store` names another) and the dev server's state."""
 
 
@@ -45,7 +46,8 @@ def _demo_folder() -> Path:
 
 def _fresh_demo_store() -> str:
     shutil.rmtree(DEMO_FOLDER, ignore_errors=True)
-    return f'sqlite:///{_demo_folder().resolve() / "recall.db"}'
+    _demo_folder()
+    return f'sqlite:///{DEMO_STORE.resolve()}'
 
 
 @contextlib.asynccontextmanager

@@ -30,7 +30,7 @@ from .protocol import (
 
 if TYPE_CHECKING:
     from ._bodies import BodyScopeStats, PruneResult
-    from ._open import open_store
+    from ._open import open_store, sqlite_path
     from .integrity import CHECK_STEPS, CheckReport, Finding
     from .postgres._store import PostgresConversationStore, PostgresStoreStats
     from .sqlite._store import SqliteConversationStore, StoreStats
@@ -58,6 +58,7 @@ __all__ = (
     'SqliteConversationStore',
     'StoreStats',
     'open_store',
+    'sqlite_path',
 )
 
 _LAZY = {
@@ -67,6 +68,7 @@ _LAZY = {
     'CheckReport': '.integrity',
     'Finding': '.integrity',
     'open_store': '._open',
+    'sqlite_path': '._open',
     'SqliteConversationStore': '.sqlite._store',
     'StoreStats': '.sqlite._store',
     'PostgresConversationStore': '.postgres._store',
