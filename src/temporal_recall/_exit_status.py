@@ -24,9 +24,9 @@ def exit_without_finalizing(main: Callable[[], int]) -> NoReturn:
     A process that used a Temporal client or worker must not go through interpreter finalization:
     the SDK's Rust core keeps native threads (its Tokio runtime) that outlive `asyncio.run`, and one
     of them can take the GIL while Python tears itself down, which aborts the process with `Fatal
-    Python error: PyGILState_Release` and status 134 instead of ours (
-    seen on `recall worker` after Ctrl-C). Everything `main` opened is
-    closed by the time it returns, so all finalization would still do is flush stdio, done here.
+    Python error: PyGILState_Release` and status 134 instead of ours (seen on `recall worker` after
+    Ctrl-C). Everything `main` opened is closed by the time it returns, so all finalization would
+    still do is flush stdio, done here.
 
     Every way out ends here, not only a returned status: a Ctrl-C that arrives after the event loop
     closed (its signal handler is gone, so Python raises `KeyboardInterrupt` wherever the main
