@@ -15,6 +15,9 @@ two to four common words; a rare id among common words), scope-wide and, for our
 1,000-message conversation. It prints the fill rate per tenth of the fill, bytes per message,
 peak memory (`ru_maxrss`), p50/p95/p99/max per class, a table shaped like the issue's, and the
 issue's thresholds as PASS/FAIL lines. `--engines ours` fills ours alone (its memory on its own).
+It records each engine's p50 over all queries in `docs/search_p50.json` and redraws
+`docs/search_p50.svg`, search p50 against store size from every recorded run (`bench/_chart.py`;
+`--no-record` leaves both alone, `--chart` only redraws).
 tantivy is a bench-only extra, never a product dependency: `.venv/bin/pip install -e '.[bench]'`
 (`./scripts/bootstrap` installs it); without it the tantivy row is skipped with a message.
 
@@ -72,7 +75,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from bench import _scale, _scale_report
+from bench import _chart, _provenance, _scale, _scale_report
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
 from temporal_recall.store import AppendRequest, SqliteConversationStore, open_store
@@ -307,7 +310,24 @@ async def at_scale(args: argparse.Namespace, stores: list[str]) -> None:
             keep=args.keep,
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
-        print(_scale_report.report(await _scale.measure(options)), flush=True)
+        measured = await _scale.measure(options)
+        print(_scale_report.report(measured), flush=True)
+    if not args.no_record:
+        command = ' '.join(['.venv/bin/python scripts/bench_search.py', *sys.argv[1:]])
+        points = _chart.points_of(
+            measured.scope,
+            args.messages,
+            date=time.strftime('%Y-%m-%d', time.gmtime()),
+            commit=_provenance.commit(),
+            command=command,
+        )
+        redraw(_chart.record(points))
+
+
+def redraw(points: list[_chart.Point]) -> None:
+    why = _chart.draw(points)
+    shown = _chart.CHART.relative_to(_chart.DOCS.parent)
+    print(why or f'search p50 against store size: {len(points)} points in {shown}', flush=True)
 
 
 async def main() -> None:
@@ -335,7 +355,16 @@ async def main() -> None:
         action='store_true',
         help='PostgreSQL: VACUUM ANALYZE after the fill, before timing (for servers with autovacuum off)',
     )
+    parser.add_argument(
+        '--no-record',
+        action='store_true',
+        help='with --messages: do not record the p50s in docs/search_p50.json nor redraw docs/search_p50.svg',
+    )
+    parser.add_argument('--chart', action='store_true', help='only redraw docs/search_p50.svg from the recorded points')
     args = parser.parse_args()
+    if args.chart:
+        redraw(_chart.load())
+        return
     stores = ['sqlite', args.compare] if args.compare else [args.store]
     shown = ', '.join(store.split('@')[-1] for store in stores)
     print(f'cores {os.cpu_count()}, python {sys.version.split()[0]}, store {shown}')

@@ -126,6 +126,7 @@ BELOW_THE_STORE = {
     'temporal_recall.content',
     'temporal_recall._validation',
     'temporal_recall._body_references',
+    'temporal_recall._renamed',
     'temporal_recall.text',
     'temporal_recall.text._analyzer',
     'temporal_recall.text._documents',

@@ -12,11 +12,13 @@ character, invalid text or an over-long id through to a store. A bad value raise
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from ._renamed import renamed_names
+from ._renamed import renamed_names, warn_renamed_argument
 from ._validation import Identifier, QueryText
 from .search import RoleFilter, SearchResult
 
@@ -88,7 +90,7 @@ class SearchRequest(BaseModel):
     conversation (a repeated prompt, the same answer in two runs) are a hit at each position, all
     with the score of those words, earliest position first, and each counts towards `limit`.
     Copies of one message (re-sent by a later run, re-instantiated by Temporal, shared by a fork,
-    or left on a branch the conversation moved away from) are one occurrence, not several."""
+    or repeated on a branch the conversation moved away from) are one occurrence, not several."""
     context_lines: int = 0
     k1: float = 1.5
     b: float = 0.75
@@ -96,10 +98,25 @@ class SearchRequest(BaseModel):
     """Only messages of this role (`user`, `assistant`, `tool` or `system`), chosen inside the query:
     the best `limit` hits of that role, scored exactly as without the filter. It only narrows what
     the scope and conversation already allow."""
+    include_superseded: bool = False
+    """Also search what was superseded inside one agent run: a model answer that a later attempt of the
+    same request replaced (a Temporal activity retry), and what only that answer led to. By default a
+    search sees everything else the conversation stored, on its current history and on every branch it
+    left (compacted, windowed or rewritten turns included); the model's own recall tool never sets this."""
     include_branches: bool = False
-    """Also search what only the branches a conversation left hold: a model answer a retry replaced,
-    turns an application rewrote. By default a search sees each conversation as it stands (the
-    entries its head reaches), as the model does; the model's own recall tool never sets this."""
+    """Deprecated: the old name of `include_superseded` (kept so histories that carry it still decode)."""
+
+    @model_validator(mode='before')
+    @classmethod
+    def _renamed(cls, data: Any, info: ValidationInfo) -> Any:
+        """Take `include_branches` as `include_superseded`; a caller's own argument warns, a payload decoded
+        from a history (JSON, as Temporal's converters decode) does not."""
+        if isinstance(data, dict) and 'include_branches' in data:
+            if info.mode == 'python':
+                warn_renamed_argument('SearchRequest', 'include_branches', 'include_superseded', stacklevel=6)
+            if data['include_branches'] is True and not data.get('include_superseded'):
+                data = {**data, 'include_superseded': True}
+        return data
 
 
 DEFAULT_MAX_PROMPT_BYTES = 512 * 1024

@@ -6,6 +6,9 @@ transcript needs no knowledge of the store's record and entry layout:
     async with await open_store('sqlite:///recall.db') as store:
         for conversation in await list_conversations(store, scope='acme'):
             print(conversation.conversation_id, conversation.updated_at)
+        page = await list_conversation_page(store, scope='acme', limit=100)
+        while page.next_cursor is not None:  # every conversation, a hundred at a time
+            page = await list_conversation_page(store, scope='acme', limit=100, after=page.next_cursor)
         transcript = await read_conversation(store, 'support-42', scope='acme')
         for message in transcript.messages:
             print(message.position, message.role, message.text)
@@ -28,20 +31,24 @@ from typing import Final, Literal, Protocol, TypeAlias
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
 
+from ._cursor import cursor_position, cursor_text
+from ._renamed import deprecated_include_branches
 from .errors import InvalidSearchParameters, UnknownConversation
 from .models import SearchRequest
 from .search import Role, SearchResult, message_role, parse_query, transcript_text
 from .search.plan import search_index
-from .store import IndexReader
+from .store import IndexReader, ListingPosition, RecordPage
 
 __all__ = (
     'ANY_SCOPE',
     'Branch',
     'ConversationInfo',
+    'ConversationPage',
     'QueryStore',
     'ScopeFilter',
     'Transcript',
     'TranscriptMessage',
+    'list_conversation_page',
     'list_conversations',
     'read_conversation',
     'search_messages',
@@ -73,6 +80,14 @@ class QueryStore(IndexReader, Protocol):
     async def read_scoped_records(
         self, scope: str | None, *, limit: int | None = None
     ) -> Sequence[ConversationRecord]: ...
+
+    async def read_records_page(
+        self, scope: str | None, *, any_scope: bool = False, limit: int, after: ListingPosition | None = None
+    ) -> RecordPage: ...
+
+    async def count_records(
+        self, scope: str | None, *, any_scope: bool = False, after: ListingPosition | None = None
+    ) -> int: ...
 
     async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]: ...
 
@@ -175,6 +190,60 @@ async def list_conversations(
     return [await _info(store, record, scope) for record in records]
 
 
+@dataclass(frozen=True, kw_only=True)
+class ConversationPage:
+    """A page of the listing: `recall conversations` and `GET /api/v1/conversations` with paging."""
+
+    conversations: list[ConversationInfo]
+    next_cursor: str | None
+    """Pass it as `after` for the next page; `None` when no conversation comes after this page."""
+    total: int | None = None
+    """How many conversations the listing holds, when counted (`count=True`)."""
+    remaining: int | None = None
+    """How many come after this page, when counted."""
+
+
+def _listing(scope: ScopeFilter) -> str:
+    """The listing a cursor pages: one per scope, and one of every scope (`ANY_SCOPE`)."""
+    if scope is ANY_SCOPE:
+        return 'every scope'
+    return 'no scope' if scope is None else f'scope {scope}'
+
+
+async def list_conversation_page(
+    store: QueryStore, *, scope: ScopeFilter = ANY_SCOPE, limit: int = 20, after: str | None = None, count: bool = False
+) -> ConversationPage:
+    """`list_conversations` a page at a time: up to `limit`, then the ones after the cursor `after`.
+
+    The cursor is the `next_cursor` of the previous page, which stays good while conversations are
+    written: the next page holds exactly those that come after the previous one in the order,
+    whatever was added, updated or deleted meanwhile (one updated since moves to the front, where a
+    listing from the start shows it; see `store.ListingPosition`). A cursor pages only the listing
+    of the scope it came from. With `count`, the page also says how many the listing holds and how
+    many come after it (counted as the page is read, so an estimate while others write).
+
+    Raises:
+        InvalidSearchParameters: `after` is not a cursor of this scope's listing, or `limit` is below 1.
+        InvalidIdentifier: The scope is not a usable id.
+    """
+    listing = _listing(scope)
+    position = None if after is None else cursor_position(after, listing)
+    if limit < 1:
+        raise InvalidSearchParameters(f'A page holds at least one conversation; got limit {limit}.')
+    stored, every = (None, True) if scope is ANY_SCOPE else (scope, False)
+    page = await store.read_records_page(stored, any_scope=every, limit=limit, after=position)
+    total = remaining = None
+    if count:
+        total = await store.count_records(stored, any_scope=every)
+        remaining = 0 if page.next is None else await store.count_records(stored, any_scope=every, after=page.next)
+    return ConversationPage(
+        conversations=[await _info(store, record, scope) for record in page.records],
+        next_cursor=None if page.next is None else cursor_text(page.next, listing),
+        total=total,
+        remaining=remaining,
+    )
+
+
 async def read_conversation(
     store: QueryStore, conversation_id: str, *, scope: ScopeFilter, branches: bool = False
 ) -> Transcript:
@@ -207,13 +276,15 @@ async def search_messages(
     role: Role | None = None,
     limit: int = 10,
     context: int = 0,
-    include_branches: bool = False,
+    include_superseded: bool = False,
+    include_branches: bool | None = None,
 ) -> SearchResult:
     """Search one conversation, or every conversation of `scope` with `conversation_id=None`.
 
     `run_id` keeps one agent run's messages, `role` one speaker's (`user`, `assistant`, `tool`, `system`).
-    A conversation is searched as it stands (the entries its head reaches); `include_branches` also
-    searches what only the branches it left hold (an answer a retry replaced, a rewritten turn).
+    A conversation is searched with everything it stored, on its head and on every branch it left,
+    except what was superseded inside one agent run (an answer a retried model request replaced);
+    `include_superseded` adds that too. `include_branches` is its deprecated old name.
 
     A scope without conversations gives no hits. The query is checked before anything is read, so
     an unusable one is refused whatever the store holds.
@@ -239,7 +310,7 @@ async def search_messages(
         role=role,
         limit=limit,
         context_lines=context,
-        include_branches=include_branches,
+        include_superseded=include_superseded or deprecated_include_branches('search_messages', include_branches),
     )
     try:
         return await search_index(store, request)

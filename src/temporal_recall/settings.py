@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .errors import ConfigurationError
@@ -21,7 +22,7 @@ __all__ = ('ENVIRONMENT_VARIABLES', 'Settings')
 ENVIRONMENT_VARIABLES: dict[str, str] = {
     'TEMPORAL_RECALL_STORE': 'Store URL: `sqlite:///path/to/recall.db` or `postgresql://user@host/db`.',
     'TEMPORAL_RECALL_TASK_QUEUE': 'Task queue the worker polls (default `temporal-recall`).',
-    'TEMPORAL_RECALL_AGENTS': 'Comma-separated `module:attribute` agents the worker serves (default the demo agent).',
+    'TEMPORAL_RECALL_AGENTS': 'Comma-separated `module:attribute` agents the worker serves (required, or `--demo`).',
     'TEMPORAL_RECALL_MODEL': 'Model for the demo agent: `scripted` (default, offline) or e.g. `openai:gpt-4o`.',
     'TEMPORAL_RECALL_HEALTH_PORT': 'Port of the worker `/healthz` and `/readyz` endpoint; unset disables it.',
     'TEMPORAL_RECALL_METRICS_PORT': "Port of the worker's Prometheus `/metrics` (the SDK's and recall's); unset: none.",
@@ -36,7 +37,9 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
 
 DEFAULT_STORE_URL = 'sqlite:///temporal-recall.db'
 DEFAULT_TASK_QUEUE = 'temporal-recall'
-DEFAULT_AGENTS = ('temporal_recall.demo:agent',)
+DEMO_AGENT = 'temporal_recall.demo:agent'
+DEMO_STORE = Path('.demo') / 'recall.db'
+"""Where `recall demo` keeps its store, under the working directory; a worker on it serves the demo agent."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,8 +50,8 @@ class Settings:
     """Where conversations are stored. Default: a SQLite file in the working directory."""
     task_queue: str = DEFAULT_TASK_QUEUE
     """The Temporal task queue the worker polls and the CLI starts workflows on."""
-    agents: tuple[str, ...] = DEFAULT_AGENTS
-    """Import paths (`module:attribute`) of the agents the worker serves."""
+    agents: tuple[str, ...] = ()
+    """Import paths (`module:attribute`) of the agents the worker serves; none by default, which the worker refuses."""
     model: str = 'scripted'
     """The demo agent's model; `scripted` needs no API key and no network."""
     health_port: int | None = None
@@ -75,7 +78,7 @@ class Settings:
         return cls(
             store_url=env.get('TEMPORAL_RECALL_STORE') or DEFAULT_STORE_URL,
             task_queue=env.get('TEMPORAL_RECALL_TASK_QUEUE') or DEFAULT_TASK_QUEUE,
-            agents=agents or DEFAULT_AGENTS,
+            agents=agents,
             model=env.get('TEMPORAL_RECALL_MODEL') or 'scripted',
             health_port=_port(env, 'TEMPORAL_RECALL_HEALTH_PORT'),
             metrics_port=_port(env, 'TEMPORAL_RECALL_METRICS_PORT'),

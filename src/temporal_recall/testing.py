@@ -18,6 +18,7 @@ The same fixtures are available to pytest with `pytest_plugins = ['temporal_reca
 from __future__ import annotations
 
 import contextlib
+import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import Any
 from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from temporalio.client import Client, WorkflowHistory
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Replayer, Worker, WorkflowReplayResults
@@ -71,11 +72,15 @@ def scripted_model(
     *turns: ModelResponse | Callable[[list[ModelMessage], AgentInfo], ModelResponse],
     repeat_last: bool = True,
 ) -> FunctionModel:
-    """A `FunctionModel` that answers each model request with the next scripted turn.
+    """A `FunctionModel` that answers each model request with the next scripted turn, streamed or not.
 
     The turn is chosen by how many model responses the run has already received, not by a counter,
     so a retried or replayed request gets the same answer, as Temporal requires. A turn can also be
     a function of the messages, for scripts that react to what a tool returned.
+
+    A streamed request (`agent.run_stream`, the chat UI adapters) gets the same turn as deltas: its
+    text word by word, each tool call whole. A turn of one text part and any tool calls streams; other
+    turns can only be answered unstreamed.
     """
     if not turns:
         raise ValueError('scripted_model() needs at least one turn, e.g. scripted_model(text("hello")).')
@@ -95,7 +100,33 @@ def scripted_model(
         turn = turns[index]
         return turn(messages, info) if callable(turn) else turn
 
-    return FunctionModel(respond, model_name='scripted')
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        for delta in _deltas(respond(messages, info)):
+            yield delta
+
+    return FunctionModel(respond, stream_function=stream, model_name='scripted')
+
+
+def _deltas(response: ModelResponse) -> list[str | DeltaToolCalls]:
+    """`response` as the deltas a streaming provider would send, checked before the first is sent.
+
+    `FunctionModel` streams all text into one part, so a turn with two text parts would not keep its shape.
+    """
+    kinds = [part.part_kind for part in response.parts]
+    if kinds.count('text') > 1 or not set(kinds) <= {'text', 'tool-call'}:
+        raise ValueError(
+            f'scripted_model() cannot stream a turn of parts {kinds}: a streamed turn holds at most one text '
+            'part and any tool calls. Split the turn, or run the agent unstreamed (agent.run).'
+        )
+    deltas: list[str | DeltaToolCalls] = []
+    for index, part in enumerate(response.parts):
+        if isinstance(part, TextPart):
+            deltas.extend(re.split(r'(?<= )', part.content))  # word by word, each with its trailing space
+        elif isinstance(part, ToolCallPart):
+            deltas.append(
+                {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+            )
+    return deltas
 
 
 async def connect(

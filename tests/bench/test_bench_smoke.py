@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import re
 
 import pytest
@@ -46,7 +47,7 @@ def test_smoke_run_writes_a_sane_table(smoke_table: tuple[str, str]) -> None:
     assert printed.strip() in text  # the printed table is the one written
     assert 'SMOKE RUN' in text
     assert 'Command: `.venv/bin/python -m bench --smoke' in text
-    rows = table_rows(text)
+    rows = table_rows(printed)
     metrics = set(rows)
     assert 'write per step boundary at 10 msgs' in metrics
     assert any(metric.startswith('search p50, whole store') for metric in metrics)
@@ -54,12 +55,11 @@ def test_smoke_run_writes_a_sane_table(smoke_table: tuple[str, str]) -> None:
     for metric, row in rows.items():
         if metric.startswith('Temporal'):
             continue  # counts that may be 0 (what persistence adds) or ours alone: checked below
+        # A time was measured and printed; how long it took is the machine's business, not a test's.
         ours = number(row['ours'])
-        assert ours is not None and ours > 0, metric
+        assert ours is not None and math.isfinite(ours) and ours > 0, metric
         if metric.startswith('bytes on disk'):
             assert 200 < ours < 100_000, metric
-        elif row['unit'].strip() == 'ms':
-            assert ours < 5_000, metric
         if _venv.reference_ready():
             reference = number(row['ref'])
             assert reference is not None and reference > 0, metric

@@ -470,7 +470,7 @@ async def test_stats_in_every_format(filled: Filled) -> None:
     assert stats['conversations'] == expected.conversations == 4
     assert stats['entries'] == expected.entries
     assert stats['documents'] == expected.documents
-    assert stats['store_url'] == str(filled.path)
+    assert stats['store_url'] == f'sqlite:///{filled.path}' and stats['path'] == str(filled.path)
     assert parse(as_yaml, 'yaml') == {'stats': stats}
     assert as_ndjson.ndjson() == [stats]
     assert ['entries', str(expected.entries)] in [line.split() for line in table.stdout.splitlines()]
@@ -645,6 +645,7 @@ async def test_worker_serves_runs_until_terminated(
     process = await asyncio.create_subprocess_exec(
         *RECALL,
         'worker',
+        '--demo',
         '--store',
         str(store),
         env=env,
@@ -784,7 +785,7 @@ _json_values = st.recursive(
 
 
 @given(document=st.dictionaries(st.text(max_size=12), _json_values, max_size=5))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 def test_yaml_output_reads_back_as_the_same_document(document: dict[str, Any]) -> None:
     loaded = yaml.safe_load(to_yaml(document))
     assert _normalized(loaded if loaded is not None else {}) == _normalized(document)

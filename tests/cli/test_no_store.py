@@ -60,6 +60,14 @@ async def test_a_sqlite_url_with_a_host_part_gets_the_openers_message(tmp_path: 
     assert '//myapp.db' not in ran.stderr.replace("'sqlite://myapp.db'", '')
 
 
+async def test_a_relative_sqlite_url_shows_the_absolute_path_and_the_four_slash_form(tmp_path: Path) -> None:
+    ran = await recall_async('conversations', '--store', 'sqlite:///tmp/nowhere/x.db', cwd=tmp_path)
+
+    assert ran.returncode == 1, str(ran)
+    assert f'relative to the working directory: {tmp_path / "tmp/nowhere/x.db"}' in ran.stderr, str(ran)
+    assert 'for /tmp/nowhere/x.db write sqlite:////tmp/nowhere/x.db' in ran.stderr, str(ran)
+
+
 async def test_counts_of_one_are_singular(tmp_path: Path) -> None:
     store = await open_store(tmp_path / 'one.db')
     try:

@@ -2,7 +2,7 @@
 
 `--remote-debugging-pipe` makes Chromium read protocol commands from fd 3 and write answers and
 events to fd 4, each a JSON object ended by a NUL byte. That needs no websocket client, no port and
-no browser download: only the system browser, which `scripts/bootstrap` installs from Debian.
+no browser download: only the system browser, which `scripts/test` installs from Debian when asked.
 """
 
 from __future__ import annotations

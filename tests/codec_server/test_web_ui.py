@@ -27,6 +27,12 @@ from .conftest import ACME, GLOBEX, TOKENS
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
+BROWSER_MISSING = (
+    "no Chromium on PATH: run TEMPORAL_RECALL_INSTALL_BROWSER=1 ./scripts/test to install Debian's chromium "
+    '(as root, with apt-get; CI does so), or install a Chromium yourself'
+)
+"""The test's one line when it cannot run: the browser is a system package, installed only when asked."""
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / 'artifacts'
 """Screenshots land here (gitignored), so every run leaves the proof to look at."""
 
@@ -85,7 +91,7 @@ def _show_workflow(browser: Chromium, ui: str, codec: str, page: str, token: str
 async def test_the_web_ui_shows_decoded_messages_with_the_tenants_token_only(store_url: str, tmp_path: Path):
     executable = find_chromium()
     if executable is None:
-        pytest.skip("No Chromium on PATH: ./scripts/bootstrap installs Debian's chromium package (needs apt-get).")
+        pytest.skip(BROWSER_MISSING)
     codec_port = free_port()
     codec = f'http://127.0.0.1:{codec_port}'
     ARTIFACTS.mkdir(exist_ok=True)

@@ -315,6 +315,7 @@ def test_deployment_takes_its_environment_from_the_configmap_and_secret(k8s: dic
     assert {'secretRef': {'name': k8s['Secret']['metadata']['name']}} in refs
     env = k8s_environment(k8s)
     assert {'TEMPORAL_ADDRESS', 'TEMPORAL_RECALL_STORE', 'TEMPORAL_RECALL_HEALTH_PORT'} <= set(env)
+    assert Settings.from_env(env).agents, 'a worker without TEMPORAL_RECALL_AGENTS refuses to start'
     assert urlsplit(env['TEMPORAL_RECALL_STORE']).scheme.startswith('postgres'), 'replicas cannot share SQLite'
     assert 'TEMPORAL_RECALL_STORE' not in k8s['ConfigMap']['data'], 'the store URL has a password: Secret only'
 
@@ -435,6 +436,7 @@ def test_compose_worker_points_at_the_compose_services(compose: dict[str, Any], 
     services = compose['services']
     env = services['worker']['environment']
     assert env['TEMPORAL_ADDRESS'].split(':')[0] in services
+    assert env['TEMPORAL_RECALL_AGENTS'], 'a worker without TEMPORAL_RECALL_AGENTS refuses to start'
     store = urlsplit(env['TEMPORAL_RECALL_STORE'])
     assert store.scheme.startswith('postgres'), 'replicas cannot share SQLite'
     assert store.hostname in services

@@ -83,7 +83,7 @@ _k1 = st.floats(min_value=0, max_value=3, allow_nan=False)
 _b = st.floats(min_value=0, max_value=1, allow_nan=False)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(corpus=corpora(), query=_queries, k1=_k1, b=_b, limit=st.integers(1, 40))
 def test_rank_matches_reference(corpus: list[str], query: list[str], k1: float, b: float, limit: int) -> None:
     stats, postings = build_index(corpus)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
@@ -213,7 +213,7 @@ BACKENDS = [pytest.param('sqlite'), pytest.param('postgres', marks=pytest.mark.p
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25)
 @given(plans=conversation_plans, asked=targets)
 def test_no_query_target_or_run_id_reaches_another_conversation_or_tenant(
     backend: str, plans: list[Plan], asked: list[Ask]
@@ -234,24 +234,26 @@ def test_no_query_target_or_run_id_reaches_another_conversation_or_tenant(
 
 
 HOSTILE_QUERIES = [
-    'invoice OR 1=1',
-    'refund NOT paris',
-    'NEAR(invoice refund)',
-    '"invoice',
-    "invoice'; DROP TABLE entries; --",
-    'col:invoice',
-    'inv*',
-    '(invoice',
-    'ÉCOLE café naïve',
-    '東京 請求書',
-    '🧾 invoice 🧾',
-    'invoice\trefund\r\n',
-    'a' * 70 + ' invoice',
+    ('invoice OR 1=1', [0]),
+    ('refund NOT paris', [1, 0]),  # operators are words: "not" and "paris" are simply absent
+    ('NEAR(invoice refund)', [0, 1]),
+    ('"invoice', [0]),
+    ("invoice'; DROP TABLE entries; --", [0]),
+    ('col:invoice', [0]),
+    ('inv*', [0]),  # no prefix search: "inv" is a word of INV-7731
+    ('(invoice', [0]),
+    ('ÉCOLE café naïve', [0]),
+    ('東京 請求書', [0]),
+    ('🧾 invoice 🧾', [0]),
+    ('invoice\trefund\r\n', [0, 1]),
+    ('a' * 70 + ' invoice', [0]),
 ]
+"""Queries full of what a query language or SQL would read as syntax, and the positions they find, best first:
+the prompt (0) holds invoice, INV-7731, école and 東京; the answer (1) holds refund and 🧾."""
 
 
-@pytest.mark.parametrize('query', HOSTILE_QUERIES, ids=range(len(HOSTILE_QUERIES)))
-async def test_hostile_queries_return_results_never_errors(query: str, tmp_path: Path):
+@pytest.mark.parametrize(('query', 'positions'), HOSTILE_QUERIES, ids=range(len(HOSTILE_QUERIES)))
+async def test_hostile_queries_return_results_never_errors(query: str, positions: list[int], tmp_path: Path):
     store = await SqliteConversationStore.open(tmp_path / 'hostile.db')
     try:
         history = _turn('please refund invoice INV-7731 from the école in 東京', 'refund approved 🧾')
@@ -261,27 +263,37 @@ async def test_hostile_queries_return_results_never_errors(query: str, tmp_path:
             )
         )
         result = await search_index(store, SearchRequest(query=query, conversation_id='c'))
-        assert isinstance(result.hits, list)
-        if 'invoice' in query or 'refund' in query:
-            assert result.hits, f'{query!r} should still find the literal words'
+        assert [hit.position for hit in result.hits] == positions, f'{query!r} should find its literal words'
         entries = await store.load_entries('c')
         assert entries is not None and len(entries) == 2  # nothing stored was touched
     finally:
         await store.close()
 
 
+EMPTY = 'The query is empty or only whitespace.'
+CONTROL = 'The query {} holds the control character U+{:04X} at position {}; search for printable text.'
+
+
 @pytest.mark.parametrize(
-    'query',
-    ['', '   ', '\x00', 'invoice\x00refund', 'invoice\x07\x1b[31mrefund', '!!! ??? ...', 'x' * 1_048_576],
+    ('query', 'message'),
+    [
+        ('', EMPTY),
+        ('   ', EMPTY),
+        ('\x00', CONTROL.format(repr('\x00'), 0, 0)),
+        ('invoice\x00refund', CONTROL.format(repr('invoice\x00refund'), 0, 7)),
+        ('invoice\x07\x1b[31mrefund', CONTROL.format(repr('invoice\x07\x1b[31mrefund'), 7, 7)),
+        ('!!! ??? ...', 'The query has no words in it, only punctuation or symbols'),
+        ('x' * 1_048_576, 'The query is 1,048,576 characters long; the limit is 65,536.'),
+    ],
     ids=['empty', 'blank', 'nul', 'inner-nul', 'control-characters', 'punct', '1MB'],
 )
-async def test_unusable_queries_get_a_clear_message(query: str, tmp_path: Path):
+async def test_unusable_queries_get_a_clear_message(query: str, message: str, tmp_path: Path):
     # Control characters (tab and line breaks aside) are refused up front, like an id holding them.
     store = await SqliteConversationStore.open(tmp_path / 'bad.db')
     try:
         with pytest.raises(InvalidQuery) as refused:
             await search_index(store, SearchRequest(query=query, conversation_id='c'))
-        assert str(refused.value)
+        assert str(refused.value).startswith(message)
     finally:
         await store.close()
 
@@ -301,6 +313,7 @@ async def test_ten_thousand_term_query_is_truncated_not_refused(tmp_path: Path):
         )
         query = 'invoice ' + ' '.join(f'w{i}' for i in range(10_000))
         result = await search_index(store, SearchRequest(query=query, conversation_id='c'))
-        assert result.truncated_query and result.hits
+        assert result.truncated_query
+        assert [hit.position for hit in result.hits] == [0]  # 'invoice 1', found by the query's first term
     finally:
         await store.close()

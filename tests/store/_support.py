@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import os
 import sqlite3
 import uuid
 from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, closing, contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, closing, contextmanager, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,23 +31,75 @@ from temporal_recall.search import BM25Parameters, ScoredDocument, SearchResult,
 from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
 from temporal_recall.store.postings._blocks import decode
-from temporal_recall.store.protocol import IndexReader, IndexStats, Posting, PostingColumns, SearchTarget
+from temporal_recall.store.protocol import Fence, IndexReader, IndexStats, Posting, PostingColumns, SearchTarget
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[ConversationStore]]
 AnyStore = SqliteConversationStore | PostgresConversationStore
 
 POSTGRES_URL_VARIABLE = 'TEMPORAL_RECALL_TEST_POSTGRES_URL'
+LOCAL_DATABASE = 'temporal_recall_test'
+"""The database the tests make their own on a local server when no URL is configured (each test a schema in it)."""
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    """Where the PostgreSQL tests run (`url`), or why they cannot (`url` is None and `missing` says why)."""
+
+    url: str | None
+    missing: str = ''
+
+
+@functools.cache
+def postgres_server() -> PostgresServer:
+    """`TEMPORAL_RECALL_TEST_POSTGRES_URL` when set; otherwise a database of the tests' own on a server at
+    127.0.0.1:5432 as `postgres` (libpq's PGHOST, PGPORT and PGUSER say where else to look), if one lets
+    them in. Looked up once per process."""
+    url = os.environ.get(POSTGRES_URL_VARIABLE)
+    if url:
+        return PostgresServer(url)
+    env = os.environ
+    return local_postgres(env.get('PGHOST', '127.0.0.1'), env.get('PGPORT', '5432'), env.get('PGUSER', 'postgres'))
+
+
+def local_postgres(host: str, port: str, user: str, database: str = LOCAL_DATABASE) -> PostgresServer:
+    """`database` on the server at `host:port`, created if missing, or why there is none to use."""
+    import asyncpg
+
+    server = f'postgresql://{user}@{host}:{port}'
+    try:
+        with ThreadPoolExecutor(1) as thread:  # its own event loop, whether or not the caller runs one
+            thread.submit(asyncio.run, _create_database(f'{server}/postgres', database)).result()
+    except (OSError, TimeoutError, ValueError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        return PostgresServer(
+            None,
+            f'no PostgreSQL server: {POSTGRES_URL_VARIABLE} is not set and none at {host}:{port} let {user!r} in '
+            f'({" ".join((str(error) or type(error).__name__).split())}); start one there (PGHOST, PGPORT and '
+            f'PGUSER say where to look) or set {POSTGRES_URL_VARIABLE}',
+        )
+    return PostgresServer(f'{server}/{database}')
+
+
+async def _create_database(maintenance_url: str, database: str) -> None:
+    import asyncpg
+
+    connection = await asyncpg.connect(maintenance_url, timeout=10)
+    try:
+        if await connection.fetchval('SELECT 1 FROM pg_database WHERE datname = $1', database):
+            return
+        quoted = await connection.fetchval('SELECT quote_ident($1)', database)
+        with suppress(asyncpg.DuplicateDatabaseError, asyncpg.UniqueViolationError):
+            await connection.execute(f'CREATE DATABASE {quoted}')  # another test process may be first
+    finally:
+        await connection.close()
 
 
 def postgres_url() -> str:
-    """The test server's URL, or skip the test: PostgreSQL tests run only where a server is configured."""
-    url = os.environ.get(POSTGRES_URL_VARIABLE)
-    if not url:
-        pytest.skip(
-            f'{POSTGRES_URL_VARIABLE} is not set; set it to a PostgreSQL URL such as '
-            'postgresql://postgres@127.0.0.1:5432/test to run the PostgreSQL tests'
-        )
-    return url
+    """The test server's URL, or skip the test: PostgreSQL tests run only where a server is configured or found
+    (tests/conftest.py reports all these skips in one line)."""
+    server = postgres_server()
+    if server.url is None:
+        pytest.skip(server.missing)
+    return server.url
 
 
 def with_options(url: str, **options: object) -> str:
@@ -135,7 +191,7 @@ async def _postgres(folder: Path) -> AsyncGenerator[ConversationStore]:
 
 STORE_FACTORIES: dict[str, StoreFactory] = {'memory': _memory, 'sqlite': _sqlite, 'postgres': _postgres}
 """Every backend the conformance suite runs against, `memory` being the reference. PostgreSQL tests
-skip when `TEMPORAL_RECALL_TEST_POSTGRES_URL` is not set (and get the `postgres` marker, see conftest)."""
+get the `postgres` marker and run where `postgres_server` finds a server (see tests/conftest.py)."""
 
 REFERENCE = 'memory'
 
@@ -208,7 +264,7 @@ def hex_hash(message: m.ModelMessage) -> str:
 
 _PROBLEM_QUERIES = (
     'SELECT c.conversation_id, c.document_count, c.total_length, count(cd.doc_id), coalesce(sum(d.length), 0) '
-    'FROM conversations c LEFT JOIN conversation_documents cd ON cd.conv_key = c.conv_key AND NOT cd.branch_only '
+    'FROM conversations c LEFT JOIN conversation_documents cd ON cd.conv_key = c.conv_key AND NOT cd.superseded '
     'LEFT JOIN documents d ON d.doc_id = cd.doc_id GROUP BY c.conv_key',
     'SELECT t.scope_key, '
     't.document_count + (SELECT coalesce(sum(g.document_count), 0) FROM index_segments g '
@@ -345,8 +401,38 @@ async def reopened_logging(site: Site, caplog: pytest.LogCaptureFixture) -> tupl
 async def answered_twice(
     store: AnyStore, conversation_id: str, scope: str | None, question: str, first: str, second: str
 ) -> None:
-    """`question` answered `first`, then answered again from the same point `second` (a retried model call):
-    the first answer is left on a branch the head moved away from."""
+    """`question` answered `first` by a model-request activity whose retry answered `second` (a Temporal
+    activity retry after the first attempt's write): the first answer is superseded inside the run.
+
+    Written as the capability's in-activity writes are: the request before the model call (one key for
+    every attempt), the response after it (a key per attempt), each fenced by the activity's attempt."""
+    asked = user(question)
+    unit = f'wf-{conversation_id}/run-1/activity-1'
+    for attempt, answer in ((1, first), (2, second)):
+        fence = Fence(key=unit, attempt=attempt)
+        for key, base, messages in (
+            (f'{unit}/prefix', [], [asked]),
+            (f'{unit}/{attempt}/response', [asked], [reply(answer)]),
+        ):
+            await store.append(
+                AppendRequest(
+                    conversation_id=conversation_id,
+                    scope=scope,
+                    idempotency_key=key,
+                    base_length=len(base),
+                    base_hash=content_hash(base[-1]) if base else None,
+                    messages=messages,
+                    run_id='run-1',
+                    fence=fence,
+                )
+            )
+
+
+async def answered_again(
+    store: AnyStore, conversation_id: str, scope: str | None, question: str, first: str, second: str
+) -> None:
+    """`question` answered `first`, then answered again from the same point `second` by a later write that is
+    no retry (a regenerated answer, a rewritten turn): the first answer is left on a branch, still said."""
     asked = user(question)
     await append_after(store, conversation_id, scope, [], [asked, reply(first)])
     await append_after(store, conversation_id, scope, [asked], [reply(second)])
@@ -397,9 +483,60 @@ UNDO_BRANCH_MARKS = (
 """What migration 10 changed, taken away: the members' marks and the counters over the current history."""
 
 
+UNDO_VERSION_13 = ('DROP INDEX message_bodies_by_hash',)
+"""What migration 13 added, taken away."""
+
+
+async def back_to_version_12(store: AnyStore) -> None:
+    """Turn a store into what version 12 wrote: no index of bodies by hash, version 12 recorded."""
+    for statement in (*UNDO_VERSION_13, 'DELETE FROM schema_migrations WHERE version > 12'):
+        await run_sql(store, statement)
+
+
+UNDO_SUPERSEDED = (
+    'DROP TABLE superseded_entries',
+    'DROP INDEX conversation_documents_superseded',
+    'ALTER TABLE conversation_documents RENAME COLUMN superseded TO branch_only',
+    'CREATE INDEX conversation_documents_branch_only ON conversation_documents (conv_key) WHERE branch_only',
+)
+"""What migration 12 changed, put back as version 11 had it (the marks then recomputed by `HEAD_ONLY_MARKS`)."""
+
+HEAD_ONLY_MARKS = (
+    """
+    WITH RECURSIVE head(conv_key, k) AS (
+        SELECT conv_key, head_key FROM conversations WHERE head_key IS NOT NULL
+        UNION SELECT head.conv_key, e.parent_key FROM head JOIN entries e ON e.entry_key = head.k
+        WHERE e.parent_key IS NOT NULL
+    )
+    UPDATE conversation_documents SET branch_only = NOT EXISTS (
+        SELECT 1 FROM head JOIN entries e ON e.entry_key = head.k JOIN documents d ON d.content_hash = e.content_hash
+        WHERE head.conv_key = conversation_documents.conv_key AND d.doc_id = conversation_documents.doc_id
+        AND NOT e.unindexed
+    )
+    """,
+    'UPDATE conversations SET document_count = (SELECT count(*) FROM conversation_documents m '
+    'WHERE m.conv_key = conversations.conv_key AND NOT m.branch_only), '
+    'total_length = (SELECT coalesce(sum(d.length), 0) FROM conversation_documents m '
+    'JOIN documents d ON d.doc_id = m.doc_id '
+    'WHERE m.conv_key = conversations.conv_key AND NOT m.branch_only)',
+)
+"""Versions 10 and 11's rule, written independently here: a member is marked when no indexed entry the
+conversation's head reaches holds it, and the counters leave marked members out."""
+
+
+async def back_to_version_11(store: AnyStore) -> None:
+    """Turn a store into what version 11 wrote: members marked by whether the head reaches them (a default
+    search saw only the current history), no record of supersessions, version 11 recorded. Close and reopen
+    it afterwards."""
+    await back_to_version_12(store)
+    for statement in (*UNDO_SUPERSEDED, *HEAD_ONLY_MARKS, 'DELETE FROM schema_migrations WHERE version > 11'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_10(store: AnyStore) -> None:
     """Turn a store into what version 10 wrote: segments merged, documents with `refs`, pending counters
     on tenants, version 10 recorded. Close and reopen it afterwards."""
+    await back_to_version_11(store)
     await merge_everything(store)
     for statement in (*UNDO_VERSION_11, 'DELETE FROM schema_migrations WHERE version > 10'):
         await run_sql(store, statement)

@@ -14,14 +14,6 @@ BACKENDS = [pytest.param('sqlite'), pytest.param('postgres', marks=pytest.mark.p
 """The real backends, for tests of what both must do alike (append, index, concurrency, bad input)."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that runs against PostgreSQL `postgres`, however it picked the backend."""
-    for item in items:
-        callspec = getattr(item, 'callspec', None)
-        if callspec is not None and 'postgres' in callspec.params.values():
-            item.add_marker(pytest.mark.postgres)
-
-
 @pytest.fixture(params=list(STORE_FACTORIES))
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ConversationStore]:
     """Each backend in turn, fresh for every test (a new SQLite file in `tmp_path`, a new PostgreSQL schema)."""

@@ -6,7 +6,8 @@ import hashlib
 import os
 import re
 import sqlite3
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from temporal_recall.errors import (
 from temporal_recall.models import SearchRequest
 from temporal_recall.store import AppendRequest, SearchTarget, SqliteConversationStore, open_store
 
+from ._another_user import as_another_user, give_to_another_user
 from ._support import AnyStore, row_counts, tool_return, turn, user
 
 
@@ -223,22 +225,77 @@ async def test_sqlite_refusing_writes_is_store_read_only(filled: SqliteConversat
     assert await snapshot(filled) == before
 
 
-@pytest.mark.skipif(os.name != 'posix' or os.geteuid() == 0, reason='root ignores file permissions')
-async def test_read_only_file_permissions(filled: SqliteConversationStore, db_path: Path) -> None:  # pragma: no cover
-    await filled.close()
+@pytest.fixture
+def shared_folder() -> Iterator[Path]:
+    """An empty folder that `as_another_user` can reach (pytest's own temporary folders are the user's alone)."""
+    with tempfile.TemporaryDirectory(prefix='recall-permissions-') as name:
+        folder = Path(name)
+        folder.chmod(0o755)
+        yield folder
+        folder.chmod(0o755)  # whatever the test left, so the folder can be removed
+
+
+async def _filled_at(path: Path) -> str:
+    """A store at `path` holding one conversation 'c' of two turns, closed; the file's digest."""
+    async with await SqliteConversationStore.open(path) as store:
+        await store.save(Conversation(messages=[*turn(1), *turn(2)], conversation_id='c'), scope='s')
+    return digest(path)
+
+
+async def _open(path: Path) -> None:
+    store = await SqliteConversationStore.open(path)
+    await store.close()
+
+
+async def _read_then_write(path: Path) -> None:
+    async with await SqliteConversationStore.open(path) as store:
+        loaded = await store.load('c')
+        assert loaded is not None and len(loaded.messages) == 4, 'the store could not be read'
+        loaded.messages.append(user('more'))
+        await store.save(loaded)
+
+
+@pytest.mark.skipif(os.name != 'posix', reason='POSIX file permissions, checked in a forked child')
+async def test_read_only_file_permissions(shared_folder: Path) -> None:
+    """A store whose file and folder the user may not write is refused when opened, and left as it was;
+    no new store can be created in that folder either.
+
+    Without write access to the folder, SQLite cannot create the write-ahead log's files, which even
+    a read needs. Checked as a user other than root (`as_another_user`), since root ignores permissions.
+    """
+    db_path = shared_folder / 'recall.db'
+    before = await _filled_at(db_path)
     set_modes(db_path, 0o444, 0o555)
     try:
-        with pytest.raises(StoreReadOnly):
-            store = await SqliteConversationStore.open(db_path)
-            await store.close()
+        with pytest.raises(StoreReadOnly, match=re.escape(f'The store at {db_path} refuses writes')) as raised:
+            as_another_user(_open, db_path)
+        with pytest.raises(StoreReadOnly, match=re.escape(f'the directory {shared_folder} is not writable')):
+            as_another_user(_open, shared_folder / 'new.db')
     finally:
         set_modes(db_path, 0o644, 0o755)
+    assert 'fix the permissions' in str(raised.value)
+    assert digest(db_path) == before
+    assert listing(shared_folder) == ['recall.db']
+
+
+@pytest.mark.skipif(os.name != 'posix', reason='POSIX file permissions, checked in a forked child')
+async def test_read_only_file_in_a_writable_folder_is_read_but_not_written(shared_folder: Path) -> None:
+    """The real case that `test_unwritable_file_opens_read_only` fakes: reads work, writes say which file to fix."""
+    db_path = shared_folder / 'recall.db'
+    before = await _filled_at(db_path)
+    give_to_another_user(shared_folder)
+    db_path.chmod(0o444)
+    with pytest.raises(StoreReadOnly, match=re.escape(f'the file {db_path} is not writable')) as raised:
+        as_another_user(_read_then_write, db_path)
+    assert 'fix the permissions' in str(raised.value)
+    assert digest(db_path) == before
 
 
 async def test_unwritable_file_opens_read_only(
     filled: SqliteConversationStore, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What a non-root user gets for a file without write permission (root bypasses permissions, so it is faked)."""
+    """What a user without write permission gets, faked by patching the permission check so it runs on any
+    system as any user; the two tests above are the real cases."""
     before = await snapshot(filled)
     await filled.close()
 
@@ -330,6 +387,31 @@ async def test_bad_store_urls(url: str, problem: str, tmp_path: Path, monkeypatc
     with pytest.raises(ConfigurationError, match=problem):
         await open_store(url)
     assert listing(tmp_path) == []
+
+
+@pytest.mark.parametrize('create', [False, True], ids=['no-store', 'no-folder'])
+async def test_a_missing_relative_sqlite_url_shows_where_it_looked_and_the_absolute_form(
+    create: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three slashes read like an absolute path; the message says where the relative one points."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NotADatabase) as missing:
+        await open_store('sqlite:///nowhere/x.db', create=create)
+    message = str(missing.value)
+    assert f'relative to the working directory: {tmp_path / "nowhere" / "x.db"}' in message, message
+    assert 'for /nowhere/x.db write sqlite:////nowhere/x.db' in message, message
+    assert listing(tmp_path) == []
+
+
+@pytest.mark.parametrize('create', [False, True], ids=['no-store', 'no-folder'])
+async def test_a_missing_store_named_another_way_gets_no_note_about_slashes(
+    create: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for url in ('nowhere/x.db', f'sqlite:///{tmp_path}/nowhere/x.db', 'sqlite:nowhere/x.db'):
+        with pytest.raises(NotADatabase) as missing:
+            await open_store(url, create=create)
+        assert 'sqlite:////' not in str(missing.value), url
 
 
 # --- ids and queries that are not usable text, refused before any driver sees them ------------------

@@ -120,7 +120,7 @@ async def test_a_version_10_store_upgrades_to_derived_ids_and_segment_statistics
     before = await _aged(site, back_to_version_10, requests)
     store, progress = await reopened_logging(site, caplog)
     try:
-        assert progress and all('migration 11 (writers of one tenant side by side' in line for line in progress)
+        assert progress and all('11 (writers of one tenant side by side' in line for line in progress)
         assert progress[0].endswith(', 0 of 33 entries done.') and progress[-1].endswith(', 33 of 33 entries done.')
         assert max(await column_of(store, 'SELECT version FROM schema_migrations')) == latest_version()
         assert await _answers(store, requests) == before

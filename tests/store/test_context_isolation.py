@@ -102,10 +102,9 @@ async def test_context_at_a_branch_point_follows_the_chain_the_hit_is_on(recall_
     assert 'NEWHEAD question' in shown  # the head's chain first
     assert 'OLDBRANCH' not in shown
 
-    # A default search sees the conversation as it stands; the kept branch is searched when asked for.
+    # The kept branch is still what the conversation said: a hit there shows that branch's own neighbours.
     current = SearchRequest(query='OLDBRANCH', conversation_id='a1', scope='acme', context_lines=1, limit=1)
-    assert (await search_index(recall_store, current)).hits == []
-    on_old_branch = await search_index(recall_store, current.model_copy(update={'include_branches': True}))
+    on_old_branch = await search_index(recall_store, current)
     assert [hit.position for hit in on_old_branch.hits] == [len(old) - 2]
     assert 'OLDBRANCH answer' in _shown(on_old_branch)  # the kept branch's own continuation
     assert 'NEWHEAD' not in _shown(on_old_branch)

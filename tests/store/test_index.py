@@ -22,6 +22,7 @@ from temporal_recall.store import (
 )
 from temporal_recall.store.index import _membership, _reader
 from temporal_recall.store.postings import _blocks, _segments
+from temporal_recall.store.protocol import Fence
 
 from ._support import (
     AnyStore,
@@ -255,11 +256,8 @@ async def test_neighbours_follow_the_head_chain(recall_store: AnyStore) -> None:
         (2, user('two again')),
         (3, reply('three again')),
     ]
-    # The left branch's entries are out of a default search, and members with their own neighbours for one
-    # that includes branches.
-    assert await recall_store.documents(target('c'), [12], context=1) == []
-    with_branches = dataclasses.replace(target('c'), include_branches=True)
-    rows = await recall_store.documents(with_branches, [12], context=1)
+    # The left branch's entries are still what the conversation said: members with their own neighbours.
+    rows = await recall_store.documents(target('c'), [12], context=1)
     assert [position for position, _ in rows[0].neighbours] == [1, 3]
 
 
@@ -325,10 +323,12 @@ async def test_reindex_answers_exactly_like_the_incremental_index(
             base_hash=None,
             messages=[*turn(3), summary('sum'), *turn(4)],
             run_id='run-1',
+            fence=Fence(key='unit', attempt=1),
         )
     )
     first = turn(3)
-    await store.append(  # A retried answer: the first one stays on a branch, out of a default search.
+    # A retried answer: the first one, and everything only it led to, is superseded (out of a default search).
+    await store.append(
         AppendRequest(
             conversation_id='r',
             scope=None,
@@ -337,6 +337,7 @@ async def test_reindex_answers_exactly_like_the_incremental_index(
             base_hash=hex_hash(first[0]),
             messages=[reply('a retried answer 3 about the weather'), *turn(8, 'birds')],
             run_id='run-1',
+            fence=Fence(key='unit', attempt=2),
         )
     )
     await store.fork('a', at=3, new_conversation_id='fork-same', scope='team')
@@ -370,7 +371,7 @@ async def test_reindex_answers_exactly_like_the_incremental_index(
         for run in (None, 'run-1')
     ]
     targets += [dataclasses.replace(each, role=role) for each in targets for role in ('system', 'user')]
-    targets += [dataclasses.replace(each, include_branches=True) for each in targets]
+    targets += [dataclasses.replace(each, include_superseded=True) for each in targets]
     before = await _answers(store, targets)
     progress: list[tuple[int, int]] = []
     documents = await store.reindex(progress=lambda done, total: progress.append((done, total)))

@@ -16,10 +16,10 @@ from temporal_recall.store.sql._migrations import Migration, latest_version
 from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
 from temporal_recall.store.sqlite._dialect import MIGRATIONS
 
-from ._support import UNDO_BRANCH_MARKS, UNDO_SEGMENTS, index_problems, turn
+from ._support import UNDO_BRANCH_MARKS, UNDO_SEGMENTS, UNDO_SUPERSEDED, UNDO_VERSION_13, index_problems, turn
 
-UNDO_LATER = '; '.join((*UNDO_BRANCH_MARKS, *UNDO_SEGMENTS))
-"""What migrations 8 and 10 added, taken away (the blocks of 7 are undone by each test)."""
+UNDO_LATER = '; '.join((*UNDO_VERSION_13, *UNDO_SUPERSEDED, *UNDO_BRANCH_MARKS, *UNDO_SEGMENTS))
+"""What migrations 8, 10, 11, 12 and 13 added, taken away (the blocks of 7 are undone by each test)."""
 
 LATEST = latest_version()
 NEXT = LATEST + 1
@@ -181,6 +181,27 @@ async def test_a_version_5_store_keeps_its_bodies_and_stamps_them_with_the_upgra
     with closing(sqlite3.connect(db_path)) as db:
         stamps = [row[0] for row in db.execute('SELECT touched_at FROM message_bodies')]
     assert len(stamps) == 3 and all(before - 1 <= stamp <= time.time() + 1 for stamp in stamps)
+
+
+BODIES_BY_HASH = next(m.version for m in MIGRATIONS if any('message_bodies_by_hash' in s for s in m.statements))
+
+
+async def test_a_store_before_the_body_hash_index_gets_it_and_keeps_its_bodies(db_path: Path) -> None:
+    """A store written before the migration that indexes bodies by hash (made here by undoing it)."""
+    async with await SqliteConversationStore.open(db_path) as store:
+        await store.put_bodies('acme', {'h1': b'first', 'h2': b'second'})
+        await store.put_bodies(None, {'h1': b'unscoped'})
+    with closing(sqlite3.connect(db_path)) as db, db:
+        db.executescript(
+            f'{"; ".join(UNDO_VERSION_13)}; DELETE FROM schema_migrations WHERE version >= {BODIES_BY_HASH};'
+        )
+    assert recorded(db_path) == CURRENT[: BODIES_BY_HASH - 1]
+    assert 'message_bodies_by_hash' not in indexes(db_path)
+    async with await SqliteConversationStore.open(db_path) as store:
+        assert await store.body_scopes(['h1']) == [None, 'acme']
+        assert await store.get_bodies('acme', ['h1', 'h2']) == {'h1': b'first', 'h2': b'second'}
+    assert recorded(db_path) == CURRENT
+    assert 'message_bodies_by_hash' in indexes(db_path)
 
 
 async def test_the_store_checkpoints_its_write_ahead_log_in_large_batches(db_path: Path) -> None:

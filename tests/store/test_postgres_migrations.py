@@ -25,7 +25,16 @@ from temporal_recall.store.postgres import _dialect as _postgres_dialect
 from temporal_recall.store.postgres._dialect import MIGRATIONS
 from temporal_recall.store.sql._migrations import Migration, latest_version
 
-from ._support import UNDO_BRANCH_MARKS, UNDO_SEGMENTS, PostgresSite, postgres_url, problems_of, turn
+from ._support import (
+    UNDO_BRANCH_MARKS,
+    UNDO_SEGMENTS,
+    UNDO_SUPERSEDED,
+    UNDO_VERSION_13,
+    PostgresSite,
+    postgres_url,
+    problems_of,
+    turn,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -227,10 +236,10 @@ def test_workers_opening_an_empty_database_at_once_migrate_it_once(pg_site: Post
 
 
 async def _undo_blocks(connection: asyncpg.Connection, schema: str) -> None:
-    """Put back the (empty) row-per-posting table of versions 1 to 6 in place of `posting_blocks` (and the
-    pending postings of version 8)."""
+    """Put back the (empty) row-per-posting table of versions 1 to 6 in place of `posting_blocks` (and undo
+    the later migrations: the pending postings of version 8 and what 10 to 12 added)."""
     await connection.execute(f'SET search_path TO "{schema}"')
-    for statement in (*UNDO_BRANCH_MARKS, *UNDO_SEGMENTS):
+    for statement in (*UNDO_VERSION_13, *UNDO_SUPERSEDED, *UNDO_BRANCH_MARKS, *UNDO_SEGMENTS):
         await connection.execute(statement)
     await connection.execute('DROP TABLE posting_blocks')
     for statement in [s for s in MIGRATIONS[0].statements if 'CREATE TABLE postings' in s] + [
@@ -294,3 +303,31 @@ async def test_a_version_5_store_keeps_its_bodies_and_stamps_them_with_the_upgra
         await connection.close()
     assert index is not None
     assert len(stamps) == 3 and all(before - 1 <= stamp <= time.time() + 1 for stamp in stamps)
+
+
+BODIES_BY_HASH = next(m.version for m in MIGRATIONS if any('message_bodies_by_hash' in s for s in m.statements))
+
+
+async def test_a_store_before_the_body_hash_index_gets_it_and_keeps_its_bodies(pg_site: PostgresSite) -> None:
+    """A store written before the migration that indexes bodies by hash (made here by undoing it)."""
+    async with await pg_site.open() as store:
+        await store.put_bodies('acme', {'h1': b'first', 'h2': b'second'})
+        await store.put_bodies(None, {'h1': b'unscoped'})
+    schema = f'"{pg_site.schema}"'
+    connection = await asyncpg.connect(pg_site.base_url)
+    try:
+        await connection.execute(f'SET search_path TO {schema}')
+        for statement in (*UNDO_VERSION_13, f'DELETE FROM schema_migrations WHERE version >= {BODIES_BY_HASH}'):
+            await connection.execute(statement)
+    finally:
+        await connection.close()
+    assert await recorded(pg_site) == RECORDED[: BODIES_BY_HASH - 1]
+    async with await pg_site.open() as store:
+        assert await store.body_scopes(['h1']) == [None, 'acme']
+        assert await store.get_bodies('acme', ['h1', 'h2']) == {'h1': b'first', 'h2': b'second'}
+    assert await recorded(pg_site) == RECORDED
+    connection = await asyncpg.connect(pg_site.base_url)
+    try:
+        assert await connection.fetchval('SELECT to_regclass($1)', f'{schema}.message_bodies_by_hash') is not None
+    finally:
+        await connection.close()

@@ -123,13 +123,11 @@ async def test_copies_on_a_branch_the_conversation_left_are_one_hit(recall_store
     await append(recall_store, 'c', [], rewritten, 'k2')
 
     assert places(await find(recall_store, 'budget')) == [('c', 2), ('c', 3)]
-    assert places(await find(recall_store, 'budget', include_branches=True)) == [('c', 2), ('c', 3)]
-    # Said only on the branch left behind: out of the conversation as it stands, and found once, where it
-    # was said, when branches are asked for.
-    assert places(await find(recall_store, 'noted')) == []
-    assert places(await find(recall_store, 'noted', conversation_id=None)) == []
-    assert places(await find(recall_store, 'noted', include_branches=True)) == [('c', 1)]
-    assert places(await find(recall_store, 'noted', conversation_id=None, include_branches=True)) == [('c', 1)]
+    assert places(await find(recall_store, 'budget', include_superseded=True)) == [('c', 2), ('c', 3)]
+    # Said only on the branch left behind: still said, and found once, where it was said.
+    assert places(await find(recall_store, 'noted')) == [('c', 1)]
+    assert places(await find(recall_store, 'noted', conversation_id=None)) == [('c', 1)]
+    assert places(await find(recall_store, 'noted', include_superseded=True)) == [('c', 1)]
 
 
 async def test_a_fork_shares_its_occurrences_in_a_scope_wide_search(recall_store: AnyStore) -> None:

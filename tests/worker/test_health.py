@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from temporal_recall.errors import ConfigurationError
-from temporal_recall.worker._health import LOOP_TIMEOUT, serve_health
+from temporal_recall.errors import ConfigurationError, StoreUnavailable
+from temporal_recall.worker._health import LOOP_TIMEOUT, STORE_TIMEOUT, serve_health
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -40,6 +40,34 @@ async def test_readiness_follows_the_worker() -> None:
         assert await asyncio.to_thread(get, port, '/readyz?verbose=1') == (200, 'ready\n')
         state['ready'] = False  # draining
         assert (await asyncio.to_thread(get, port, '/readyz'))[0] == 503
+
+
+async def test_readiness_reports_the_store() -> None:
+    answers = {'store': True}
+
+    async def store() -> None:
+        if not answers['store']:
+            raise StoreUnavailable('Cannot reach the PostgreSQL store at postgresql://recall@db:5433/recall: refused.')
+
+    async def silent_store() -> None:
+        await asyncio.Event().wait()
+
+    async with serve_health(0, host='127.0.0.1', ready=lambda: True, store=store) as port:
+        assert await asyncio.to_thread(get, port, '/readyz') == (200, 'ready; the store answers\n')
+        answers['store'] = False  # an outage after the worker started: it runs on, and the probe says why
+        assert await asyncio.to_thread(get, port, '/readyz') == (
+            503,
+            'not ready: the store does not answer: Cannot reach the PostgreSQL store at '
+            'postgresql://recall@db:5433/recall: refused.\n',
+        )
+        assert (await asyncio.to_thread(get, port, '/healthz'))[0] == 200, 'alive all the same: no restart'
+    async with serve_health(0, host='127.0.0.1', ready=lambda: True, store=silent_store) as port:
+        assert await asyncio.to_thread(get, port, '/readyz') == (
+            503,
+            f'not ready: the store did not answer within {STORE_TIMEOUT:.0f} s\n',
+        )
+    async with serve_health(0, host='127.0.0.1', ready=lambda: False, store=store) as port:
+        assert await asyncio.to_thread(get, port, '/readyz') == (503, 'not ready\n')
 
 
 async def test_other_paths_are_404_and_other_methods_501() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from pydantic_ai import Agent
+from pydantic_ai.messages import ToolReturnPart
 from temporalio.client import Client
 
 from temporal_recall import ConversationRecall, RunPromptInput, RunPromptWorkflow, SearchResult
@@ -20,6 +21,7 @@ from temporal_recall._devserver import free_port
 from temporal_recall._metrics import prometheus_runtime
 from temporal_recall.store import open_store
 from temporal_recall.testing import DevServer, connect, running_worker
+from temporal_recall.text._documents import RECALL_TOOL_NAME
 
 from ..replay.workflows import RecallDirectlyWorkflow
 from ..workflows.agents import recall_agent, weather_agent
@@ -52,6 +54,19 @@ def value(samples: list[tuple[str, dict[str, str], float]], name: str, **labels:
     return sum(found)
 
 
+def bucket_of_one(samples: list[tuple[str, dict[str, str], float]], name: str, **labels: str) -> tuple[float, float]:
+    """`(lower, upper]`: the bounds of the bucket that holds histogram `name`'s single observation."""
+    counts = sorted(
+        (float(ls['le']), v)
+        for n, ls, v in samples
+        if n == f'{name}_bucket' and all(ls.get(k) == want for k, want in labels.items())
+    )
+    assert counts and counts[-1][1] == 1, f'{name} with {labels} does not hold exactly one observation'
+    bounds = [float('-inf'), *(bound for bound, _ in counts)]
+    first = next(index for index, (_, count) in enumerate(counts) if count == 1)
+    return bounds[first], bounds[first + 1]
+
+
 @dataclass
 class Scenario:
     samples: list[tuple[str, dict[str, str], float]]
@@ -59,7 +74,9 @@ class Scenario:
     store_step_activities: int
     model_request_activities: int
     stored_messages: int
+    weather_messages: int
     tool_searches: int
+    tool_hits: int
     workflow_hits: int
 
 
@@ -86,7 +103,7 @@ async def scenario(temporal_dev_server: DevServer, tmp_path_factory: pytest.Temp
     async with running_worker(client, agents=agents, store=store, workflows=[RecallDirectlyWorkflow]) as worker:
         queue = worker.task_queue
         persisted = f'metrics-weather-{uuid.uuid4()}'
-        await client.execute_workflow(
+        weather = await client.execute_workflow(
             RunPromptWorkflow.run,
             RunPromptInput(prompt='Weather in Paris?', conversation_id='metrics', agent='weather'),
             id=persisted,
@@ -109,13 +126,24 @@ async def scenario(temporal_dev_server: DevServer, tmp_path_factory: pytest.Temp
     finally:
         await reader.close()
     assert entries and found.hits
+    # What the recall tool answered, as the model read it: a line `[n] position …` per hit.
+    [answer] = [
+        part.model_response_str()
+        for entry in entries
+        for part in entry.message.parts
+        if isinstance(part, ToolReturnPart) and part.tool_name == RECALL_TOOL_NAME
+    ]
+    tool_hits = len(re.findall(r'^\[\d+\] position ', answer, re.MULTILINE))
+    assert tool_hits, answer
     yield Scenario(
         samples=scrape(f'http://127.0.0.1:{port}/metrics'),
         queue=queue,
         store_step_activities=steps,
         model_request_activities=model_requests,
         stored_messages=len(entries),
+        weather_messages=sum(1 for entry in entries if entry.message.run_id == weather.run_id),
         tool_searches=1,
+        tool_hits=tool_hits,
         workflow_hits=len(found.hits),
     )
 
@@ -138,7 +166,10 @@ def test_messages_stored_counts_each_new_message_once(scenario: Scenario) -> Non
         if name == 'temporal_recall_messages_stored' and labels.get('task_queue') == scenario.queue
     )
     assert stored == scenario.stored_messages
-    assert value(scenario.samples, 'temporal_recall_messages_stored', activity_type=MODEL_REQUEST) > 0
+    weather = value(
+        scenario.samples, 'temporal_recall_messages_stored', task_queue=scenario.queue, activity_type=MODEL_REQUEST
+    )
+    assert weather == scenario.weather_messages == 4  # prompt, tool call, tool return, answer
 
 
 def test_search_latency_is_a_histogram_per_activity_type(scenario: Scenario) -> None:
@@ -146,7 +177,10 @@ def test_search_latency_is_a_histogram_per_activity_type(scenario: Scenario) -> 
         labels = {'task_queue': scenario.queue, 'activity_type': activity_type}
         assert value(scenario.samples, 'temporal_recall_search_latency_count', **labels) == searches
         assert value(scenario.samples, 'temporal_recall_search_latency_bucket', le='+Inf', **labels) == searches
-        assert value(scenario.samples, 'temporal_recall_search_latency_sum', **labels) >= 0
+        # How long a search takes is the machine's business; that the one time recorded is the one the
+        # buckets placed is the histogram's.
+        lower, upper = bucket_of_one(scenario.samples, 'temporal_recall_search_latency', **labels)
+        assert lower < value(scenario.samples, 'temporal_recall_search_latency_sum', **labels) <= upper
 
 
 def test_search_hits_sum_the_hits_returned(scenario: Scenario) -> None:
@@ -154,13 +188,20 @@ def test_search_hits_sum_the_hits_returned(scenario: Scenario) -> None:
     assert value(scenario.samples, 'temporal_recall_search_hits_sum', **labels) == scenario.workflow_hits
     assert value(scenario.samples, 'temporal_recall_search_hits_count', **labels) == 1
     tool = {'task_queue': scenario.queue, 'activity_type': RECALL_TOOL}
-    assert value(scenario.samples, 'temporal_recall_search_hits_sum', **tool) >= 1
+    assert value(scenario.samples, 'temporal_recall_search_hits_sum', **tool) == scenario.tool_hits
+    assert value(scenario.samples, 'temporal_recall_search_hits_count', **tool) == scenario.tool_searches
 
 
 def test_recall_metrics_sit_beside_the_sdks_own(scenario: Scenario) -> None:
     names = {name for name, _, _ in scenario.samples}
     assert 'temporal_activity_execution_latency_count' in names
-    assert value(scenario.samples, 'temporal_activity_execution_latency_count', activity_type=MODEL_REQUEST) > 0
+    executions = value(
+        scenario.samples,
+        'temporal_activity_execution_latency_count',
+        task_queue=scenario.queue,
+        activity_type=MODEL_REQUEST,
+    )
+    assert executions == scenario.model_request_activities
 
 
 async def test_a_plain_agent_run_persists_and_searches_without_a_meter(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ as on the worker, beside the message codec, and it owns the store's lifetime."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import uuid
 from datetime import timedelta
@@ -24,7 +25,8 @@ from temporal_recall import (
     RunPromptWorkflow,
     message_codec_plugin,
 )
-from temporal_recall.errors import ConfigurationError, NotADatabase
+from temporal_recall._devserver import free_port
+from temporal_recall.errors import ConfigurationError, NotADatabase, StoreUnavailable
 from temporal_recall.store import open_store
 from temporal_recall.testing import DevServer, connect, scripted_model, text
 
@@ -181,6 +183,40 @@ async def test_a_store_in_a_missing_folder_stops_the_worker_before_it_polls(temp
             await worker.run()
     assert not worker.is_running
     assert not missing.parent.exists()
+
+
+async def test_an_unreachable_store_at_start_stops_the_worker_naming_host_and_port(temporal_client: Client):
+    """A wrong port is a setting to fix, not an outage: before the fix the worker logged "activities
+    will retry", polled on, and its workflows stalled for ever."""
+    port = free_port()  # nothing listens there
+    plugin = RecallPlugin(
+        f'postgresql://recall:secret@127.0.0.1:{port}/recall?connect_timeout_ms=2000', agents=[echo_agent]
+    )
+    worker = Worker(temporal_client, task_queue=f'bad-{uuid.uuid4()}', plugins=[plugin])
+    with pytest.raises(StoreUnavailable) as refused:
+        async with asyncio.timeout(60):  # before the fix it polled on; fail rather than hang
+            await worker.run()
+    assert not worker.is_running
+    message = str(refused.value)
+    assert f'127.0.0.1:{port}' in message and 'host and port in the store URL' in message, message
+    assert '\n' not in message and 'secret' not in message
+    assert refused.value.__cause__ is None and refused.value.__suppress_context__, "no driver's traceback chained"
+
+
+async def test_a_plugin_without_agents_warns_at_worker_start_naming_agents(
+    temporal_client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    queue = f'no-agents-{uuid.uuid4()}'
+    with caplog.at_level(logging.WARNING, logger='temporal_recall.worker'):
+        async with Worker(temporal_client, task_queue=queue, plugins=[RecallPlugin(tmp_path / 'a.db', agents=[])]):
+            pass
+        async with Worker(
+            temporal_client, task_queue=f'{queue}-2', plugins=[RecallPlugin(tmp_path / 'b.db', agents=[echo_agent])]
+        ):
+            pass
+    warned = [r.getMessage() for r in caplog.records if r.name == 'temporal_recall.worker']
+    assert len(warned) == 1, warned
+    assert 'has no agents' in warned[0] and 'agents=[...]' in warned[0] and repr(queue) in warned[0]
 
 
 async def test_a_capability_without_a_store_fails_its_activity_once(temporal_client: Client):

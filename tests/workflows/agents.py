@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from pydantic_ai import Agent, RunContext, ToolOutput
+from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.capabilities.instrumentation import Instrumentation
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -126,6 +127,13 @@ weather_agent_no_persistence = _durable(
 many_tools_agent = _durable('many_tools', _tool_loop(45))
 many_tools_agent_no_persistence = _durable('many_tools_bare', _tool_loop(45), recall=False)
 recall_agent = _durable('recaller', FunctionModel(_recall_then_answer, model_name='recaller'))
+windowed_recall_agent = Agent(
+    _counted(FunctionModel(_recall_then_answer, model_name='windowed')),
+    name='windowed',
+    deps_type=RecallDeps,
+    # The most common way apps bound context: the model is sent the last 3 messages of the history.
+    capabilities=[ProcessHistory(lambda messages: messages[-3:]), ConversationRecall(), TemporalDurability()],
+)
 big_tool_agent = _durable(
     'big_tool', scripted_model(tool_call('big_report', {'size': 2_094_000}), text('done')), tools=(big_report,)
 )

@@ -16,7 +16,7 @@ headers and the first bytes alone. Errors are JSON, `{"error": {"code": ..., "me
 | 400 | `bad_request` | malformed JSON, missing, unknown or mistyped fields, a limit outside 1-100 |
 | 400 | `invalid_id` | an id (body or path) over 512 characters, with a control character or invalid text |
 | 400 | `invalid_query` | an empty or oversized query, or one holding control characters |
-| 400 | `invalid_parameters` | parameters the search refuses |
+| 400 | `invalid_parameters` | parameters the search refuses, or an `after` cursor the listing did not hand out |
 | 401 | `unauthorized` | no bearer token, or one the configuration does not know |
 | 404 | `not_found` | no such conversation in the token's scope (or no such route) |
 | 405 | `method_not_allowed` | a known path with the wrong method |
@@ -44,7 +44,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Protocol, cast
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi import Path as PathParameter
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .._cursor import MAX_CURSOR_LENGTH
 from .._store_provider import StoreProvider
 from .._validation import MAX_ID_LENGTH, Identifier, QueryText
 from ..errors import (
@@ -64,7 +65,7 @@ from ..errors import (
     UnknownConversation,
     shown,
 )
-from ..query import ConversationInfo, QueryStore, list_conversations, read_conversation, search_messages
+from ..query import ConversationInfo, QueryStore, list_conversation_page, read_conversation, search_messages
 from ..search import MAX_LIMIT, Role, SearchHit
 
 __all__ = ('API_PREFIX', 'MAX_BODY_BYTES', 'MIN_TOKEN_LENGTH', 'ApiStore', 'create_app', 'load_tokens')
@@ -115,11 +116,17 @@ class SearchBody(BaseModel):
     role: Role | None = Field(
         default=None, description='Only what this speaker said: user, assistant, tool (results) or system.'
     )
-    include_branches: bool = Field(
+    include_superseded: bool = Field(
         default=False,
         strict=True,
-        description='Also search what only the branches a conversation left hold (an answer a retry replaced, '
-        'a rewritten turn); by default each conversation is searched as it stands.',
+        description='Also search what was superseded inside one agent run (an answer a retried model request '
+        'replaced); by default everything else a conversation stored is searched, on every branch it left.',
+    )
+    include_branches: bool | None = Field(
+        default=None,
+        strict=True,
+        json_schema_extra={'deprecated': True},
+        description='The old name of include_superseded (answered with a Deprecation header).',
     )
 
 
@@ -141,6 +148,11 @@ class ConversationSummary(BaseModel):
 
 class ConversationList(BaseModel):
     conversations: list[ConversationSummary]
+    """Newest first."""
+    next_cursor: str | None = Field(
+        description='Pass it as `after` for the next page; null when no conversation comes after this page. '
+        'It stays good while conversations are written: the next page holds exactly those after this one.'
+    )
 
 
 class TranscriptMessage(BaseModel):
@@ -551,7 +563,11 @@ def create_app(
         summary="Search one conversation, or every conversation of the token's scope",
         operation_id='search_conversation',
     )
-    async def search(body: SearchBody, tenant: Tenant, store: Store) -> SearchResponse:
+    async def search(body: SearchBody, tenant: Tenant, store: Store, response: Response) -> SearchResponse:
+        renamed = body.model_fields_set & {'include_branches'}
+        if renamed:
+            response.headers['Deprecation'] = 'true'
+            response.headers['Warning'] = '299 - "include_branches is renamed include_superseded"'
         result = await search_messages(
             store,
             body.query,
@@ -560,7 +576,7 @@ def create_app(
             run_id=body.run_id,
             role=body.role,
             limit=body.limit,
-            include_branches=body.include_branches,
+            include_superseded=body.include_superseded or bool(renamed and body.include_branches),
         )
         return SearchResponse(hits=result.hits)
 
@@ -568,14 +584,25 @@ def create_app(
         f'{API_PREFIX}/conversations',
         response_model=ConversationList,
         responses={code: _ERROR_RESPONSES[code] for code in (400, 401, 503)},
-        summary="List the token's conversations, newest first",
+        summary="List the token's conversations, newest first, a page at a time",
         operation_id='list_conversations',
     )
     async def conversations(
-        tenant: Tenant, store: Store, limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 20
+        tenant: Tenant,
+        store: Store,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description='Most conversations per page (1-100).')] = 20,
+        after: Annotated[
+            str | None,
+            Query(
+                json_schema_extra={'maxLength': MAX_CURSOR_LENGTH},
+                description='The `next_cursor` of the previous page: list the conversations after it.',
+            ),
+        ] = None,
     ) -> ConversationList:
-        listed = await list_conversations(store, scope=tenant, limit=limit)
-        return ConversationList(conversations=[_summary(info) for info in listed])
+        page = await list_conversation_page(store, scope=tenant, limit=limit, after=after)
+        return ConversationList(
+            conversations=[_summary(info) for info in page.conversations], next_cursor=page.next_cursor
+        )
 
     @app.get(
         f'{API_PREFIX}/conversations/{{conversation_id}}',

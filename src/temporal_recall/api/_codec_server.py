@@ -68,7 +68,7 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
 from .._store_provider import StoreProvider
-from ..codec import ENCODING, MissingMessageBody, RecallDataCodec, UnencodablePayload
+from ..codec import ENCODING, MissingMessageBody, RecallDataCodec, UnencodablePayload, payload_references
 from ..errors import ConfigurationError, StoreError
 from ._app import TokenScope, TokenValue, bearer_scope, checked_tokens
 
@@ -240,11 +240,16 @@ class _CodecServer:
     async def decode_any_scope(self, payloads: list[Payload]) -> list[Payload]:
         """An operator token's decode: each payload by the codec of the scope that holds its bodies.
 
-        A payload's bodies were all written by one codec, so one scope holds them all; the scopes
-        holding any body are tried in turn, and a payload none of them decodes comes back unchanged.
+        A payload's bodies were all written by one codec, so one scope holds them all. The scopes
+        holding the bodies the payloads name are looked up by hash (an index, not a read of every
+        body) and tried in turn; a payload none of them decodes comes back unchanged.
         """
         store = await self.store.get()
-        scopes = [row.scope for row in await store.body_stats()]  # type: ignore[attr-defined]
+        named: set[str] = set()
+        for payload in payloads:
+            with contextlib.suppress(*_UNDECODABLE):  # left as it came, like a missing body
+                named |= payload_references(payload)
+        scopes = await store.body_scopes(sorted(named)) if named else []  # type: ignore[attr-defined]
         decoded = list(payloads)
         for scope in scopes:
             pending = [index for index, payload in enumerate(decoded) if payload.metadata.get('encoding') == ENCODING]

@@ -29,7 +29,7 @@ from cyclopts.exceptions import CycloptsError
 from rich.console import Group
 from rich.text import Text
 
-from .._exit_status import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
+from .._exit_status import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, exit_without_finalizing
 from ..errors import (
     ConfigurationError,
     InvalidIdentifier,
@@ -40,7 +40,14 @@ from ..errors import (
     counted,
     shown,
 )
-from ..query import ANY_SCOPE, TranscriptMessage, list_conversations, read_conversation, search_messages
+from ..query import (
+    ANY_SCOPE,
+    ConversationPage,
+    TranscriptMessage,
+    list_conversation_page,
+    read_conversation,
+    search_messages,
+)
 from ..search import Role
 from ..settings import Settings
 from ..store import open_store
@@ -64,6 +71,8 @@ app = App(
     help='Durable pydantic-ai conversations on Temporal, and search over everything they said.\n\n'
     'Example: recall demo; recall search support-42 delivery address --format json',
     version_flags=(),
+    # cyclopts would turn Ctrl-C into `sys.exit(130)` itself, past `main`'s own exit (see `main`).
+    suppress_keyboard_interrupt=False,
 )
 
 
@@ -106,6 +115,13 @@ def _no_command() -> int:
     raise Failure('a command is required: COMMAND; see `recall --help`', EXIT_USAGE)
 
 
+def _renamed_branches_flag(branches: bool) -> bool:
+    """`recall search --branches`, the old spelling of `--superseded`: still works, and says so on stderr."""
+    if branches:
+        print('warning: --branches is renamed --superseded; the old name goes in the next release', file=sys.stderr)
+    return branches
+
+
 @app.command
 async def search(
     conversation: Annotated[str, Parameter(help='conversation id, or "all" for every conversation of --scope')],
@@ -116,13 +132,15 @@ async def search(
     role: Annotated[Role | None, Parameter(help='only what one speaker said')] = None,
     limit: Limit = 20,
     context: Annotated[Literal[0, 1, 2, 3], Parameter(help='neighbouring messages per hit')] = 0,
-    branches: Annotated[
-        bool, Parameter(help='also what only the branches a conversation left hold (retried answers)', negative=())
+    superseded: Annotated[
+        bool, Parameter(help='also what a retried model request replaced inside one run', negative=())
     ] = False,
+    branches: Annotated[bool, Parameter(show=False, negative=())] = False,
     format: Format = 'table',
     store: Store = None,
 ) -> int:
-    """Search a conversation (or "all" of a scope) for words, as it stands (with --branches, also what it left).
+    """Search a conversation (or "all" of a scope) for words, everything it stored (with --superseded, also
+    what a retried model request replaced inside one run; --branches is its deprecated old name).
 
     Example: recall search support-42 order A-1042 --limit 5; recall search all refund --scope acme --format json
     """
@@ -137,7 +155,7 @@ async def search(
             role=role,
             limit=limit,
             context=context,
-            include_branches=branches,
+            include_superseded=superseded or _renamed_branches_flag(branches),
         )
     hits = [hit.model_dump(mode='json') for hit in result.hits]
 
@@ -157,25 +175,66 @@ async def search(
     return 0
 
 
+PAGE_LIMIT = 100
+"""Most conversations one `recall conversations` page lists (as the HTTP API's): more come page by page."""
+
+
+def _page_limit(type_: Any, value: int) -> None:
+    if value < 1:
+        raise ValueError('Must be >= 1.')
+    if value > PAGE_LIMIT:
+        raise ValueError(
+            f'Must be <= {PAGE_LIMIT}: a page lists at most {PAGE_LIMIT} conversations, and a page that leaves '
+            'some out prints the --after cursor of the next one.'
+        )
+
+
+def _shown_of(page: ConversationPage) -> str:
+    """Which of the listing's conversations a page shows: `20 of 212 shown`, `21-40 of 212 shown`."""
+    assert page.total is not None and page.remaining is not None
+    last = max(page.total - page.remaining, len(page.conversations))  # counted as read: others may write
+    first = last - len(page.conversations) + 1
+    return f'{last if first == 1 else f"{first}-{last}"} of {page.total} shown'
+
+
 @app.command
 async def conversations(
-    *, scope: Scope = None, limit: Limit = 20, format: Format = 'table', store: Store = None
+    *,
+    scope: Scope = None,
+    limit: Annotated[int, Parameter(validator=_page_limit, help='most rows per page, 1-100')] = 20,
+    after: Annotated[
+        str | None, Parameter(help='the cursor a previous page printed: list the conversations after it')
+    ] = None,
+    format: Format = 'table',
+    store: Store = None,
 ) -> int:
-    """List conversations, newest first.
+    """List conversations, newest first, a page at a time.
 
-    Example: recall conversations --limit 10; recall conversations --scope acme --format ndjson
+    A page that leaves some out says so (`20 of 212 shown`) and prints the cursor of the next one.
+
+    Example: recall conversations --limit 10; recall conversations --scope acme --after CURSOR --format json
     """
     async with _opened(store) as opened:
-        listed = await list_conversations(opened, scope=ANY_SCOPE if scope is None else scope, limit=limit)
-    rows = [{**dataclasses.asdict(info), 'updated_at': info.updated_at.isoformat()} for info in listed]
+        page = await list_conversation_page(
+            opened, scope=ANY_SCOPE if scope is None else scope, limit=limit, after=after, count=True
+        )
+    rows = [{**dataclasses.asdict(info), 'updated_at': info.updated_at.isoformat()} for info in page.conversations]
+    more = None if page.next_cursor is None else f'for the next page, add --after {page.next_cursor}'
+    paged = more is not None or after is not None
+    note = f'{_shown_of(page)}{f"; {more}" if more else "."}' if paged and rows else None
 
     def human() -> Any:
         if not rows:
-            return Text('No conversations.' if scope is None else f'No conversations in scope {scope!r}.')
+            where = '' if scope is None else f' in scope {scope!r}'
+            return Text(f'No conversations{where}{" after this cursor" if after is not None else ""}.')
         cells = [[r['updated_at'], r['scope'], r['branches'], r['conversation_id']] for r in rows]
         return table('updated', 'scope', 'branches', 'conversation', rows=cells, wide='conversation')
 
-    emit({'conversations': rows}, format, items=rows, human=human)
+    document = {'conversations': rows, 'total': page.total, 'next_cursor': page.next_cursor}
+    emit(document, format, items=rows, human=human)
+    if note is not None and format in ('table', 'ndjson'):
+        # One plain line, never folded, so the cursor copies whole; ndjson's stdout holds the items alone.
+        print(note, file=sys.stdout if format == 'table' else sys.stderr)
     return 0
 
 
@@ -226,6 +285,11 @@ async def show(
     return 0
 
 
+STATS_KEYS = ('store_url', 'path', 'schema', 'conversations', 'entries', 'documents', 'postings', 'database_bytes')
+"""`recall stats`' fields, the same on both backends (the README's contract): `store_url` without password or
+options, `path` the SQLite file's absolute path and `schema` the PostgreSQL schema, each `null` on the other."""
+
+
 @app.command
 async def stats(*, format: Format = 'table', store: Store = None) -> int:
     """Counts and sizes of the store.
@@ -233,9 +297,9 @@ async def stats(*, format: Format = 'table', store: Store = None) -> int:
     Example: recall stats --format json
     """
     async with _opened(store) as opened:
-        found = dataclasses.asdict(await opened.stats())
-    row = {key: str(value) if isinstance(value, Path) else value for key, value in found.items()}
-    row['store_url'] = _url(store)
+        found = {**dataclasses.asdict(await opened.stats()), 'store_url': opened.url}
+    shown = {key: found.get(key) for key in STATS_KEYS}
+    row = {key: str(value.absolute()) if isinstance(value, Path) else value for key, value in shown.items()}
     emit({'stats': row}, format, items=[row], human=lambda: table('', '', rows=list(row.items()), wide=''))
     return 0
 
@@ -497,17 +561,21 @@ async def dev_server(
 
 
 @app.command
-async def worker(*, store: Store = None) -> int:
-    """Run a worker (settings from the environment).
+async def worker(
+    *,
+    store: Store = None,
+    demo: Annotated[bool, Parameter(help='also serve the scripted demo agent', negative=())] = False,
+) -> int:
+    """Run a worker for the agents in TEMPORAL_RECALL_AGENTS (other settings from the environment too).
 
-    Example: TEMPORAL_ADDRESS=localhost:7233 recall worker
+    Example: TEMPORAL_RECALL_AGENTS=myapp.agents:agent recall worker; recall worker --demo
     """
     from ..worker._run import configure_logging, run_worker
 
     settings = Settings.from_env()
     settings = dataclasses.replace(settings, store_url=store) if store else settings
     configure_logging(settings.log_level)
-    await run_worker(settings)
+    await run_worker(settings, demo=demo)
     return 0
 
 
@@ -570,17 +638,15 @@ def _interrupted() -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] and arguments[0] in TEMPORAL_COMMANDS:
+        exit_without_finalizing(lambda: _status(arguments))
+    sys.exit(_status(arguments))
+
+
+def _status(arguments: list[str]) -> int:
     try:
-        status = run(arguments)
+        return run(arguments)
     except BrokenPipeError:
         # The reader went away (`recall ... | head`): stop quietly, and keep Python from complaining at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        status = EXIT_FAILURE
-    if arguments[:1] and arguments[0] in TEMPORAL_COMMANDS:
-        # Temporal's Rust client keeps threads that can abort the interpreter while it finalizes
-        # (temporalio/sdk-python#300: "PyGILState_Release ... must be current"), turning a finished
-        # command into exit status 134. Everything is closed by now, so skip finalization.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    sys.exit(status)
+        return EXIT_FAILURE

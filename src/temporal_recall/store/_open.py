@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from temporal_recall.errors import ConfigurationError, NoStore
+from temporal_recall.errors import ConfigurationError, NoStore, NotADatabase
 
 from .postgres._url import SCHEMES, parse_postgres_url, url_flag
 from .sqlite._connection import Synchronous
@@ -17,7 +17,7 @@ from .sqlite._store import SqliteConversationStore
 if TYPE_CHECKING:
     from .postgres._store import PostgresConversationStore
 
-__all__ = ('open_store',)
+__all__ = ('open_store', 'sqlite_path')
 
 
 def _split(url: str) -> tuple[str, str]:
@@ -34,6 +34,48 @@ def _split(url: str) -> tuple[str, str]:
     if not path:
         raise ConfigurationError(f'Store URL {url!r} names no database file.')
     return path, query
+
+
+def _scheme(url: str | os.PathLike[str]) -> str:
+    """`sqlite`, `postgresql`, another URL scheme, or `''` for a plain path."""
+    if isinstance(url, os.PathLike) or not ('://' in url or url.startswith('sqlite:')):
+        return ''
+    return url.partition(':')[0].lower()
+
+
+def sqlite_path(url: str | os.PathLike[str]) -> Path | None:
+    """The file a SQLite store URL or path names, as written (a relative one stays relative), or
+    `None` for a PostgreSQL URL.
+
+    Raises:
+        ConfigurationError: An unknown scheme, or a `sqlite:` URL with a host part or no file.
+    """
+    scheme = _scheme(url)
+    if not scheme:
+        return Path(url)
+    if scheme in SCHEMES:
+        return None
+    if scheme != 'sqlite':
+        raise ConfigurationError(
+            f'Store URL scheme {scheme!r} is not supported. Use a path, sqlite:///path.db or postgresql://….'
+        )
+    return Path(_split(str(url))[0])
+
+
+def _relative_note(url: str) -> str:
+    """What a `sqlite:///` URL with a relative path means, for an error about its file; else `''`.
+
+    Three slashes read like an absolute path (`sqlite:///tmp/x.db`), but the third is the URL's
+    separator, so the path is `tmp/x.db` under the working directory: say where that is, and how
+    to write the absolute path the user probably meant.
+    """
+    if not url.startswith('sqlite:///') or url.startswith('sqlite:////'):
+        return ''
+    path = _split(url)[0]
+    return (
+        f' (sqlite:///{path} is relative to the working directory: {Path(path).absolute()}; '
+        f'for /{path} write sqlite:////{path})'
+    )
 
 
 async def open_store(
@@ -68,18 +110,13 @@ async def open_store(
         NotADatabase, SchemaTooNew, StoreReadOnly, StoreUnavailable: see `SqliteConversationStore.open`
             and `PostgresConversationStore.open`.
     """
-    if isinstance(url, os.PathLike):
-        return await SqliteConversationStore.open(_existing(Path(url), create))
-    scheme = url.partition(':')[0].lower() if '://' in url or url.startswith('sqlite:') else ''
-    if not scheme:
-        return await SqliteConversationStore.open(_existing(Path(url), create))
-    if scheme in SCHEMES:
-        return await _open_postgres(url, create=create)
-    if scheme != 'sqlite':
-        raise ConfigurationError(
-            f'Store URL scheme {scheme!r} is not supported. Use a path, sqlite:///path.db or postgresql://….'
-        )
-    path, query = _split(url)
+    path = sqlite_path(url)
+    if path is None:
+        return await _open_postgres(str(url), create=create)
+    if not _scheme(url):
+        return await SqliteConversationStore.open(_existing(path, create))
+    url = str(url)
+    query = _split(url)[1]
     busy_timeout_ms = 5000
     synchronous: Synchronous = 'NORMAL'
     read_only = False
@@ -102,15 +139,21 @@ async def open_store(
             raise ConfigurationError(
                 f'Store URL option {name!r} is unknown; use busy_timeout_ms, synchronous or read_only.'
             )
-    return await SqliteConversationStore.open(
-        _existing(Path(path), create), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous, read_only=read_only
-    )
+    note = _relative_note(url)
+    try:
+        return await SqliteConversationStore.open(
+            _existing(path, create, note), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous, read_only=read_only
+        )
+    except NotADatabase as error:
+        if not note or isinstance(error, NoStore):
+            raise
+        raise NotADatabase(f'{error}{note}') from error
 
 
-def _existing(path: Path, create: bool) -> Path:
+def _existing(path: Path, create: bool, note: str = '') -> Path:
     """`path`, unless it must exist and does not (a stat: opening the file would create it)."""
     if not create and not path.exists():
-        raise NoStore(f'at {path}')
+        raise NoStore(f'at {path}{note}')
     return path
 
 

@@ -11,6 +11,8 @@ from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
+from temporal_recall._renamed import warn_renamed_argument
+
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
@@ -28,9 +30,11 @@ __all__ = (
     'Fence',
     'IndexReader',
     'IndexStats',
+    'ListingPosition',
     'Posting',
     'PostingColumns',
     'RecallStore',
+    'RecordPage',
     'SearchTarget',
     'TargetPostings',
 )
@@ -135,6 +139,31 @@ class DeltaWriter(Protocol):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ListingPosition:
+    """Where a page of the conversation listing ended: its last conversation's place in the listing's order.
+
+    The listing is ordered by when a conversation was last updated, newest first (`updated_order`,
+    microseconds since the epoch), equal times in creation order. A page read after a position holds
+    exactly the conversations that come after it in that order, whatever was written meanwhile: one
+    updated since moves to the front (a listing from the start shows it), one deleted is gone, and
+    none of the others is skipped or shown twice. The conversation id stands for the tie-break, so a
+    position holds nothing its reader was not shown.
+    """
+
+    updated_order: int
+    conversation_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordPage:
+    """A page of the conversation listing (`read_records_page`)."""
+
+    records: list[ConversationRecord]
+    next: ListingPosition | None
+    """Where the next page starts; `None` when no conversation comes after this page."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class SearchTarget:
     """What a search may see. Built from trusted context only, never from model output.
 
@@ -148,9 +177,17 @@ class SearchTarget:
     role: str | None = None
     """Only documents of this speaker (`part_role`): a narrowing applied to postings and rows alike. The
     stats stay the target's without it, so a filter changes which documents are hits, not their scores."""
+    include_superseded: bool = False
+    """Also what was superseded inside one agent run (an answer a retried request replaced, see
+    `index._superseded`); by default a search sees everything else each conversation stored, its head's
+    history and every branch it left."""
     include_branches: bool = False
-    """Also what only the branches a conversation left hold (a retried answer, a rewritten turn); by
-    default a search sees each conversation's current history, the entries its head reaches."""
+    """Deprecated: the old name of `include_superseded`."""
+
+    def __post_init__(self) -> None:
+        if self.include_branches:
+            warn_renamed_argument('SearchTarget', 'include_branches', 'include_superseded', stacklevel=4)
+            object.__setattr__(self, 'include_superseded', True)
 
 
 @dataclass(frozen=True, kw_only=True)

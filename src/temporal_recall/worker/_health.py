@@ -9,7 +9,10 @@ cuts off a client that sends nothing for 5 s. The port is for the cluster networ
 
 - `GET /healthz`: 200 while the worker's event loop runs a callback within `LOOP_TIMEOUT`; a loop
   blocked by runaway code answers 503, so the liveness probe restarts it.
-- `GET /readyz`: 200 while `ready()` is true (the worker polls and is not draining), else 503.
+- `GET /readyz`: 200 while `ready()` is true (the worker polls and is not draining) and, when given
+  a `store` check, the store answers it within `STORE_TIMEOUT`; else 503. The body says which: a
+  store that stopped answering after the worker started is retried through the activities, not
+  fatal, so the probe is where an operator sees it (`not ready: the store does not answer: ...`).
 """
 
 from __future__ import annotations
@@ -17,17 +20,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
 from ..errors import ConfigurationError
 
-__all__ = ('LOOP_TIMEOUT', 'serve_health')
+__all__ = ('LOOP_TIMEOUT', 'STORE_TIMEOUT', 'serve_health')
 
 LOOP_TIMEOUT = 2.0
 """Seconds the event loop may take to run a no-op before `/healthz` reports it stuck."""
+STORE_TIMEOUT = 2.0
+"""Seconds `/readyz` waits for the store's answer: within the deployments' 3 s probe timeout."""
 
 
 def _loop_responds(loop: asyncio.AbstractEventLoop) -> bool:
@@ -39,13 +44,50 @@ def _loop_responds(loop: asyncio.AbstractEventLoop) -> bool:
     return ran.wait(LOOP_TIMEOUT)
 
 
+def _store_problem(check: Callable[[], Awaitable[object]], loop: asyncio.AbstractEventLoop) -> str | None:
+    """Why the store did not answer `check` (run on the worker's loop, which owns its connections), or `None`."""
+
+    async def checked() -> object:  # a coroutine for `run_coroutine_threadsafe`, whatever `check` returns
+        return await check()
+
+    try:
+        answer = asyncio.run_coroutine_threadsafe(checked(), loop)
+    except RuntimeError:  # the loop is closed
+        return 'the worker has stopped'
+    try:
+        answer.result(STORE_TIMEOUT)
+    except TimeoutError:
+        answer.cancel()
+        return f'the store did not answer within {STORE_TIMEOUT:.0f} s'
+    except Exception as error:
+        return f'the store does not answer: {" ".join(str(error).split()) or type(error).__name__}'
+    return None
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], ready: Callable[[], bool], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        ready: Callable[[], bool],
+        loop: asyncio.AbstractEventLoop,
+        store: Callable[[], Awaitable[object]] | None,
+    ) -> None:
         super().__init__(address, _Handler)
         self.ready = ready
         self.loop = loop
+        self.store = store
+
+    def readiness(self) -> tuple[HTTPStatus, str]:
+        if not self.ready():
+            return HTTPStatus.SERVICE_UNAVAILABLE, 'not ready'
+        if self.store is None:
+            return HTTPStatus.OK, 'ready'
+        problem = _store_problem(self.store, self.loop)
+        if problem is not None:
+            return HTTPStatus.SERVICE_UNAVAILABLE, f'not ready: {problem}'
+        return HTTPStatus.OK, 'ready; the store answers'
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -58,8 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
             ok = _loop_responds(server.loop)
             self._reply(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE, 'ok' if ok else 'event loop stuck')
         elif path == '/readyz':
-            ok = server.ready()
-            self._reply(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE, 'ready' if ok else 'not ready')
+            self._reply(*server.readiness())
         else:
             self._reply(HTTPStatus.NOT_FOUND, 'not found; this endpoint serves /healthz and /readyz')
 
@@ -77,10 +118,20 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextlib.asynccontextmanager
-async def serve_health(port: int, *, ready: Callable[[], bool], host: str = '0.0.0.0') -> AsyncGenerator[int]:
-    """Serve the probes on `host:port` (0: any free port) for the block; yields the bound port."""
+async def serve_health(
+    port: int,
+    *,
+    ready: Callable[[], bool],
+    store: Callable[[], Awaitable[object]] | None = None,
+    host: str = '0.0.0.0',
+) -> AsyncGenerator[int]:
+    """Serve the probes on `host:port` (0: any free port) for the block; yields the bound port.
+
+    `store`, when given, is awaited on this loop by every `/readyz` after `ready()`: it returns when
+    the store answers and raises when it does not.
+    """
     try:
-        server = _Server((host, port), ready, asyncio.get_running_loop())
+        server = _Server((host, port), ready, asyncio.get_running_loop(), store)
     except OSError as error:
         raise ConfigurationError(
             f'Cannot serve health checks on {host}:{port} ({error.strerror or error}); '

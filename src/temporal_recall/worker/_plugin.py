@@ -43,7 +43,7 @@ from temporalio.worker import (
 from .._store_provider import _WORKER_STORE, StoreProvider
 from ..activities import RecallActivities
 from ..codec._codec import codec_required
-from ..errors import ConfigurationError, StoreUnavailable
+from ..errors import ConfigurationError, RecallError
 from ..workflows import ConversationWorkflow, RunPromptWorkflow
 from ..workflows._agents import check_agents, register_agents, unregister_agents
 
@@ -82,7 +82,11 @@ class RecallPlugin(SimplePlugin):
         store: The worker's store: a URL (`"sqlite:///recall.db"`, `"postgresql://…"`) or path,
             opened when the worker starts and closed when it stops; or an open store, which stays
             the caller's to close. Capabilities built without `store=` use it in their activities.
-        agents: The agents the worker runs; each needs a `name` and `TemporalDurability`.
+        agents: The agents the worker runs; each needs a `name` and `TemporalDurability`. Without
+            any, a worker logs a warning naming `agents=` when it starts: its agents' activities
+            (`agent__NAME__…`) would not be registered, and workflows running them would wait on
+            them for ever. It is not refused, since a worker may serve only recall's activities to
+            workflows of its own, and a `Replayer` takes its agents elsewhere.
         include_shipped_workflows: Register `RunPromptWorkflow` and `ConversationWorkflow`.
     """
 
@@ -127,6 +131,13 @@ class RecallPlugin(SimplePlugin):
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        if not self.agents:
+            log.warning(
+                'RecallPlugin on task queue %r has no agents: it registers no agent activities (agent__NAME__...), '
+                'so a workflow that runs an agent here waits for ever. Pass agents=[...] to RecallPlugin (or '
+                "build_worker), unless this worker serves only recall's own activities.",
+                worker.task_queue,
+            )
         register_agents(self.agents, task_queue=worker.task_queue)
         try:
             if self._running == 0:
@@ -147,17 +158,19 @@ class RecallPlugin(SimplePlugin):
                 await self.store.aclose()
 
     async def _open(self) -> None:
-        """Open the store before polling: a store that can never work stops the worker at once.
+        """Open the store before polling: a store that does not work at start stops the worker at once.
 
-        Not a store, a bad URL or a missing folder is a setting to fix (not an outage) and raises.
-        An unreachable one (`StoreUnavailable`: a database server down, a file locked) does not:
-        the worker polls, its activities fail and Temporal retries them visibly until the store is
-        back, and the provider opens it then. The stock worker process is stricter and exits.
+        A worker that polled without its store would take tasks it can only fail, and an operator
+        who mistyped a port or a host would see workflows stall, not a wrong setting. So any store
+        error raises here (an unreachable server, no such database, not a store, a missing folder),
+        with the store's one-line message naming where it looked and what to check, and without the
+        driver's exception chained to it. Once the worker runs, an outage is different: activities
+        fail with `StoreUnavailable` and Temporal retries them until the store answers again.
         """
         try:
             await self.store.get()
-        except StoreUnavailable as error:
-            log.warning('the store is unavailable; activities will retry until it is back: %s', error)
+        except RecallError as error:
+            raise error.with_traceback(None) from None
 
     def run_replayer(
         self,

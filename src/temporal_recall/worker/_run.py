@@ -1,8 +1,8 @@
 """The worker process: connect, serve until SIGTERM or SIGINT, then drain and exit.
 
-Startup problems an operator can fix (an unreachable Temporal server, a store that cannot be
-opened, a missing namespace, a bad setting) end the process with one line on stderr that names
-what was tried and what to check, and exit status 1; no traceback.
+Startup problems an operator can fix end the process with one line on stderr that names what was
+tried and what to check, and no traceback: exit status 2 for a setting that cannot work (no agents,
+a bad port), 1 for what cannot be reached or opened (the Temporal server, the store, the namespace).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import re
 import signal
 import sys
@@ -23,13 +22,14 @@ from typing import Any
 from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 from temporalio.client import Client
 
-from .._exit_status import EXIT_INTERRUPTED
+from .._exit_status import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, exit_without_finalizing
 from .._store_provider import StoreProvider
-from ..errors import RecallError
-from ..settings import ENVIRONMENT_VARIABLES, Settings
+from ..errors import ConfigurationError, RecallError
+from ..settings import DEMO_AGENT, DEMO_STORE, ENVIRONMENT_VARIABLES, Settings
+from ..store import sqlite_path
 from ._build import build_worker, import_agents
 
-__all__ = ('JsonLogFormatter', 'configure_logging', 'main', 'run_worker')
+__all__ = ('JsonLogFormatter', 'configure_logging', 'main', 'run_worker', 'worker_agents')
 
 log = logging.getLogger('temporal_recall.worker')
 
@@ -105,11 +105,42 @@ async def _open_store(settings: Settings) -> StoreProvider:
     return store
 
 
-async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+READINESS_PROBE = 'temporal-recall-readiness-probe'
+"""The conversation `/readyz` reads: it need not exist, the read proves the server and the schema answer."""
+
+
+async def _store_answers(store: StoreProvider) -> None:
+    """Raise unless the store answers one small read, through its protocol, like any activity's."""
+    await (await store.get()).read_record(READINESS_PROBE)
+
+
+def worker_agents(settings: Settings, *, demo: bool = False) -> tuple[str, ...]:
+    """The agents a worker process serves: `TEMPORAL_RECALL_AGENTS`, and the demo agent when asked
+    for (`--demo`) or when the store is the demo's (`DEMO_STORE`).
+
+    A worker without agents used to serve the scripted demo agent, which then answered real prompts
+    into a real store; none at all is refused before anything connects.
+
+    Raises:
+        ConfigurationError: No agents, and neither `demo` nor the demo's store.
+    """
+    path = sqlite_path(settings.store_url)
+    if demo or (path is not None and path.resolve() == DEMO_STORE.resolve()):
+        return (*settings.agents, *(() if DEMO_AGENT in settings.agents else (DEMO_AGENT,)))
+    if not settings.agents:
+        raise ConfigurationError(
+            'no agents to serve: set TEMPORAL_RECALL_AGENTS to your agents as module:attribute, comma-separated '
+            '(TEMPORAL_RECALL_AGENTS=myapp.agents:agent), or pass --demo to serve the scripted demo agent.'
+        )
+    return settings.agents
+
+
+async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None, demo: bool = False) -> None:
     """Run a worker until `stop` is set (or SIGTERM/SIGINT arrives), then shut down gracefully.
 
-    SIGTERM drains in-flight activities and returns. SIGINT drains too, and a second SIGINT stops at
-    once; either way it ends by raising `KeyboardInterrupt`, so the process exits 130 as interrupted.
+    It serves `worker_agents(settings, demo=demo)`. SIGTERM drains in-flight activities and returns.
+    SIGINT drains too, and a second SIGINT stops at once; either way it ends by raising
+    `KeyboardInterrupt`, so the process exits 130 as interrupted.
     """
     from .._metrics import prometheus_runtime
 
@@ -126,7 +157,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
-    agents = import_agents(settings.agents)
+    agents = import_agents(worker_agents(settings, demo=demo))
     runtime = None if settings.metrics_port is None else prometheus_runtime(f'0.0.0.0:{settings.metrics_port}')
     plugins: list[Any] = [PydanticAIPlugin()]
     codec_plugin = None
@@ -151,7 +182,9 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
     if settings.health_port is not None:
         from ._health import serve_health
 
-        health = serve_health(settings.health_port, ready=lambda: worker.is_running and not draining)
+        health = serve_health(
+            settings.health_port, ready=lambda: worker.is_running and not draining, store=lambda: _store_answers(store)
+        )
     try:
         async with health:
             log.info(
@@ -201,30 +234,31 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
 
 def _parser() -> argparse.ArgumentParser:
     settings = '\n'.join(f'  {name:32} {meaning}' for name, meaning in ENVIRONMENT_VARIABLES.items())
-    return argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         prog='temporal-recall-worker',
         description='Run a temporal-recall Temporal worker until SIGTERM or SIGINT, then drain and exit.',
         epilog=f'It is configured from the environment:\n{settings}',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument('--demo', action='store_true', help='also serve the scripted demo agent')
+    return parser
 
 
 def main(argv: list[str] | None = None) -> None:
-    _parser().parse_args(argv)  # answers --help before anything connects
-    status = 0
+    demo = _parser().parse_args(argv).demo  # answers --help before anything connects
+    exit_without_finalizing(lambda: _run_process(demo=demo))
+
+
+def _run_process(*, demo: bool) -> int:
     try:
         settings = Settings.from_env()
         configure_logging(settings.log_level)
-        asyncio.run(run_worker(settings))
+        asyncio.run(run_worker(settings, demo=demo))
     except RecallError as error:
         print(f'temporal-recall-worker: {error}', file=sys.stderr)
-        status = 1
+        return EXIT_USAGE if isinstance(error, ConfigurationError) else EXIT_FAILURE
     except KeyboardInterrupt:
-        status = EXIT_INTERRUPTED
-    # Temporal's Rust core keeps threads that can abort the interpreter while it finalizes
-    # (temporalio/sdk-python#300: "PyGILState_Release ... must be current"), which would turn a
-    # clean exit into status 134 with a crash report. Everything is closed by now: skip finalization.
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+        return EXIT_INTERRUPTED
+    finally:
+        logging.shutdown()
+    return 0

@@ -130,7 +130,7 @@ class ConversationWorkflow:
     @workflow.update(name='search')
     async def search(self, request: SearchRequest) -> SearchResult:
         """Recall without the model: the conversation and scope are this workflow's, whatever the caller sent;
-        the caller's `run_id` and `role` only narrow it, and `include_branches` adds what its branches hold."""
+        the caller's `run_id` and `role` only narrow it, and `include_superseded` adds what a retry replaced."""
         return await recall(
             request.query,
             conversation_id=self._input.conversation_id,
@@ -139,7 +139,7 @@ class ConversationWorkflow:
             limit=request.limit,
             context_lines=request.context_lines,
             role=request.role,
-            include_branches=request.include_branches,
+            include_superseded=request.include_superseded,
         )
 
     @search.validator

@@ -14,6 +14,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from .._renamed import deprecated_include_branches
     from ..activities._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
     from ..errors import InvalidIdentifier, InvalidQuery, InvalidSearchParameters, non_retryable
     from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
@@ -55,7 +56,8 @@ async def recall(
     limit: int = 10,
     context_lines: int = 0,
     role: Role | None = None,
-    include_branches: bool = False,
+    include_superseded: bool = False,
+    include_branches: bool | None = None,
     start_to_close_timeout: timedelta = timedelta(seconds=30),
     schedule_to_close_timeout: timedelta | None = timedelta(minutes=5),
     retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
@@ -65,9 +67,10 @@ async def recall(
     `conversation_id` and `scope` must come from the workflow's own input or state. A conversation
     that does not exist in `scope` yields an empty result with a `message`, exactly as one that
     belongs to another scope does. `role` keeps only what the user, the assistant, a tool or the
-    system said; `limit` counts occurrences (see `SearchRequest.limit`). A conversation is searched as it
-    stands; `include_branches` also searches what only the branches it left hold (an answer a retried
-    activity replaced, a rewritten turn), which the model never sees.
+    system said; `limit` counts occurrences (see `SearchRequest.limit`). A conversation is searched with
+    everything it stored, on its head and on every branch it left; `include_superseded` also searches
+    what was superseded inside one agent run (an answer a retried model activity replaced), which the
+    model never sees. `include_branches` is its deprecated old name.
 
     Raises:
         ApplicationError: non-retryable, `type` `InvalidIdentifier`, `InvalidQuery` or
@@ -85,7 +88,7 @@ async def recall(
             limit=limit,
             context_lines=context_lines,
             role=role,
-            include_branches=include_branches,
+            include_superseded=include_superseded or deprecated_include_branches('recall', include_branches),
         )
     _refuse_unsearchable(request.query)
     return await workflow.execute_activity(

@@ -13,8 +13,8 @@ from temporal_recall.text._analyzer import ANALYZER
 from ..postings._segments import remove_postings
 from ..sql._bulk import delete_rows, run_batch
 from ..sql._session import Session
-from ._current import BRANCHED, follow_head, follow_heads
 from ._documents import CHUNK, add_members
+from ._superseded import SUPERSEDING, follow_supersessions, follow_supersessions_of
 from ._terms import FIRST_ALLOCATED, Member, decode_term_ids
 
 __all__ = ('chain_members', 'conversation_tips', 'index_conversation', 'rebuild_index', 'release_members')
@@ -152,7 +152,7 @@ async def index_conversation(
         members = [known.get(member.entry_key, member) for member in members]
     await add_members(session, conv_key, tenant_id, members)
     if len(tips) > 1:
-        await follow_head(session, conv_key, tenant_id)
+        await follow_supersessions(session, conv_key, tenant_id)
 
 
 async def rebuild_index(session: Session, progress: Callable[[int, int], None] | None = None) -> int:
@@ -210,6 +210,6 @@ async def rebuild_index(session: Session, progress: Callable[[int, int], None] |
                 progress(done, total)
         after = tuple(int(value) for value in page[-1][:4])
     await session.run('DROP TABLE temp_rebuild_events')
-    await follow_heads(session, [(int(row[0]), int(row[1])) for row in await session.rows(BRANCHED)])
+    await follow_supersessions_of(session, [(int(row[0]), int(row[1])) for row in await session.rows(SUPERSEDING)])
     await session.run("INSERT INTO index_settings (name, value) VALUES ('analyzer', $1)", ANALYZER.key)
     return int(await session.value('SELECT count(*) FROM documents'))

@@ -34,10 +34,10 @@ class Target:
     """The conversation's documents (the tenant's for a scope-wide target)."""
     total_length: int
     tenant_document_count: int
-    branches: bool = False
-    """Also the documents only a conversation's branches hold (`SearchTarget.include_branches`)."""
+    superseded: bool = False
+    """Also the documents only superseded entries hold (`SearchTarget.include_superseded`)."""
     hidden: bool = False
-    """The conversation holds documents only on branches, which this search leaves out."""
+    """The conversation holds superseded documents, which this search leaves out (`index._superseded`)."""
 
 
 _RESOLVE = (
@@ -48,7 +48,7 @@ _RESOLVE = (
     'WHERE s.tenant_id = t.tenant_id AND s.term_id = w.term_id), 0) '
     '+ coalesce((SELECT sum(length(p.postings)) FROM pending_postings p WHERE p.tenant_id = t.tenant_id '
     'AND p.segment {segments} AND p.term_id = w.term_id), 0) / 12, '
-    'EXISTS (SELECT 1 FROM conversation_documents h{marked} WHERE h.conv_key = c.conv_key AND h.branch_only) '
+    'EXISTS (SELECT 1 FROM conversation_documents h{marked} WHERE h.conv_key = c.conv_key AND h.superseded) '
     'FROM tenants t LEFT JOIN conversations c ON c.conversation_id = $2 AND c.tenant_id = t.tenant_id '
     'LEFT JOIN (SELECT CAST(sum(x.document_count) AS BIGINT) AS document_count, '
     'CAST(sum(x.total_length) AS BIGINT) AS total_length '
@@ -58,15 +58,15 @@ _RESOLVE = (
 )
 """The target's keys and counters, one row per query term ($4) known to the store (one row with NULL
 terms when none is): from the query's few terms to their ids and tenant counts, never the reverse;
-and whether the conversation has members only on branches (a probe of a partial index). A tenant's
+and whether the conversation has superseded members (a probe of a partial index). A tenant's
 counters are what merges folded plus what its pending segments hold (`postings._segments`), read in
 one statement: one state of the index, whatever a merge commits meanwhile."""
 
-_WITH_BRANCHES = (
+_WITH_SUPERSEDED = (
     'SELECT count(*), coalesce(sum(d.length), 0) FROM conversation_documents m '
     'JOIN documents d ON d.doc_id = m.doc_id WHERE m.conv_key = $1'
 )
-"""A conversation's counters with its branches: counted when asked for (its stored ones are the current history's)."""
+"""A conversation's counters with its superseded members: counted when asked for (its stored ones leave them out)."""
 
 
 @functools.lru_cache(maxsize=4)
@@ -99,8 +99,8 @@ async def resolve(
         return None
     counts = (row[4], row[5]) if own else (row[1], row[2])
     hidden = own and bool(row[10])
-    if hidden and target.include_branches:
-        counted = await session.one(_WITH_BRANCHES, row[3])
+    if hidden and target.include_superseded:
+        counted = await session.one(_WITH_SUPERSEDED, row[3])
         assert counted is not None
         counts = (int(counted[0]), int(counted[1]))
     resolved = Target(
@@ -112,8 +112,8 @@ async def resolve(
         document_count=counts[0],
         total_length=counts[1],
         tenant_document_count=row[1],
-        branches=target.include_branches,
-        hidden=hidden and not target.include_branches,
+        superseded=target.include_superseded,
+        hidden=hidden and not target.include_superseded,
     )
     return resolved, [(str(row[7]), int(row[8]), int(row[9])) for row in rows if row[7] is not None and row[9]]
 
@@ -152,22 +152,29 @@ async def _stats(
 
 _RUN_DOCUMENTS = (
     'WITH RECURSIVE convs(conv_key) AS ({conversations}), '
-    'chain(k) AS (SELECT c.head_key FROM conversations c WHERE c.conv_key IN (SELECT conv_key FROM convs) '
-    'AND c.head_key IS NOT NULL{tips} UNION SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k '
+    'chain(conv_key, k) AS (SELECT c.conv_key, c.head_key FROM conversations c '
+    'WHERE c.conv_key IN (SELECT conv_key FROM convs) AND c.head_key IS NOT NULL '
+    'UNION SELECT b.conv_key, b.entry_key FROM conversation_branches b '
+    'WHERE b.conv_key IN (SELECT conv_key FROM convs) '
+    'UNION SELECT chain.conv_key, e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k '
     'WHERE e.parent_key IS NOT NULL), '
     'run_documents(doc_id) AS ('
     'SELECT d.doc_id FROM chain JOIN entries e ON e.entry_key = chain.k JOIN documents d '
-    'ON d.tenant_id = $1 AND d.content_hash = e.content_hash WHERE e.run_key = $2 AND NOT e.unindexed{role} '
+    'ON d.tenant_id = $1 AND d.content_hash = e.content_hash WHERE e.run_key = $2 AND NOT e.unindexed{role}{visible} '
     'UNION SELECT m.doc_id FROM conversation_documents m JOIN documents d ON d.doc_id = m.doc_id '
     'WHERE m.run_key = $2 AND m.conv_key IN (SELECT conv_key FROM convs){current}{role}) '
 )
-"""The documents said in run `$2`: those an entry of the run holds on the current history of the
-target's conversation, or of each of the tenant's (`$1`) conversations the run said something new in,
-and those first said in the run (found once, as `index._occurrences` shows them). Membership rows remember
-only a document's first run, so a run that repeated earlier words is found by its entries. With
-branches, the histories of the branches' tips too, and the members only they hold."""
+"""The documents said in run `$2`: those an entry of the run holds in the histories of the target's
+conversation (its head's and its kept branches'), or of each of the tenant's (`$1`) conversations the
+run said something new in, and those first said in the run (found once, as `index._occurrences` shows
+them). Membership rows remember only a document's first run, so a run that repeated earlier words is
+found by its entries. Without `include_superseded`, not the documents marked superseded in the
+conversation whose history holds them."""
 
-_BRANCH_TIPS = ' UNION SELECT b.entry_key FROM conversation_branches b WHERE b.conv_key IN (SELECT conv_key FROM convs)'
+_VISIBLE = (
+    ' AND NOT EXISTS (SELECT 1 FROM conversation_documents x '
+    'WHERE x.conv_key = chain.conv_key AND x.doc_id = d.doc_id AND x.superseded)'
+)
 
 _RUN_CONVERSATIONS = (
     'SELECT DISTINCT m.conv_key FROM conversation_documents m JOIN conversations c ON c.conv_key = m.conv_key '
@@ -187,8 +194,8 @@ def _run_documents(resolved: Target, *, with_role: bool) -> tuple[str, list[obje
     if with_role and resolved.role is not None:
         params.append(resolved.role)
         role = f' AND d.role = ${len(params)}'
-    current, tips = ('', _BRANCH_TIPS) if resolved.branches else (' AND NOT m.branch_only', '')
-    return _RUN_DOCUMENTS.format(conversations=conversations, role=role, current=current, tips=tips), params
+    current, visible = ('', '') if resolved.superseded else (' AND NOT m.superseded', _VISIBLE)
+    return _RUN_DOCUMENTS.format(conversations=conversations, role=role, current=current, visible=visible), params
 
 
 async def document_frequencies(session: Session, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
@@ -285,7 +292,7 @@ async def _documents_of(session: Session, resolved: Target) -> NDArray[np.int64]
             return None
         where('m.conv_key = {}', resolved.conv_key)
         if resolved.hidden:
-            conditions.append('NOT m.branch_only')
+            conditions.append('NOT m.superseded')
         select = _MEMBERS + (_OF_DOCUMENTS if role else '') + 'WHERE '
     elif role:
         where('d.tenant_id = {}', resolved.tenant_id)
@@ -321,9 +328,9 @@ _ROW_JOINS = (
 
 
 @functools.lru_cache(maxsize=64)
-def _documents_sql(dialect: Dialect, in_conversation: bool, of_run: bool, with_role: bool, branches: bool) -> str:
+def _documents_sql(dialect: Dialect, in_conversation: bool, of_run: bool, with_role: bool, superseded: bool) -> str:
     """The membership rows of the wanted documents ($4) in the target, first appearance first; without
-    `branches`, only those on their conversation's current history."""
+    `superseded`, not those marked superseded in their conversation."""
     if in_conversation:
         sql = (
             _ROW_COLUMNS  # noqa: S608 (constant SQL fragments only; values are parameters)
@@ -352,8 +359,8 @@ def _documents_sql(dialect: Dialect, in_conversation: bool, of_run: bool, with_r
         sql += ' AND (cd.run_key = (SELECT run_key FROM run) OR cd.occurrences > 1)'
     if with_role:
         sql += ' AND d.role = $5'
-    if not branches:
-        sql += ' AND NOT cd.branch_only'
+    if not superseded:
+        sql += ' AND NOT cd.superseded'
     return _TARGET + sql + ' ORDER BY cd.entry_key, cd.conv_key'
 
 
@@ -375,7 +382,7 @@ async def documents(
         target.conversation_id is not None,
         target.run_id is not None,
         target.role is not None,
-        target.include_branches,
+        target.include_superseded,
     )
     role = () if target.role is None else (target.role,)
     rows = await session.rows(sql, *_target_params(target), dialect.array(ids), *role)

@@ -77,7 +77,7 @@ async def check_index(session: Session, report: CheckReport) -> None:
     for doc_id in members.keys() - documents.keys():
         report.add('index', f'document {doc_id}', 'has memberships but is not stored')
     await _occurrences(session, report)
-    await _current(session, report)
+    await _superseded(session, report)
     await _counters(session, report)
 
 
@@ -268,32 +268,70 @@ async def _occurrences(session: Session, report: CheckReport) -> None:
             )
 
 
-async def _current(session: Session, report: CheckReport) -> None:
-    """A member is marked `branch_only` exactly when no indexed entry its conversation's head reaches holds it."""
-    on_head = {
-        (int(conv_key), stored_bytes(content))
-        for conv_key, content in await session.rows(
-            'WITH RECURSIVE reach(conv, k) AS ('
-            'SELECT conv_key, head_key FROM conversations WHERE head_key IS NOT NULL '
-            'UNION SELECT reach.conv, e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k '
-            'WHERE e.parent_key IS NOT NULL) '
-            'SELECT DISTINCT r.conv, e.content_hash FROM reach r JOIN entries e ON e.entry_key = r.k '
-            'WHERE NOT e.unindexed',
-        )
-    }
-    for conversation_id, conv_key, doc_id, branch_only, content in await session.rows(
-        'SELECT c.conversation_id, cd.conv_key, cd.doc_id, cd.branch_only, d.content_hash '
+async def _superseded(session: Session, report: CheckReport) -> None:
+    """A member is marked `superseded` exactly when every entry of its conversation holding it is superseded:
+    at or below an entry recorded in `superseded_entries`, and off the head's history (`index._superseded`).
+
+    Computed here from the log in memory, independently of the statement that keeps the marks.
+    """
+    parents: dict[int, int | None] = {}
+    children: dict[int, list[int]] = defaultdict(list)
+    contents: dict[int, bytes | None] = {}
+    for key, parent, content, unindexed in await session.rows(
+        'SELECT entry_key, parent_key, content_hash, unindexed FROM entries'
+    ):
+        parents[int(key)] = None if parent is None else int(parent)
+        contents[int(key)] = None if unindexed else stored_bytes(content)
+        if parent is not None:
+            children[int(parent)].append(int(key))
+
+    def ancestry(tip: int | None) -> set[int]:
+        seen: set[int] = set()
+        while tip is not None and tip not in seen:
+            seen.add(tip)
+            tip = parents.get(tip)
+        return seen
+
+    roots: dict[int, list[int]] = defaultdict(list)
+    for conv_key, entry_key in await session.rows('SELECT conv_key, entry_key FROM superseded_entries'):
+        roots[int(conv_key)].append(int(entry_key))
+    tips: dict[int, list[int]] = defaultdict(list)
+    heads: dict[int, int | None] = {}
+    for conv_key, head_key in await session.rows('SELECT conv_key, head_key FROM conversations'):
+        heads[int(conv_key)] = None if head_key is None else int(head_key)
+    for conv_key, entry_key in await session.rows('SELECT conv_key, entry_key FROM conversation_branches'):
+        tips[int(conv_key)].append(int(entry_key))
+    hidden_contents: dict[int, set[bytes]] = {}
+    for conv_key, head in heads.items():
+        if not roots.get(conv_key):
+            hidden_contents[conv_key] = set()
+            continue
+        on_head = ancestry(head)
+        reach = set(on_head).union(*(ancestry(tip) for tip in tips[conv_key]))
+        below: set[int] = set()
+        pending = list(roots[conv_key])
+        while pending:
+            key = pending.pop()
+            if key not in below:
+                below.add(key)
+                pending.extend(children.get(key, ()))
+        hidden = below - on_head
+        held_hidden = {contents[k] for k in hidden if contents.get(k) is not None}
+        held_seen = {contents[k] for k in reach - hidden if contents.get(k) is not None}
+        hidden_contents[conv_key] = {c for c in held_hidden - held_seen if c is not None}
+    for conversation_id, conv_key, doc_id, superseded, content in await session.rows(
+        'SELECT c.conversation_id, cd.conv_key, cd.doc_id, cd.superseded, d.content_hash '
         'FROM conversation_documents cd JOIN conversations c ON c.conv_key = cd.conv_key '
         'JOIN documents d ON d.doc_id = cd.doc_id',
     ):
-        current = (int(conv_key), stored_bytes(content)) in on_head
-        if bool(branch_only) == current:
+        expected = stored_bytes(content) in hidden_contents.get(int(conv_key), set())
+        if bool(superseded) != expected:
             report.add(
                 'index',
                 f'document {doc_id} in conversation {conversation_id!r}',
-                'is marked as on a branch only, but the head reaches an entry holding it'
-                if current
-                else 'is marked as on the current history, but only a branch holds it',
+                'is marked superseded, but an entry of the conversation that no retry replaced holds it'
+                if superseded
+                else 'is searchable by default, but only entries a retried request replaced hold it',
             )
 
 
@@ -315,9 +353,9 @@ async def _counters(session: Session, report: CheckReport) -> None:
             )
     for conversation_id, stored_count, stored_length, count, length in await session.rows(
         'SELECT c.conversation_id, c.document_count, c.total_length, '
-        '(SELECT count(*) FROM conversation_documents cd WHERE cd.conv_key = c.conv_key AND NOT cd.branch_only), '
+        '(SELECT count(*) FROM conversation_documents cd WHERE cd.conv_key = c.conv_key AND NOT cd.superseded), '
         '(SELECT coalesce(sum(d.length), 0) FROM conversation_documents cd JOIN documents d ON d.doc_id = cd.doc_id '
-        'WHERE cd.conv_key = c.conv_key AND NOT cd.branch_only) FROM conversations c',
+        'WHERE cd.conv_key = c.conv_key AND NOT cd.superseded) FROM conversations c',
     ):
         if (stored_count, stored_length) != (count, length):
             report.add(

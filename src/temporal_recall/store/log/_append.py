@@ -11,8 +11,8 @@ from pydantic_ai.usage import RunUsage
 from temporal_recall.content import load_message, resent_hash
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
-from ..index._current import extend_head, follow_head
 from ..index._documents import add_members, lock_contents
+from ..index._superseded import extend_head, follow_supersessions, record_supersession
 from ..index._terms import PreparedMessage, prepare_message
 from ..protocol import AppendRequest, AppendResult, fence_row_key
 from ..sql._keys import hash_bytes, run_id_of
@@ -110,7 +110,7 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
         tenant_id = await tenant_of(session, request.scope)
     await lock_tenants(session, [tenant_id])
     attach = await _attach(session, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages])
-    parent_key, parent_position = attach.parent_key, attach.parent_position
+    parent_key, parent_position, displaced = attach.parent_key, attach.parent_position, attach.displaced
     new_items = prepared.messages[attach.skipped :]
     if attach.first is not None:
         first = prepare_message(attach.first, run_id=request.run_id, summary=request.summary)
@@ -135,7 +135,10 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     if await add_members(session, conv_key, tenant_id, members, merge=not session.dialect.supports_concurrent_writes):
         merging.append(tenant_id)
     if row is not None and members and branched:
-        await follow_head(session, conv_key, tenant_id)
+        if displaced is not None and await _replaces_earlier_attempt(session, request, displaced):
+            await record_supersession(session, conv_key, tenant_id, displaced)
+        else:
+            await follow_supersessions(session, conv_key, tenant_id)
     elif row is not None and members and row.branch_keys:
         await extend_head(session, conv_key, tenant_id, [member.entry_key for member in members])
     if row is None and fence_key is not None:
@@ -157,6 +160,24 @@ async def _raise_fence(session: Session, conv_key: int, fence_key: str, attempt:
     )
 
 
+async def _replaces_earlier_attempt(session: Session, request: AppendRequest, displaced: int) -> bool:
+    """Whether the entries this write branched away from (from `displaced` down) were superseded inside
+    one run: the write is a retry of a fenced unit (attempt 2 or later) and they are its run's own.
+
+    Nothing else of the same run attaches where a request's response does: the run's later requests
+    attach after that response, and a history the run rewrote is written from the workflow, unfenced.
+    So the entries are an earlier attempt's answer, which Temporal discarded (`index._superseded`).
+    """
+    if request.fence is None or request.fence.attempt < 2 or request.run_id is None:
+        return False
+    same_run = await session.value(
+        'SELECT 1 FROM entries e JOIN runs r ON r.run_key = e.run_key WHERE e.entry_key = $1 AND r.run_id = $2',
+        displaced,
+        request.run_id,
+    )
+    return same_run is not None
+
+
 @dataclass(frozen=True)
 class _Attach:
     """Where an append's new messages go, and which of its messages the store already holds."""
@@ -165,6 +186,9 @@ class _Attach:
     parent_position: int
     skipped: int
     """How many of the request's messages, from the first, are already stored."""
+    displaced: int | None = None
+    """The stored entry that follows the attach point on the current history, which the new messages
+    branch away from when there are any left to write."""
     first: ModelMessage | None = None
     """Stored instead of the `replaced` requests after the skipped ones: what they add to the stored
     requests they continue."""
@@ -237,9 +261,11 @@ async def _attach(
             break
         parent_key, parent_position = stored.entries[-1][0], stored.entries[-1][1]
         if continued.rest is not None:
+            # After requests that end at the head: nothing follows there.
             return _Attach(parent_key, parent_position, skipped, first=continued.rest, replaced=written)
         skipped += written
-    return _Attach(parent_key, parent_position, skipped)
+    following = by_position.get(parent_position + 1)
+    return _Attach(parent_key, parent_position, skipped, displaced=None if following is None else following[0])
 
 
 async def _resent(session: Session, entry_key: int, resent: str | None, run_id: str | None) -> bool:

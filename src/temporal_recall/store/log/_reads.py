@@ -11,11 +11,12 @@ from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from temporal_recall.content import load_message
 
 from ..index._membership import release_members
+from ..protocol import ListingPosition
 from ..sql._session import Row, Session
 from . import _statements as statements
 from ._columns import record_from_columns
 
-__all__ = ('delete_conversation', 'history', 'read_entry_row', 'read_record', 'read_records')
+__all__ = ('count_records', 'delete_conversation', 'history', 'read_entry_row', 'read_record', 'read_records')
 
 _NO_LIMIT = 2**62
 """What an absent `limit` means: larger than any log, and a valid `LIMIT` on every backend."""
@@ -55,8 +56,9 @@ def _record(session: Session, row: Row) -> ConversationRecord:
     )
 
 
-_OF_TENANT = 'c.tenant_id = (SELECT tenant_id FROM tenants WHERE scope_key = $2)'
-"""The conversation is tenant `$2`'s (a scope key), compared in the statement that reads it."""
+def _tenant(param: int) -> str:
+    """The id of tenant `$param` (a scope key), looked up in the statement that reads its conversations."""
+    return f'(SELECT tenant_id FROM tenants WHERE scope_key = ${param})'  # noqa: S608
 
 
 def _limit(limit: int | None) -> int:
@@ -75,20 +77,54 @@ async def read_record(
     if scope_key is None:
         row = await session.one(_record_select(session) + 'WHERE c.conversation_id = $1', conversation_id)
     else:
-        where = f'WHERE c.conversation_id = $1 AND {_OF_TENANT}'
+        where = f'WHERE c.conversation_id = $1 AND c.tenant_id = {_tenant(2)}'
         row = await session.one(_record_select(session) + where, conversation_id, scope_key)
     return None if row is None else _record(session, row)
 
 
-async def read_records(session: Session, *, scope_key: str | None, limit: int | None) -> list[ConversationRecord]:
-    """Newest `updated_at` first; equal times in creation order, as `InMemoryConversationStore` lists them."""
+def _listed(scope_key: str | None, after: ListingPosition | None, first: int) -> tuple[str, list[object]]:
+    """The `WHERE` clause of the listing of tenant `scope_key` (every tenant with `None`) after `after`,
+    and its parameters, numbered from `$first`.
+
+    After a position means later in `updated_order DESC, conv_key`: the first condition bounds the
+    index range, the second breaks ties by the key of the position's conversation, looked up within
+    the listed tenant. A conversation that is gone (or another tenant's, which answers alike) breaks
+    no tie: the conversations updated in the same microsecond are all listed again rather than skipped.
+    """
+    conditions: list[str] = []
+    params: list[object] = []
+    tenant = ''
+    if scope_key is not None:
+        tenant = _tenant(first)
+        conditions.append(f'c.tenant_id = {tenant}')
+        params.append(scope_key)
+        first += 1
+    if after is not None:
+        order, conversation = f'${first}', f'${first + 1}'
+        confined = f' AND p.tenant_id = {tenant}' if tenant else ''
+        tie = f'(SELECT p.conv_key FROM conversations p WHERE p.conversation_id = {conversation}{confined})'  # noqa: S608
+        conditions.append(
+            f'c.updated_order <= {order} AND (c.updated_order < {order} OR c.conv_key > coalesce({tie}, -1))'
+        )
+        params += [after.updated_order, after.conversation_id]
+    return (f'WHERE {" AND ".join(conditions)} ' if conditions else ''), params
+
+
+async def read_records(
+    session: Session, *, scope_key: str | None, limit: int | None, after: ListingPosition | None = None
+) -> list[ConversationRecord]:
+    """Newest `updated_at` first; equal times in creation order, as `InMemoryConversationStore` lists them.
+    Of tenant `scope_key` (every tenant with `None`), after `after` (see `ListingPosition`)."""
+    where, params = _listed(scope_key, after, first=2)
     order = 'ORDER BY c.updated_order DESC, c.conv_key LIMIT $1'
-    count = _limit(limit)
-    if scope_key is None:
-        rows = await session.rows(_record_select(session) + order, count)
-    else:
-        rows = await session.rows(_record_select(session) + f'WHERE {_OF_TENANT} ' + order, count, scope_key)
+    rows = await session.rows(_record_select(session) + where + order, _limit(limit), *params)
     return [_record(session, row) for row in rows]
+
+
+async def count_records(session: Session, *, scope_key: str | None, after: ListingPosition | None = None) -> int:
+    """How many conversations `read_records` would list without a limit."""
+    where, params = _listed(scope_key, after, first=1)
+    return int(await session.value(f'SELECT count(*) FROM conversations c {where}', *params))  # noqa: S608
 
 
 def _entry(row: Row) -> ConversationEntry:
@@ -124,6 +160,12 @@ async def delete_conversation(session: Session, conv_key: int) -> None:
     for statement in statements.DELETE_CONVERSATION_ROWS:
         await session.run(statement, conv_key)
     if doomed:
+        each = session.dialect.each(1, 'bigint')
+        # Another conversation may have recorded a supersession of an entry it no longer reaches.
+        await session.run(
+            f'DELETE FROM superseded_entries WHERE entry_key IN (SELECT value FROM {each})',  # noqa: S608
+            session.dialect.array(doomed),
+        )
         # Descending keys (`UNREACHABLE`): children before parents.
         await session.run(
             f'DELETE FROM entries WHERE entry_key IN (SELECT value FROM {session.dialect.each(1, "bigint")})',  # noqa: S608

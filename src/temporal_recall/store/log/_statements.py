@@ -77,6 +77,7 @@ record's head or branch points at, and of any child outside the set (entries ano
 Descending keys: children before parents, so deleting them in order leaves every parent link intact."""
 
 DELETE_CONVERSATION_ROWS = (
+    'DELETE FROM superseded_entries WHERE conv_key = $1',
     'DELETE FROM applied_writes WHERE conv_key = $1',
     'DELETE FROM conversation_branches WHERE conv_key = $1',
     'DELETE FROM conversations WHERE conv_key = $1',

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 
-from ..index._current import follow_head
 from ..index._documents import add_members, lock_contents
 from ..index._membership import index_conversation, release_members
+from ..index._superseded import follow_supersessions
 from ..index._terms import PreparedMessage
 from ..sql._session import Backend, Session
 from . import _entries as entries
@@ -81,8 +81,8 @@ async def write_record(
             session, row.conv_key, tenant_id, joining, merge=not session.dialect.supports_concurrent_writes
         ):
             merging.append(tenant_id)
-        if branch_keys or row.branch_keys:
-            await follow_head(session, row.conv_key, tenant_id)
+        if head_key != row.head_key or branch_keys != row.branch_keys:
+            await follow_supersessions(session, row.conv_key, tenant_id)
 
     async def body(session: Session) -> None:
         try:

@@ -271,7 +271,44 @@ _V11: tuple[_Statement, ...] = (
     'ALTER TABLE tenants DROP COLUMN pending_postings',
 )
 
-_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
+_V12: tuple[_Statement, ...] = (
+    # A default search leaves out only what a later attempt of the same run's same request replaced
+    # (`index._superseded`), no longer everything the head left behind: the mark says what it now means.
+    'DROP INDEX conversation_documents_branch_only',
+    'ALTER TABLE conversation_documents RENAME COLUMN branch_only TO superseded',
+    'CREATE INDEX conversation_documents_superseded ON conversation_documents (conv_key) WHERE superseded',
+    """
+    CREATE TABLE superseded_entries (
+        conv_key {big} NOT NULL REFERENCES conversations (conv_key),
+        entry_key {big} NOT NULL REFERENCES entries (entry_key),
+        PRIMARY KEY (conv_key, entry_key)
+    ){clustered}
+    """,
+    # The supersessions a store written before this version holds, from its write keys: a response
+    # written by a retried model-request activity (its key `…/{attempt}/response`, attempt 2 or later)
+    # beside an earlier response of the same run after the same message, itself written by a model
+    # request. The rebuild then marks what only they hold.
+    """
+    INSERT INTO superseded_entries (conv_key, entry_key)
+    SELECT DISTINCT b.conv_key, ea.entry_key FROM applied_writes b
+    JOIN entries eb ON eb.entry_key = b.head_key
+    JOIN entries ea ON ea.parent_key = eb.parent_key AND ea.run_key = eb.run_key AND ea.entry_key < eb.entry_key
+    WHERE b.idempotency_key LIKE '%/response' AND b.idempotency_key NOT LIKE '%/1/response'
+    AND EXISTS (
+        SELECT 1 FROM applied_writes a
+        WHERE a.conv_key = b.conv_key AND a.head_key = ea.entry_key AND a.idempotency_key LIKE '%/response'
+    )
+    """,
+)
+
+_V13: tuple[_Statement, ...] = (
+    # The scopes holding a body, found by its hash alone (an operator token's decode in the codec
+    # server, `_bodies.BodyEngine.scopes`): the table's key leads with the scope, so without this a
+    # lookup by hash reads every body. The scope in the index answers it from the index alone.
+    'CREATE INDEX message_bodies_by_hash ON message_bodies (content_hash, scope_key)',
+)
+
+_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13)
 """Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 
 

@@ -79,7 +79,7 @@ class Dialect:
     byte_order: ClassVar[str] = ' COLLATE "C"'
     """The `COLLATE` clause ordering text by its bytes."""
     marked_members: ClassVar[str] = ''
-    """What follows `conversation_documents h` in a probe for a conversation's members marked `branch_only`, so
+    """What follows `conversation_documents h` in a probe for a conversation's members marked `superseded`, so
     the partial index of marked rows drives the probe (a choice, measured: SQLite's planner takes the primary
     key instead and reads every member of the conversation, 63 µs against 4 µs at 1,000 members)."""
 

@@ -44,7 +44,7 @@ class SqliteDialect(Dialect):
     for_update = ''
     join_in_order = 'CROSS JOIN'
     byte_order = ''  # SQLite's default `BINARY` collation already orders by bytes.
-    marked_members = ' INDEXED BY conversation_documents_branch_only'
+    marked_members = ' INDEXED BY conversation_documents_superseded'
 
     def each(self, param: int, sql_type: str) -> str:
         return f'json_each(${param})'

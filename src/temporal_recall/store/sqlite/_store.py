@@ -77,6 +77,11 @@ class SqliteConversationStore(EngineStore):
     def path(self) -> Path:
         return self._db.path
 
+    @property
+    def url(self) -> str:
+        """The store's URL, `sqlite:///` and the file's absolute path, without options (as PostgreSQL's `url`)."""
+        return f'sqlite:///{self.path.absolute()}'
+
     async def stats(self) -> StoreStats:
         sizes = await self._sizes('SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()')
         return StoreStats(path=self.path, **sizes)

@@ -1,5 +1,6 @@
 """After a retried model activity answers differently, recall finds the answer the run kept, not the one the
-retry replaced, unless branches are asked for: on a real dev server, through workflow code and the search Update."""
+retry replaced, unless superseded text is asked for: on a real dev server, through workflow code and the search
+Update, on both backends."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from temporal_recall.store import open_store
 from temporal_recall.testing import running_worker
 
 from .agents import retried_agent
-from .branch_workflows import RecallBranchesWorkflow
+from .recall_workflows import RecallWorkflow
 from .test_in_activity import FailAfterFirstAnswer, _run
 from .workflows import AllMessagesWorkflow
 
@@ -32,26 +33,26 @@ def _answers(result: SearchResult) -> list[str]:
     return sorted(hit.excerpt for hit in result.hits if hit.role == 'assistant' and 'attempt' in hit.excerpt)
 
 
-async def test_recall_after_a_retry_finds_the_kept_answer_and_the_replaced_one_only_with_branches(
-    temporal_client: Client, store_url: str
+async def test_recall_after_a_retry_finds_the_kept_answer_and_the_replaced_one_only_on_request(
+    temporal_client: Client, any_store_url: str
 ) -> None:
-    store = await open_store(store_url)
+    store = await open_store(any_store_url)
     failing = FailAfterFirstAnswer(store)
     try:
         async with running_worker(
             temporal_client,
             agents=[retried_agent],
             store=failing,
-            workflows=[AllMessagesWorkflow, RecallBranchesWorkflow],
+            workflows=[AllMessagesWorkflow, RecallWorkflow],
         ) as worker:
             persisted, _ = await _run(temporal_client, worker.task_queue, 'retried', 'conv-retried-recall')
             assert failing.failed == 1
             assert persisted.messages[-1].parts == [TextPart('answer from attempt 2')]  # type: ignore[union-attr]
 
-            async def recalled(include_branches: bool) -> SearchResult:
+            async def recalled(include_superseded: bool) -> SearchResult:
                 return await temporal_client.execute_workflow(
-                    RecallBranchesWorkflow.run,
-                    args=['conv-retried-recall', 'answer attempt', include_branches],
+                    RecallWorkflow.run,
+                    args=['conv-retried-recall', 'answer attempt', include_superseded],
                     id=f'recall-{uuid.uuid4()}',
                     task_queue=worker.task_queue,
                 )
@@ -61,15 +62,15 @@ async def test_recall_after_a_retry_finds_the_kept_answer_and_the_replaced_one_o
         # The library's entry point answers alike.
         request = SearchRequest(query='answer attempt', conversation_id='conv-retried-recall')
         assert _answers(await search_index(store, request)) == ['answer from attempt 2']
-        both = await search_index(store, request.model_copy(update={'include_branches': True}))
+        both = await search_index(store, request.model_copy(update={'include_superseded': True}))
         assert _answers(both) == ['answer from attempt 1', 'answer from attempt 2']
     finally:
         await store.close()
 
 
-async def test_the_search_update_passes_include_branches_on(temporal_client: Client, store_url: str) -> None:
-    """The Update searches the workflow's own conversation as it stands, and its branches when asked."""
-    store = await open_store(store_url)
+async def test_the_search_update_passes_include_superseded_on(temporal_client: Client, any_store_url: str) -> None:
+    """The Update searches the workflow's own conversation, and what a retry superseded when asked (by either name)."""
+    store = await open_store(any_store_url)
     failing = FailAfterFirstAnswer(store)
     try:
         async with running_worker(temporal_client, agents=[retried_agent], store=failing) as worker:
@@ -83,10 +84,13 @@ async def test_the_search_update_passes_include_branches_on(temporal_client: Cli
             assert failing.failed == 1
             plain = await handle.execute_update(ConversationWorkflow.search, SearchRequest(query='answer attempt'))
             wide = await handle.execute_update(
-                ConversationWorkflow.search, SearchRequest(query='answer attempt', include_branches=True)
+                ConversationWorkflow.search, SearchRequest(query='answer attempt', include_superseded=True)
             )
+            with pytest.warns(DeprecationWarning, match='include_branches'):
+                old = SearchRequest(query='answer attempt', include_branches=True)  # type: ignore[call-arg]
+            renamed = await handle.execute_update(ConversationWorkflow.search, old)
             assert _answers(plain) == ['answer from attempt 2']
-            assert _answers(wide) == ['answer from attempt 1', 'answer from attempt 2']
+            assert _answers(wide) == _answers(renamed) == ['answer from attempt 1', 'answer from attempt 2']
             await handle.signal(ConversationWorkflow.close)
             await handle.result()
     finally:

@@ -1,0 +1,109 @@
+"""`scripts/bench_fleet.py`: its arguments, its store check (which must catch a bad conversation), tiny runs."""
+
+from __future__ import annotations
+
+import glob
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bench.fleet_agent import WITH, build, expected_kinds, prompt_for
+
+from temporal_recall import ConversationRecall, RecallDeps, RunPromptOutput, open_store
+
+from ._scripts import SCRIPTS, load_script
+
+fleet = load_script('bench_fleet')
+
+
+def test_defaults_are_the_issues_measurement() -> None:
+    args = fleet.parse_args([])
+    assert (args.backends, args.workers, args.sqlite_workers, args.workflows, args.rounds, args.faults) == (
+        ['postgresql', 'sqlite'],
+        3,
+        1,
+        48,
+        2,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ('argv', 'message'),
+    [
+        (['--backends', 'postgresql,oracle'], '--backends: unknown oracle'),
+        (['--workers', '0'], '--workers must be at least 1'),
+        (['--sqlite-workers', '0'], '--sqlite-workers must be at least 1'),
+        (['--rounds', '0'], '--rounds must be at least 1'),
+        (['--workflows', '0'], '--workflows must be at least 1'),
+        (['--faults', '--workflows', '3'], '(4 with --faults'),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_reason(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        fleet.parse_args(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+async def test_the_store_check_passes_a_clean_run_and_names_a_branched_conversation(tmp_path: Path) -> None:
+    url = str(tmp_path / 'fleet.db')
+    outputs: dict[str, RunPromptOutput] = {}
+    async with await open_store(url) as store:
+        agent = build(WITH, recall=ConversationRecall(store=store), latency=0, durable=False)
+        for conversation_id in ('clean', 'branched'):
+            result = await agent.run(prompt_for(conversation_id), conversation_id=conversation_id, deps=RecallDeps())
+            outputs[conversation_id] = RunPromptOutput(output='', conversation_id=conversation_id, run_id=result.run_id)
+        assert await fleet.check_conversations(url, dict(outputs)) == []
+        # Another run sent to the conversation without its history: the first run is left as a branch.
+        await agent.run(prompt_for('another'), conversation_id='branched', deps=RecallDeps())
+    problems = await fleet.check_conversations(url, outputs)
+    assert problems and not any(problem.startswith('clean') for problem in problems), problems
+    assert any(problem.startswith('branched: its prompt is not its own') for problem in problems), problems
+    assert any(problem.startswith('branched: messages of runs') for problem in problems), problems
+    assert any(problem.startswith('branched: branches') for problem in problems), problems
+    assert 'the store holds 24 entries, not 2 x 8' in problems, problems
+
+
+def test_the_expected_run_is_a_prompt_three_tool_calls_and_an_answer() -> None:
+    assert expected_kinds() == ['user-prompt'] + ['tool-call', 'tool-return'] * 3 + ['text']
+
+
+def run_script(*argv: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPTS / 'bench_fleet.py'), *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.temporal
+def test_a_tiny_sqlite_run_prints_both_variants_and_the_ratio() -> None:
+    done = run_script('--backends', 'sqlite', '--workflows', '2', '--rounds', '1', timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = r'\d+\.\d\d workflows/s, model request p50 +\d+ ms p99 +\d+ ms'
+    assert re.search(rf'^  round 1  without: +{line} \| with: +{line}$', done.stdout, re.M), done.stdout
+    assert re.search(r'^  mean   without .* with/without \d+\.\d\dx', done.stdout, re.M), done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.temporal
+@pytest.mark.skipif(
+    not (glob.glob('/usr/lib/postgresql/*/bin/initdb') or shutil.which('initdb')),
+    reason='needs PostgreSQL server binaries (initdb, pg_ctl) for a cluster of its own',
+)
+def test_a_small_fault_run_passes() -> None:
+    # Enough workflows that each fault (at a quarter and at half of them finished) finds some in flight.
+    done = run_script('--faults', '--workers', '2', '--workflows', '24', timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'PostgreSQL crash-restarted' in done.stdout and 'SIGKILLed and a replacement started' in done.stdout
+    assert re.search(r'^PASS: 24 workflows completed', done.stdout, re.M), done.stdout
