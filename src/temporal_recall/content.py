@@ -14,17 +14,35 @@ carry.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pydantic
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    _merge_consecutive_messages,  # pyright: ignore[reportPrivateUsage]  # No public accessor in pydantic-ai 2.68.
+)
 from pydantic_core import PydanticSerializationError
 
 from .errors import MessageNotSerializable
 
-__all__ = ('HASH_ALGORITHM', 'canonical_json', 'content_hash', 'dump_message', 'load_message', 'resent_hash')
+__all__ = (
+    'HASH_ALGORITHM',
+    'as_one_request',
+    'canonical_json',
+    'content_hash',
+    'dump_message',
+    'held_hashes',
+    'load_message',
+    'resent_hash',
+    'said_parts',
+    'without_said_parts',
+)
 
 HASH_ALGORITHM = 'sha256'
 """Named in stored rows' schema docs; changing it is a schema migration, not a refactor."""
@@ -115,6 +133,56 @@ def _canonical(message: ModelMessage) -> dict[str, Any]:
         parts.append({key: value for key, value in part.items() if key not in _PART_STAMPS})
     data['parts'] = parts
     return data
+
+
+def said_parts(message: ModelMessage) -> list[str]:
+    """What each part of `message` says, in order: the parts `content_hash` covers, each as canonical JSON."""
+    return [_dumps(part) for part in _canonical(message)['parts']]
+
+
+def without_said_parts(request: ModelRequest, count: int) -> ModelRequest:
+    """`request` without the first `count` of its `said_parts` (the parts recording how instructions were
+    delivered stay: they belong to the request as sent)."""
+    parts: list[Any] = []
+    for part in request.parts:
+        if count and part.part_kind not in _BOOKKEEPING_PART_KINDS:
+            count -= 1
+            continue
+        parts.append(part)
+    return dataclasses.replace(request, parts=parts)
+
+
+def as_one_request(requests: Sequence[ModelRequest]) -> ModelRequest | None:
+    """Consecutive requests as a run holds them: pydantic-ai merges requests no response separates into
+    one, when it loads a history and when it sends one to the model. `None` when it keeps them apart
+    (their instructions differ)."""
+    if len(requests) == 1:
+        return requests[0]
+    merged = _merge_consecutive_messages(list(requests))
+    return merged[0] if len(merged) == 1 and isinstance(merged[0], ModelRequest) else None
+
+
+def held_hashes(messages: Sequence[ModelMessage]) -> list[tuple[str, int]]:
+    """The `content_hash` of each message of `messages` as a run that loads them holds it, with how many
+    of `messages` it stands for: more than one where requests no response separates are merged."""
+    held: list[tuple[str, int]] = []
+    start = 0
+    while start < len(messages):
+        end = start + 1
+        while (
+            isinstance(messages[start], ModelRequest)
+            and end < len(messages)
+            and isinstance(messages[end], ModelRequest)
+        ):
+            end += 1
+        group = messages[start:end]
+        merged = as_one_request([m for m in group if isinstance(m, ModelRequest)]) if end - start > 1 else group[0]
+        if merged is None:
+            held.extend((content_hash(message), 1) for message in group)
+        else:
+            held.append((content_hash(merged), end - start))
+        start = end
+    return held
 
 
 def content_hash(message: ModelMessage) -> str:

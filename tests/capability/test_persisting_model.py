@@ -179,7 +179,8 @@ async def _stored_as(store: SqliteConversationStore, conversation_id: str) -> li
 async def test_a_plain_run_stores_the_agents_history_not_the_merged_request_the_model_saw(
     store: SqliteConversationStore,
 ):
-    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('repeat this exactly')])]
+    # A request of its own before the prompt's (the same words again would be said once: `capability._resend`).
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('Answer in one line.')])]
     messages = await _plain_run(store, 'repeat this exactly', history, 'c-merged')
     assert len(messages) == 3
     assert await _stored_as(store, 'c-merged') == [content_hash(m) for m in messages]

@@ -9,11 +9,17 @@ from collections.abc import Sequence
 from contextlib import closing
 
 import pytest
+from pydantic_ai import messages as m
+from pydantic_ai.conversation import Conversation
 
 from temporal_recall.store import CheckReport
 from temporal_recall.store.postings import _segments
 
-from ._support import AnyStore, PostgresSite, Site, append_after, column_of, turn, with_options
+from ._support import AT, AnyStore, PostgresSite, Site, append_after, column_of, reply, turn, user, with_options
+
+
+def user_prompts(*texts: str) -> m.ModelRequest:
+    return m.ModelRequest(parts=[m.UserPromptPart(text, timestamp=AT) for text in texts], timestamp=AT)
 
 
 async def _healthy(store: AnyStore) -> None:
@@ -205,4 +211,28 @@ async def test_a_body_that_references_a_missing_body_is_found(recall_store: AnyS
         'which the store does not hold in its scope'
     )
     await recall_store.put_bodies('acme', {leaf_hash: leaf})
+    assert (await recall_store.check()).clean
+
+
+OSLO, MADRID = 'What is the weather in Oslo?', 'And in Madrid?'
+REPEATS: dict[str, tuple[list[m.ModelMessage], str]] = {
+    # What a chat turn after a failed model call stored before such turns were read as one (issue 40).
+    'a request twice': ([user_prompts(OSLO, MADRID), user_prompts(OSLO, MADRID), reply('Sunny.')], '0 and 1'),
+    'a resent prompt': ([user_prompts(OSLO, OSLO, MADRID), user_prompts(OSLO, OSLO, MADRID)], '0 and 0'),
+    'a pending request again': ([reply('Hello.'), user(OSLO), user_prompts(MADRID, OSLO, MADRID)], '1 and 2'),
+}
+
+
+@pytest.mark.parametrize('shape', list(REPEATS))
+async def test_a_turn_said_twice_in_a_row_is_found(recall_store: AnyStore, shape: str):
+    messages, positions = REPEATS[shape]
+    await recall_store.save(Conversation(messages=messages, conversation_id='twice'), scope='acme')
+    report = await recall_store.check()
+    assert [(finding.kind, finding.location) for finding in report.findings] == [('history', "conversation 'twice'")]
+    assert f'at positions {positions}' in report.findings[0].detail
+
+
+async def test_a_prompt_said_again_after_its_answer_is_no_finding(recall_store: AnyStore):
+    said = [user(OSLO), reply('Sunny.'), user(OSLO), reply('Still sunny.'), user_prompts(OSLO, MADRID)]
+    await recall_store.save(Conversation(messages=said, conversation_id='again'), scope='acme')
     assert (await recall_store.check()).clean

@@ -7,10 +7,13 @@ from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.temporal import TemporalDurability
+from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from temporal_recall import ConversationRecall, RecallDeps
+
+from .._said import user_prompts
 
 ORDER_QUESTION = 'Where is order A-1001?'
 RECALL_PREFIX = 'recall '
@@ -46,16 +49,36 @@ def reply(messages: list[ModelMessage]) -> ModelResponse:
     return ModelResponse(parts=[TextPart(f'You said: {prompt}')])
 
 
-def chat_model(race: Callable[[], Awaitable[None]] | None = None) -> FunctionModel:
+class Outage:
+    """A provider that answers the next `failures` model calls with a 503, and records every call's prompts."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.failures = failures
+        self.sent: list[list[str]] = []
+        """The user prompts each model call was sent, in order, failed calls included."""
+
+    def call(self, messages: list[ModelMessage]) -> None:
+        self.sent.append(user_prompts(messages))
+        if self.failures:
+            self.failures -= 1
+            raise ModelHTTPError(503, 'chat-script', body='the provider is overloaded')
+
+
+def chat_model(race: Callable[[], Awaitable[None]] | None = None, outage: Outage | None = None) -> FunctionModel:
     """The script as a model, streamed (what the UI adapters ask for) and not (what a workflow asks for).
 
     `race` runs before the model answers the prompt `race`: another request changing the conversation.
+    `outage` sees every call first, and fails those it is told to.
     """
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if outage is not None:
+            outage.call(messages)
         return reply(messages)
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        if outage is not None:
+            outage.call(messages)
         if race is not None and _last_prompt(messages) == RACE_PROMPT and isinstance(messages[-1], ModelRequest):
             await race()
         for part in reply(messages).parts:
@@ -68,10 +91,15 @@ def chat_model(race: Callable[[], Awaitable[None]] | None = None) -> FunctionMod
     return FunctionModel(respond, stream_function=stream, model_name='chat-script')
 
 
-def chat_agent(store: Any, race: Callable[[], Awaitable[None]] | None = None) -> Agent[RecallDeps, str]:
+def chat_agent(
+    store: Any, race: Callable[[], Awaitable[None]] | None = None, outage: Outage | None = None
+) -> Agent[RecallDeps, str]:
     """The agent behind the chat UI: the scope comes from `RecallDeps` (the app's authenticated tenant)."""
     return Agent(
-        chat_model(race), deps_type=RecallDeps, tools=[lookup_order], capabilities=[ConversationRecall(store=store)]
+        chat_model(race, outage),
+        deps_type=RecallDeps,
+        tools=[lookup_order],
+        capabilities=[ConversationRecall(store=store)],
     )
 
 

@@ -21,6 +21,8 @@ from temporalio.exceptions import ApplicationError
 from temporal_recall import ConversationRecall, RecallDeps
 from temporal_recall.testing import scripted_model, text, tool_call
 
+from .._said import user_prompts
+
 
 def get_weather(city: str) -> str:
     """The weather in a city."""
@@ -339,11 +341,21 @@ late_attempt_agent = Agent(
 echo_agent = _durable('echo', scripted_model(text('repeat this exactly')), tools=())
 
 
+FLAKY_SENT: list[list[str]] = []
+"""The user prompts each call to the flaky agent's model was sent, failed calls included."""
+
+FLAKY_ONCE: set[str] = set()
+"""Prompts the flaky agent's provider fails the next time a turn ends with one (then forgets)."""
+
+
 def _down_for_fail_prompts(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """A provider that fails every turn whose prompt starts with `fail`, and answers the others."""
+    """A provider that fails every turn whose prompt starts with `fail`, and once each prompt of
+    `FLAKY_ONCE`, and answers the others."""
+    FLAKY_SENT.append(user_prompts(messages))
     last = messages[-1]
     prompt = str(last.parts[-1].content) if isinstance(last, ModelRequest) and last.parts else ''  # type: ignore[union-attr]
-    if prompt.startswith('fail'):
+    if prompt.startswith('fail') or prompt in FLAKY_ONCE:
+        FLAKY_ONCE.discard(prompt)
         raise ApplicationError('the provider is down', type='ProviderDown', non_retryable=True)
     return ModelResponse(parts=[TextPart(f'ok: {prompt}')])
 
@@ -354,3 +366,12 @@ flaky_agent = Agent(
     deps_type=RecallDeps,
     capabilities=[ConversationRecall(), TemporalDurability()],
 )
+
+flaky_system_agent = Agent(
+    FunctionModel(_down_for_fail_prompts, model_name='flaky'),
+    name='flaky_system',
+    deps_type=RecallDeps,
+    system_prompt='Answer in one line.',
+    capabilities=[ConversationRecall(), TemporalDurability()],
+)
+"""The flaky agent with a system prompt, which the first request of a conversation carries with its prompt."""

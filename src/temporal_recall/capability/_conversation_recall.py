@@ -61,6 +61,7 @@ from ..search import Role, SummaryRule
 from ..text._documents import RECALL_TOOL_NAME
 from ._delta import Delta, DeltaTracker
 from ._persisting_model import PersistingModel, ViewCheck, in_stored_conversation, persistable, take_marker
+from ._resend import without_repeated_prompts
 
 if TYPE_CHECKING:
     from ..store.protocol import AppendResult
@@ -180,6 +181,11 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         # The history a run starts from normally came from the store; assume so, and let the first
         # write prove it (the store refuses a delta that does not attach, and we resend in full).
         self._tracker.assume_stored(persistable(ctx.messages))
+        # A prompt left unanswered by a failed model call, said again by this run (a chat client's whole
+        # history, a retried turn), is sent to the model once (`_resend`). In place: the run reads this list.
+        once = without_repeated_prompts(ctx.messages, ctx.prompt)
+        if once is not None:
+            ctx.messages[:] = once
 
     async def after_model_request(
         self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
@@ -221,7 +227,9 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             if self._stored_by_its_activity(history, index):
                 self._in_activity = self._wrapper_wrote = True
                 stored = persistable(history[: index + 1])
-                if len(stored) > self._tracker.stored_length:  # never forget a later store_step write
+                # Never forget a later store_step write. Not by length: a run that merged requests the
+                # store holds apart (`store/log/_pending.py`) holds fewer messages than the store.
+                if self._tracker.pending(stored) is not None:
                     self._tracker.assume_stored(stored)
                 return index == len(history) - 1
         return False

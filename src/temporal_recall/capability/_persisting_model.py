@@ -26,8 +26,10 @@ gets a mid-history system prompt as `<system>` user text. On a plain `agent.run`
 holds the run's history (`ctx.messages`), and the step stores that. Inside an activity the run
 context does not carry the messages, so the step stores what the model was sent, and the marker says
 what that was (`ViewCheck`): where it differs from the run's history, the workflow side writes the
-boundary through `store_step` (the store's head then follows the run, and the activity's write is
-a branch it left behind). Steps whose new messages are unchanged by that preparation cost nothing extra.
+boundary through `store_step`. Where they differ only by requests merged into one, the store reads
+both as the same messages (`store/log/_pending.py`) and keeps what the activity wrote; otherwise its
+head then follows the run, and the activity's write is a branch it left behind. Steps whose new
+messages are unchanged by that preparation cost nothing extra.
 
 Keys and retries. Writes are keyed by workflow id, workflow run id, activity id and attempt. The
 prefix is the same for every attempt (one key per activity); the response has one key per attempt,

@@ -55,7 +55,8 @@ class AppendRequest:
     conversation, earlier they branch off it (the old head is kept in `branches`). When it does not,
     the store raises `HistoryMismatch` and the writer resends with `base_length=0` and every message
     of its history, from which the store appends only what its stored history lacks (branching at
-    the first difference, as `ConversationStore.save` does).
+    the first difference, as `ConversationStore.save` does). Requests no response separates count as
+    one message, as a run holds them (`store/log/_pending.py`).
     """
 
     conversation_id: str

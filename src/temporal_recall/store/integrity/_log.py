@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from pydantic_ai.messages import ModelRequest, UserPromptPart
+
 from temporal_recall._body_references import references_in
 from temporal_recall.content import content_hash, load_message
 
@@ -62,12 +64,71 @@ async def check_conversations(session: Session, report: CheckReport) -> None:
             report.add('scope', where, f'has scope {scope!r} but is filed under tenant {tenant_key!r}')
         if head_key is not None and found_head is None:
             report.add('chain', where, f'has head key {head_key}, which is not stored')
+        elif head_key is not None:
+            await _check_prompts(session, report, where, int(head_key))
     for conversation_id, entry_key in await session.rows(
         'SELECT c.conversation_id, b.entry_key FROM conversation_branches b '
         'JOIN conversations c ON c.conv_key = b.conv_key LEFT JOIN entries e ON e.entry_key = b.entry_key '
         'WHERE e.entry_key IS NULL',
     ):
         report.add('chain', f'conversation {conversation_id!r}', f'keeps branch key {entry_key}, which is not stored')
+
+
+_HEAD_HISTORY = """
+WITH RECURSIVE chain(k) AS (
+    SELECT CAST($1 AS BIGINT)
+    UNION ALL
+    SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k WHERE e.parent_key IS NOT NULL
+)
+SELECT e.position, e.message FROM chain JOIN entries e ON e.entry_key = chain.k ORDER BY e.position
+"""
+"""`(position, message)` of the history ending at entry key `$1`, oldest first."""
+
+
+async def _check_prompts(session: Session, report: CheckReport, where: str, head_key: int) -> None:
+    """The current history says nothing twice in a row: prompts with no answer after them, said again
+    right after, are a resent turn stored twice (what the model was then sent twice)."""
+    unanswered: list[tuple[object, int]] = []
+    for position, raw in [*await session.rows(_HEAD_HISTORY, head_key), (-1, None)]:
+        try:
+            message = None if raw is None else load_message(raw)
+        except ValueError:
+            continue  # Reported by `check_entries`.
+        if isinstance(message, ModelRequest):
+            at = int(position)
+            unanswered.extend((part.content, at) for part in message.parts if isinstance(part, UserPromptPart))
+            continue
+        repeat = _repeated(unanswered)
+        if repeat is not None:
+            first, again = repeat
+            report.add(
+                'history',
+                where,
+                f'says {_preview(first[0])} twice in a row (at positions {first[1]} and {again[1]}) with no answer '
+                'between: a resent turn stored twice',
+            )
+            return
+        unanswered = []
+
+
+def _repeated(said: list[tuple[object, int]]) -> tuple[tuple[object, int], tuple[object, int]] | None:
+    """The first prompts said again right after themselves: where the first copy and the second begin.
+
+    For each length, a copy `length` long ends where `length` prompts in a row equal those `length` later.
+    """
+    contents = [content for content, _ in said]
+    for length in range(1, len(said) // 2 + 1):
+        streak = 0
+        for index in range(len(said) - length):
+            streak = streak + 1 if contents[index] == contents[index + length] else 0
+            if streak == length:
+                return said[index + 1 - length], said[index + 1]
+    return None
+
+
+def _preview(content: object) -> str:
+    text = content if isinstance(content, str) else str(content)
+    return repr(text if len(text) <= 60 else text[:57] + '...')
 
 
 async def check_bodies(session: Session, report: CheckReport) -> None:

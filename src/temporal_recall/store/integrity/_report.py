@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 __all__ = ('CHECK_STEPS', 'CheckReport', 'Finding', 'FindingKind', 'stored_bytes')
 
-FindingKind = Literal['chain', 'content_hash', 'scope', 'index', 'body']
+FindingKind = Literal['chain', 'content_hash', 'scope', 'index', 'body', 'history']
 """What a finding is about (see the module notes)."""
 
 CHECK_STEPS = ('checking entries and chains', 'checking conversations', 'checking the index', 'checking message bodies')

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pydantic_ai.messages import ModelMessage, ModelRequest
 from pydantic_ai.usage import RunUsage
 
 from temporal_recall.content import load_message, resent_hash
@@ -21,6 +22,7 @@ from . import _statements as statements
 from ._columns import RecordColumns, dump_usage, load_usage, timestamp_order
 from ._ids import new_id, now
 from ._lineage import appended_revision
+from ._pending import anchor, continues, requests_at, requests_ending_the_chain
 from ._rows import ConversationRow
 from ._tenants import lock_tenants, tenant_of
 
@@ -107,10 +109,12 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     else:
         tenant_id = await tenant_of(session, request.scope)
     await lock_tenants(session, [tenant_id])
-    parent_key, parent_position, skipped, displaced = await _attach(
-        session, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages]
-    )
-    new_items = prepared.messages[skipped:]
+    attach = await _attach(session, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages])
+    parent_key, parent_position, displaced = attach.parent_key, attach.parent_position, attach.displaced
+    new_items = prepared.messages[attach.skipped :]
+    if attach.first is not None:
+        first = prepare_message(attach.first, run_id=request.run_id, summary=request.summary)
+        new_items = [first, *new_items[attach.replaced :]]
     # Before the entries take their keys: the order of the keys is the order of the documents' creators.
     await lock_contents(session, tenant_id, (item.content_hash for item in new_items if item.terms))
     created_seq = await entries.max_entry_key(session) if row is None else 0
@@ -174,16 +178,38 @@ async def _replaces_earlier_attempt(session: Session, request: AppendRequest, di
     return same_run is not None
 
 
+@dataclass(frozen=True)
+class _Attach:
+    """Where an append's new messages go, and which of its messages the store already holds."""
+
+    parent_key: int | None
+    parent_position: int
+    skipped: int
+    """How many of the request's messages, from the first, are already stored."""
+    displaced: int | None = None
+    """The stored entry that follows the attach point on the current history, which the new messages
+    branch away from when there are any left to write."""
+    first: ModelMessage | None = None
+    """Stored instead of the `replaced` requests after the skipped ones: what they add to the stored
+    requests they continue."""
+    replaced: int = 0
+
+
 async def _attach(
     session: Session,
     row: ConversationRow | None,
     request: AppendRequest,
     base_hash: bytes | None,
     hashes: list[bytes],
-) -> tuple[int | None, int, int, int | None]:
-    """`(parent_key, parent_position, skipped, displaced)`: where the new messages go, how many are already
-    stored, and the stored entry that follows the attach point on the current history (which the new
-    messages branch away from when there are any left to write)."""
+) -> _Attach:
+    """Where the new messages go and how many are already stored.
+
+    A message matches a stored one by content hash, or as one a chat UI sent back (`_resent`).
+    Requests no response separates match as one message, as a run holds them (`_pending`): written
+    and stored ones alike, and where no response followed the stored ones (a failed model call's), a
+    request that begins with them, whose rest is then stored after them as a request of its own. A
+    base counted that way is looked for at the end of the history (`anchor`).
+    """
     base = request.base_length
     head_position = row.head_position if row is not None else -1
     if base - 1 > head_position:
@@ -192,31 +218,54 @@ async def _attach(
             f'{base} the delta follows; resend with base_length=0.'
         )
     if row is None or row.head_key is None:
-        return None, -1, 0, None
+        return _Attach(None, -1, 0)
     chain = await entries.head_chain(session, row.head_key, base - 1)
     by_position = {position: (key, content) for key, position, content in chain}
     parent_key: int | None = None
+    parent_position = base - 1
     if base > 0:
+        assert base_hash is not None
         parent_key, stored_hash = by_position[base - 1]
         if stored_hash != base_hash and not await _resent(
             session, parent_key, request.base_resent_hash, request.run_id
         ):
-            raise HistoryMismatch(
-                f'Message {base - 1} of conversation {request.conversation_id!r} is not the one the delta '
-                'follows (its content hash differs); resend with base_length=0.'
-            )
-    parent_position = base - 1
+            pending, before = await requests_ending_the_chain(session, chain)
+            found = anchor(chain, pending, before, base_hash, base - 1)
+            if found is None:
+                raise HistoryMismatch(
+                    f'Message {base - 1} of conversation {request.conversation_id!r} is not the one the delta '
+                    'follows (its content hash differs); resend with base_length=0.'
+                )
+            parent_key, parent_position = found[0], found[1]
     skipped = 0
-    for message, content in zip(request.messages, hashes, strict=True):
+    messages = request.messages
+    while skipped < len(messages):
         following = by_position.get(parent_position + 1)
-        if following is None or (
-            following[1] != content and not await _resent(session, following[0], resent_hash(message), request.run_id)
-        ):
+        if following is None:
             break
-        parent_key, parent_position = following[0], parent_position + 1
-        skipped += 1
+        message = messages[skipped]
+        if following[1] == hashes[skipped] or await _resent(
+            session, following[0], resent_hash(message), request.run_id
+        ):
+            parent_key, parent_position = following[0], parent_position + 1
+            skipped += 1
+            continue
+        written = 0
+        while skipped + written < len(messages) and isinstance(messages[skipped + written], ModelRequest):
+            written += 1
+        if not written:
+            break
+        stored = await requests_at(session, chain, parent_position + 1)
+        continued = continues(stored, messages[skipped : skipped + written])
+        if continued is None:
+            break
+        parent_key, parent_position = stored.entries[-1][0], stored.entries[-1][1]
+        if continued.rest is not None:
+            # After requests that end at the head: nothing follows there.
+            return _Attach(parent_key, parent_position, skipped, first=continued.rest, replaced=written)
+        skipped += written
     following = by_position.get(parent_position + 1)
-    return parent_key, parent_position, skipped, None if following is None else following[0]
+    return _Attach(parent_key, parent_position, skipped, displaced=None if following is None else following[0])
 
 
 async def _resent(session: Session, entry_key: int, resent: str | None, run_id: str | None) -> bool:

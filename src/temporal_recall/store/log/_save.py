@@ -4,8 +4,9 @@ An agent carrying `ConversationRecall` on the same store writes each step while 
 time pydantic-ai's cycle (load → run → `save(result)`, what the UI adapters do with
 `conversation_store=`) saves the result, the store already holds the run's messages under a newer
 revision. `own_appends` (`_lineage`) tells whether only this run's appends made that revision; if
-so, the save compares the conversation with the stored history by content hash, from where the
-conversation starts in it, and writes only what is missing (usually nothing but the record: usage,
+so, the save compares the conversation with the stored history by content hash, as a run holds
+them (requests no response separates as one, `_pending`), from where the conversation starts in
+it, and writes only what is missing (usually nothing but the record: usage,
 deferred tool requests, a new revision). The write is checked against the revision just read, so a
 change landing in between still conflicts. Any other difference of revision is left to pydantic-ai's
 own `save`, which raises `ConversationConflict`.
@@ -22,9 +23,10 @@ from typing import Any
 from pydantic_ai._conversation_marks import mark_stored
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.run import AgentRunResult
 
-from temporal_recall.content import content_hash
+from temporal_recall.content import held_hashes
 
 from ._lineage import own_appends
 
@@ -52,23 +54,32 @@ async def save_after_own_appends(
     index = conversation.new_message_index
     if held is None or (index is not None and held < index):
         return None
-    history = await store.read_history(record.head_id)
-    # Where the conversation's first message is in the stored history: a conversation that says how
-    # many of its messages were stored ends with those; one that does not is compared from the start.
-    offset = 0 if index is None else held - index
-    stored = history[offset:]
+    history = await store.read_history(record.head_id) or []
+    # Compared as a run holds them: the requests a failed model call left stored, and the request of
+    # the next run that merged them, are one message (`_pending`).
+    stored = _held([entry.message for entry in history])
+    ran = _held(messages)
+    if index is None:
+        offset = 0
+    else:
+        # A conversation that says how many of its messages were stored ends with those. A request the
+        # run continued is not one of them: its run merged it into the run's own first request.
+        offset = _count_within(stored, held) - _count_within(ran, index)
+        if offset < 0:
+            return None
     shared = 0
-    for entry, message in zip(stored, messages, strict=False):
-        if content_hash(entry.message) != content_hash(message):
+    for (stored_hash, _, _), (run_hash, _, _) in zip(stored[offset:], ran, strict=False):
+        if stored_hash != run_hash:
             break
         shared += 1
-    parent_id = stored[shared - 1].id if shared else history[offset - 1].id if offset else None
+    kept = stored[offset + shared - 1][2] if offset + shared else 0
+    parent_id = history[kept - 1].id if kept else None
     branches = list(record.branches)
-    if history and offset + shared < len(history):
+    if kept < len(history):
         # The run's history differs from what its appends left stored: keep that as a branch.
         branches = [*(tip for tip in branches if tip != history[-1].id), history[-1].id]
     new_entries: list[ConversationEntry] = []
-    for message in messages[shared:]:
+    for message in messages[ran[shared][1] if shared < len(ran) else len(messages) :]:
         new_entries.append(ConversationEntry(parent_id=parent_id, message=message))
         parent_id = new_entries[-1].id
     updated = ConversationRecord(
@@ -87,5 +98,25 @@ async def save_after_own_appends(
     if result is not None:
         result._conversation_saved(updated.revision)
     # The unsaved messages: from `new_message_index` on; without one, from the run's first message.
-    start = index if index is not None else next((i for i, m in enumerate(messages) if m.run_id == run_id), 0)
-    return [*stored[start:shared], *new_entries]
+    first = index if index is not None else next((i for i, m in enumerate(messages) if m.run_id == run_id), 0)
+    unsaved = next((n for n, (_, _, end) in enumerate(ran) if end > first), len(ran))
+    start = stored[offset + unsaved][1] if unsaved < shared else kept
+    return [*history[start:kept], *new_entries]
+
+
+Held = tuple[str, int, int]
+"""A message as a run holds it: its content hash, and where it starts and ends among the stored ones."""
+
+
+def _held(messages: list[ModelMessage]) -> list[Held]:
+    held: list[Held] = []
+    start = 0
+    for digest, count in held_hashes(messages):
+        held.append((digest, start, start + count))
+        start += count
+    return held
+
+
+def _count_within(held: list[Held], length: int) -> int:
+    """How many of `held` lie wholly within the first `length` messages."""
+    return sum(1 for _, _, end in held if end <= length)
