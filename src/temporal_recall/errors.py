@@ -181,6 +181,17 @@ class EmbeddingMismatch(RecallError):
     """The store's vectors were made by another embedding model (or dimension) than the one configured;
     vectors are never mixed: re-embed with `recall reindex --embeddings` or configure the store's model."""
 
+    @classmethod
+    def between(cls, stored: tuple[str, int], model: str, dimensions: int | None = None) -> EmbeddingMismatch:
+        """The error for a store whose vectors are `stored` (`(model, dimensions)`), asked to use `model`."""
+        held = f'{stored[0]!r} ({stored[1]} dimensions)'
+        asked = repr(model) if dimensions is None else f'{model!r} ({dimensions} dimensions)'
+        return cls(
+            f"The store's vectors were made by {held}, not by the configured embedder {asked}; vectors of two "
+            f'models are never compared. Configure {stored[0]!r} again, or re-embed the store with the new '
+            f'model: `recall reindex --embeddings --embedder {model}`.'
+        )
+
 
 class PayloadTooLarge(RecallError):
     """A value would exceed Temporal's payload size limit, so retrying cannot help."""

@@ -18,7 +18,7 @@ from pydantic_ai.usage import RunUsage
 
 from ._renamed import renamed_names
 from ._validation import Identifier, QueryText
-from .search import RoleFilter, SearchResult
+from .search import ModeFilter, RoleFilter, SearchResult
 
 __all__ = (
     'ConversationClosed',
@@ -100,6 +100,9 @@ class SearchRequest(BaseModel):
     """Also search what only the branches a conversation left hold: a model answer a retry replaced,
     turns an application rewrote. By default a search sees each conversation as it stands (the
     entries its head reaches), as the model does; the model's own recall tool never sets this."""
+    mode: ModeFilter | None = None
+    """`bm25` (words), `semantic` (meaning: the nearest vectors) or `hybrid` (both, fused); `None`: hybrid
+    where the search has an embedder, else bm25. Asking for meaning without an embedder is refused."""
 
 
 DEFAULT_MAX_PROMPT_BYTES = 512 * 1024

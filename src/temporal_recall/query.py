@@ -28,9 +28,10 @@ from typing import Final, Literal, Protocol, TypeAlias
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
 
+from .embeddings import EmbedderSource
 from .errors import InvalidSearchParameters, UnknownConversation
 from .models import SearchRequest
-from .search import Role, SearchResult, message_role, parse_query, transcript_text
+from .search import Role, SearchMode, SearchResult, message_role, parse_query, transcript_text
 from .search.plan import search_index
 from .store import IndexReader
 
@@ -208,20 +209,27 @@ async def search_messages(
     limit: int = 10,
     context: int = 0,
     include_branches: bool = False,
+    mode: SearchMode | None = None,
+    embedder: EmbedderSource | None = None,
 ) -> SearchResult:
     """Search one conversation, or every conversation of `scope` with `conversation_id=None`.
 
     `run_id` keeps one agent run's messages, `role` one speaker's (`user`, `assistant`, `tool`, `system`).
     A conversation is searched as it stands (the entries its head reaches); `include_branches` also
     searches what only the branches it left hold (an answer a retry replaced, a rewritten turn).
+    With an `embedder` (the model the store's vectors came from: a pydantic-ai `Embedder`, an
+    `EmbeddingModel` or a model name), `mode` may be `semantic` or `hybrid` (the default then);
+    without one, a search is `bm25`.
 
     A scope without conversations gives no hits. The query is checked before anything is read, so
     an unusable one is refused whatever the store holds.
 
     Raises:
         InvalidQuery: The query is empty, too large or holds control characters.
-        InvalidSearchParameters: `limit` or `context` out of range, an unknown role, or `ANY_SCOPE`
-            without a conversation.
+        InvalidSearchParameters: `limit` or `context` out of range, an unknown role or mode, `ANY_SCOPE`
+            without a conversation, or a search by meaning without an embedder.
+        EmbeddingMismatch: The store's vectors came from another model than `embedder`.
+        EmbeddingUnavailable: The embedding model failed on the query.
         UnknownConversation: No such conversation in `scope`.
         InvalidIdentifier: An id or the scope is not usable.
     """
@@ -240,9 +248,10 @@ async def search_messages(
         limit=limit,
         context_lines=context,
         include_branches=include_branches,
+        mode=mode,
     )
     try:
-        return await search_index(store, request)
+        return await search_index(store, request, embedder=embedder)
     except UnknownConversation:
         if conversation_id is not None:
             raise

@@ -369,6 +369,9 @@ UNDO_VERSION_8 = (
 )
 """What migration 8 added, taken away (its pending postings go with it)."""
 
+UNDO_VERSION_12 = ('DROP TABLE document_vectors', 'DROP TABLE vector_space')
+"""What migration 12 added (the vectors of recall by meaning), taken away."""
+
 UNDO_SEGMENTS = (*UNDO_VERSION_11, *UNDO_VERSION_8)
 """What migrations 8 and 11 added, taken away (their pending postings go with them)."""
 

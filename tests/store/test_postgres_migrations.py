@@ -25,7 +25,7 @@ from temporal_recall.store.postgres import _dialect as _postgres_dialect
 from temporal_recall.store.postgres._dialect import MIGRATIONS
 from temporal_recall.store.sql._migrations import Migration, latest_version
 
-from ._support import UNDO_BRANCH_MARKS, UNDO_SEGMENTS, PostgresSite, postgres_url, problems_of, turn
+from ._support import UNDO_BRANCH_MARKS, UNDO_SEGMENTS, UNDO_VERSION_12, PostgresSite, postgres_url, problems_of, turn
 
 pytestmark = pytest.mark.postgres
 
@@ -230,7 +230,7 @@ async def _undo_blocks(connection: asyncpg.Connection, schema: str) -> None:
     """Put back the (empty) row-per-posting table of versions 1 to 6 in place of `posting_blocks` (and the
     pending postings of version 8)."""
     await connection.execute(f'SET search_path TO "{schema}"')
-    for statement in (*UNDO_BRANCH_MARKS, *UNDO_SEGMENTS):
+    for statement in (*UNDO_VERSION_12, *UNDO_BRANCH_MARKS, *UNDO_SEGMENTS):
         await connection.execute(statement)
     await connection.execute('DROP TABLE posting_blocks')
     for statement in [s for s in MIGRATIONS[0].statements if 'CREATE TABLE postings' in s] + [

@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from ..activities._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
     from ..errors import InvalidIdentifier, InvalidQuery, InvalidSearchParameters, non_retryable
     from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
-    from ..search import Role, parse_query
+    from ..search import Role, SearchMode, parse_query
 
 __all__ = ('DEFAULT_RETRY_POLICY', 'load_history', 'recall', 'refused')
 
@@ -56,6 +56,7 @@ async def recall(
     context_lines: int = 0,
     role: Role | None = None,
     include_branches: bool = False,
+    mode: SearchMode | None = None,
     start_to_close_timeout: timedelta = timedelta(seconds=30),
     schedule_to_close_timeout: timedelta | None = timedelta(minutes=5),
     retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
@@ -67,7 +68,9 @@ async def recall(
     belongs to another scope does. `role` keeps only what the user, the assistant, a tool or the
     system said; `limit` counts occurrences (see `SearchRequest.limit`). A conversation is searched as it
     stands; `include_branches` also searches what only the branches it left hold (an answer a retried
-    activity replaced, a rewritten turn), which the model never sees.
+    activity replaced, a rewritten turn), which the model never sees. `mode` ranks by words (`bm25`),
+    meaning (`semantic`) or both (`hybrid`, the default where the worker's `RecallPlugin` has an
+    embedder); the query is embedded in the search activity, never here.
 
     Raises:
         ApplicationError: non-retryable, `type` `InvalidIdentifier`, `InvalidQuery` or
@@ -86,6 +89,7 @@ async def recall(
             context_lines=context_lines,
             role=role,
             include_branches=include_branches,
+            mode=mode,
         )
     _refuse_unsearchable(request.query)
     return await workflow.execute_activity(

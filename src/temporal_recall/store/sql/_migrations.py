@@ -32,6 +32,7 @@ RELEASED: tuple[tuple[int, str, bool], ...] = (
     (9, 'a document per speaker of a message', True),
     (10, 'search sees the current history; branch-only members are marked', True),
     (11, 'writers of one tenant side by side: documents numbered by entry, statistics in segments', True),
+    (12, 'document vectors for recall by meaning', False),
 )
 """`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
 
