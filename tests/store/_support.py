@@ -400,9 +400,16 @@ UNDO_BRANCH_MARKS = (
 """What migration 10 changed, taken away: the members' marks and the counters over the current history."""
 
 
+async def back_to_version_11(store: AnyStore) -> None:
+    """Turn a store into what version 11 wrote: no vectors, version 11 recorded. Close and reopen it afterwards."""
+    for statement in (*UNDO_VERSION_12, 'DELETE FROM schema_migrations WHERE version > 11'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_10(store: AnyStore) -> None:
     """Turn a store into what version 10 wrote: segments merged, documents with `refs`, pending counters
     on tenants, version 10 recorded. Close and reopen it afterwards."""
+    await back_to_version_11(store)
     await merge_everything(store)
     for statement in (*UNDO_VERSION_11, 'DELETE FROM schema_migrations WHERE version > 10'):
         await run_sql(store, statement)

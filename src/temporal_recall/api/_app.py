@@ -55,6 +55,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._store_provider import StoreProvider
 from .._validation import MAX_ID_LENGTH, Identifier, QueryText
+from ..embeddings import EmbedderSource, as_embedder
 from ..errors import (
     ConfigurationError,
     InvalidIdentifier,
@@ -65,7 +66,7 @@ from ..errors import (
     shown,
 )
 from ..query import ConversationInfo, QueryStore, list_conversations, read_conversation, search_messages
-from ..search import MAX_LIMIT, Role, SearchHit
+from ..search import MAX_LIMIT, Role, SearchHit, SearchMode
 
 __all__ = ('API_PREFIX', 'MAX_BODY_BYTES', 'MIN_TOKEN_LENGTH', 'ApiStore', 'create_app', 'load_tokens')
 
@@ -120,6 +121,11 @@ class SearchBody(BaseModel):
         strict=True,
         description='Also search what only the branches a conversation left hold (an answer a retry replaced, '
         'a rewritten turn); by default each conversation is searched as it stands.',
+    )
+    mode: SearchMode | None = Field(
+        default=None,
+        description='bm25 (the words), semantic (the meaning) or hybrid (both); omitted: hybrid where the API '
+        'has an embedder, else bm25. Meaning without an embedder answers 400.',
     )
 
 
@@ -505,6 +511,7 @@ def create_app(
     *,
     tokens: Mapping[str, TokenValue],
     max_body_bytes: int = MAX_BODY_BYTES,
+    embedder: EmbedderSource | None = None,
 ) -> FastAPI:
     """The search API over `store`, for the bearer tokens in `tokens` (token -> the one scope it reads).
 
@@ -516,12 +523,15 @@ def create_app(
             least `MIN_TOKEN_LENGTH` characters. Operator tokens (`OPERATOR`) are not accepted here:
             they answer 401, as an unknown token.
         max_body_bytes: Larger request bodies are refused with 413 before they are parsed.
+        embedder: The embedding model the store's vectors came from (an `Embedder`, an `EmbeddingModel`
+            or a name): searches may then ask for `mode` semantic or hybrid (the default then).
 
     Raises:
         ConfigurationError: No tokens, or a short token or an empty scope.
     """
     checked = checked_tokens(tokens)
     provider = StoreProvider(store)
+    meaning = as_embedder(embedder)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncGenerator[None]:
@@ -561,6 +571,8 @@ def create_app(
             role=body.role,
             limit=body.limit,
             include_branches=body.include_branches,
+            mode=body.mode,
+            embedder=meaning,
         )
         return SearchResponse(hits=result.hits)
 

@@ -19,9 +19,11 @@ says why, and searches by meaning refuse with `EmbeddingMismatch` until `recall 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+from numpy.typing import NDArray
 from pydantic_ai.embeddings import Embedder
 
 from ..content import content_hash
@@ -33,7 +35,7 @@ from ._vectors import embed_texts, quantize
 if TYPE_CHECKING:
     from ..store.protocol import AppendRequest, AppendResult, VectorIndex
 
-__all__ = ('embedded_append',)
+__all__ = ('embedded_append', 'reembed_store')
 
 log = logging.getLogger('temporal_recall.embeddings')
 
@@ -82,3 +84,13 @@ async def embedded_append(
         except EmbeddingMismatch as error:  # another process changed the store's model meanwhile
             log.warning('%s The step is stored without vectors.', error)
     return result
+
+
+async def reembed_store(store: Any, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
+    """`recall reindex --embeddings`: every document of `store` embedded with `embedder` (another model's
+    vectors are replaced), with `progress(done, total)`; returns how many documents were embedded."""
+
+    async def embed(texts: Sequence[str]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
+        return quantize((await embed_texts(embedder, texts, input_type='document')).vectors)
+
+    return await store.reembed(model_name_of(embedder), embed, progress)

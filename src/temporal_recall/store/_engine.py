@@ -5,7 +5,7 @@ More in docs/store.md.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, NoReturn, Self
@@ -323,6 +323,15 @@ class EngineStore(CheckedStore, StoredBodies):
                 await _vectors.put_vectors(session, model, components, scales, rows)
 
         await self._backend.run_write(body)
+
+    async def reembed(
+        self,
+        model: str,
+        embed: Callable[[Sequence[str]], Awaitable[_vectors.Quantized]],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Give every document a vector of `model`, replacing another model's (see `index._vectors.reembed`)."""
+        return await _vectors.reembed(self._backend, model, embed, progress)
 
     async def nearest(
         self, target: SearchTarget, model: str, query: NDArray[np.float32], limit: int

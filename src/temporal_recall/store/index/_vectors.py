@@ -16,17 +16,20 @@ held in memory per store and refreshed from the rows added since (`VectorMatrice
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
+from temporal_recall.content import load_message
+from temporal_recall.text._documents import document_texts
+
 from ...errors import EmbeddingMismatch
 from ..protocol import SearchTarget
 from ..sql._bulk import CHUNK, delete_rows, insert_rows, select_batch
 from ..sql._keys import scope_key
-from ..sql._session import Session
+from ..sql._session import Backend, Session
 from ._reader import Target, _documents_of, _stats, resolve
 
 __all__ = (
@@ -35,6 +38,7 @@ __all__ = (
     'forget_vectors',
     'nearest',
     'put_vectors',
+    'reembed',
     'replace_space',
     'space',
     'unembedded',
@@ -335,3 +339,51 @@ async def _nearest_among(
         return [], 0
     scores = _decode(blobs, scales, len(query)) @ query
     return [(doc_ids[index], float(scores[index])) for index in _top(scores, limit)], len(doc_ids)
+
+
+# --- Re-embedding: `recall reindex --embeddings` -------------------------------------------------------
+
+Quantized = tuple[NDArray[np.int8], NDArray[np.float32]]
+"""int8 components and a scale per vector (`embeddings._vectors.quantize`)."""
+
+REEMBED_BATCH = 256
+"""Documents embedded per model call and stored per transaction by `reembed`."""
+
+
+async def reembed(
+    backend: Backend,
+    model: str,
+    embed: Callable[[Sequence[str]], Awaitable[Quantized]],
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Give every document of the store a vector of `model` (`embed` makes them); returns how many were made.
+
+    A store whose vectors are another model's (or dimension's) has them deleted first, in the
+    transaction that records `model`; then the documents without a vector are embedded in batches
+    of `REEMBED_BATCH`, each stored in a transaction of its own, so an interrupted run resumes where
+    it stopped and writers are never held for long. `progress(done, total)` follows the batches.
+    """
+    probe = (await embed(['dimension probe']))[0]
+    await backend.run_write(lambda s: replace_space(s, model, int(probe.shape[1])))
+    total = await backend.run_read(count_unembedded)
+    done, after = 0, 0
+    if progress is not None:
+        progress(0, total)
+    while True:
+        batch = await backend.run_read(lambda s, after=after: unembedded(s, after, REEMBED_BATCH))
+        if not batch:
+            return done
+        keys: list[tuple[int, bytes, str]] = []
+        texts: list[str] = []
+        for _, tenant_id, content, role, message in batch:
+            text = dict(document_texts(load_message(message))).get(role)
+            if text is not None:
+                keys.append((tenant_id, content, role))
+                texts.append(text)
+        if texts:
+            components, scales = await embed(texts)
+            await backend.run_write(lambda s, c=components, v=scales, k=keys: put_vectors(s, model, c, v, k))
+        done += len(batch)
+        after = batch[-1][0]
+        if progress is not None:
+            progress(min(done, total), total)
