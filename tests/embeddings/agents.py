@@ -1,4 +1,4 @@
-"""Agents for the Temporal tests of recall by meaning, defined outside any workflow module (as tests/workflows/agents.py)."""
+"""Agents for the Temporal tests of recall by meaning, defined outside any workflow module (see tests/workflows)."""
 
 from __future__ import annotations
 
