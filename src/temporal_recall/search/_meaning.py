@@ -12,7 +12,7 @@ Activity-side, like `plan` (it awaits the store and the embedding model).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic_ai.embeddings import Embedder
@@ -22,16 +22,19 @@ from temporal_recall.errors import ConfigurationError, UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search._assemble import build_hits
 from temporal_recall.search._bm25 import ScoredDocument
-from temporal_recall.search._fusion import fuse
+from temporal_recall.search._fusion import Fused, fuse
 from temporal_recall.search._query import Query
 from temporal_recall.search._results import Arm, SearchMode, SearchOptions, SearchResult
 from temporal_recall.store.protocol import IndexReader, SearchTarget
 
-__all__ = ('ARM_DEPTH', 'search_by_meaning')
+__all__ = ('ARM_DEPTH', 'FUSION', 'search_by_meaning')
 
 ARM_DEPTH = 50
 """How many documents each ranking contributes to a fusion, at least: deep enough that a document
 ranked well by one ranking and poorly by the other is still fused (bench/semantic)."""
+
+FUSION: Callable[[Mapping[Arm, Sequence[ScoredDocument]]], Fused] = fuse
+"""How a hybrid search fuses its two rankings (`search._fusion`); bench/semantic swaps it to measure another."""
 
 
 async def search_by_meaning(
@@ -47,7 +50,7 @@ async def search_by_meaning(
     lexical_documents: int = 0,
 ) -> SearchResult:
     """Rank `target`'s documents by meaning, fused with `lexical` (the BM25 ranking, given its depth) when
-    `mode` is hybrid; then fetch the page's rows as a BM25 search does.
+    `mode` is hybrid (by `FUSION`); then fetch the page's rows as a BM25 search does.
 
     Raises:
         UnknownConversation: the target's conversation (or run) does not exist in its scope.
@@ -70,7 +73,7 @@ async def search_by_meaning(
             rankings['bm25'] = lexical(depth)
         rankings['semantic'] = [ScoredDocument(doc_id, score) for doc_id, score in near]
         if mode == 'hybrid':
-            fused, arms = fuse(rankings)
+            fused, arms = FUSION(rankings)
         else:
             alone: list[Arm] = ['semantic']
             fused, arms = list(rankings['semantic']), {doc_id: alone for doc_id, _ in near}
