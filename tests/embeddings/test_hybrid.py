@@ -151,3 +151,15 @@ async def test_deleting_a_conversation_deletes_its_vectors(any_store: Any) -> No
     await any_store.delete_record('gone', expected_revision=record.revision)
     left = await column_of(any_store, 'SELECT count(*) FROM document_vectors')
     assert left == await column_of(any_store, 'SELECT count(*) FROM documents') == [2]  # 'kept': a prompt, a reply
+
+
+async def test_a_scope_wide_search_sees_what_was_written_after_the_last_one(any_store: Any) -> None:
+    search = {'conversation_id': None, 'scope': 'acme', 'mode': 'semantic', 'embedder': LOCAL_MODEL, 'role': 'user'}
+    await tell(any_store, 'first', FACTS[:1], scope='acme', embedder=LOCAL_MODEL)
+    assert [hit.excerpt for hit in (await search_messages(any_store, 'short answers', **search)).hits] == FACTS[:1]
+    await tell(any_store, 'second', FACTS[1:2], scope='acme', embedder=LOCAL_MODEL)
+    found = await search_messages(any_store, 'delivery address for that package', **search)
+    assert [hit.excerpt for hit in found.hits] == [FACTS[1], FACTS[0]]
+    record = await any_store.read_record('second')
+    await any_store.delete_record('second', expected_revision=record.revision)
+    assert [hit.excerpt for hit in (await search_messages(any_store, 'package', **search)).hits] == FACTS[:1]

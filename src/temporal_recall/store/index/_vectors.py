@@ -324,10 +324,12 @@ async def _nearest_among(
     dialect = session.dialect
     for start in range(0, len(allowed), CHUNK):
         chunk = [int(doc_id) for doc_id in allowed[start : start + CHUNK]]
+        # The ids drive: one key lookup each (SQLite's planner would otherwise scan the tenant's documents).
         rows = await session.rows(
-            'SELECT x.doc_id, v.vector, v.scale FROM documents x JOIN document_vectors v '  # noqa: S608
+            f'SELECT x.doc_id, v.vector, v.scale FROM {dialect.each(2, "bigint")} {dialect.join_in_order} '  # noqa: S608
+            'documents x ON x.doc_id = value JOIN document_vectors v '
             'ON v.tenant_id = x.tenant_id AND v.content_hash = x.content_hash AND v.role = x.role '
-            f'WHERE x.tenant_id = $1 AND x.doc_id {dialect.in_array(2, "bigint")}',
+            'WHERE x.tenant_id = $1',
             tenant_id,
             dialect.array(chunk),
         )
