@@ -22,6 +22,7 @@ headers and the first bytes alone. Errors are JSON, `{"error": {"code": ..., "me
 | 405 | `method_not_allowed` | a known path with the wrong method |
 | 413 | `payload_too_large` | a body over 64 KiB |
 | 503 | `store_unavailable` | the store cannot be opened or read right now; retry later |
+| 503 | `embedder_unavailable` | a search by meaning whose model failed or does not match the store's vectors |
 | 500 | `internal_error` | a bug; the details are in the server log, never in the answer |
 
 Ids and queries are checked by the same rule as everywhere else (`temporal_recall._validation`,
@@ -58,6 +59,8 @@ from .._validation import MAX_ID_LENGTH, Identifier, QueryText
 from ..embeddings import EmbedderSource, as_embedder
 from ..errors import (
     ConfigurationError,
+    EmbeddingMismatch,
+    EmbeddingUnavailable,
     InvalidIdentifier,
     InvalidQuery,
     InvalidSearchParameters,
@@ -184,7 +187,7 @@ _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {'model': ErrorBody, 'description': 'No bearer token, or an unknown one.'},
     404: {'model': ErrorBody, 'description': "No such conversation in the token's scope."},
     413: {'model': ErrorBody, 'description': 'Request body over 64 KiB.'},
-    503: {'model': ErrorBody, 'description': 'The store cannot be reached; retry later.'},
+    503: {'model': ErrorBody, 'description': 'The store (or the embedding model) cannot be reached; retry later.'},
 }
 
 
@@ -451,6 +454,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def unavailable(request: Request, error: Exception) -> JSONResponse:
         return _unavailable(error)
 
+    async def embedder_unavailable(request: Request, error: Exception) -> JSONResponse:
+        # The operator's to fix (the provider, or the configured model): logged, not told to the client.
+        logger.warning('embedder unavailable: %s', error)
+        return _error(503, 'embedder_unavailable', 'Search by meaning is unavailable right now; retry later.')
+
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(InvalidIdentifier, invalid_id)
@@ -460,6 +468,8 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(UnknownConversation, unknown_conversation)
     for kind in (StoreError, ConfigurationError, sqlite3.Error, OSError):
         app.add_exception_handler(kind, unavailable)
+    for kind in (EmbeddingUnavailable, EmbeddingMismatch):
+        app.add_exception_handler(kind, embedder_unavailable)
 
 
 def _without_unused_responses(app: FastAPI) -> Callable[[], dict[str, Any]]:
