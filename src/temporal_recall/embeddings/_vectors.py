@@ -16,8 +16,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic_ai.embeddings import Embedder
 from pydantic_ai.embeddings.result import EmbedInputType
+from pydantic_ai.exceptions import UserError
 
-from ..errors import EmbeddingUnavailable, RecallError
+from ..errors import ConfigurationError, EmbeddingUnavailable, RecallError
 from ._source import model_name_of
 
 __all__ = ('Embedded', 'embed_texts', 'quantize', 'unit')
@@ -58,18 +59,21 @@ async def embed_texts(embedder: Embedder, texts: Sequence[str], *, input_type: E
         EmbeddingUnavailable: the model failed (a provider error, a network failure, a model that cannot
             load) or answered with the wrong number of vectors. Retryable: inside an activity Temporal
             retries it, and nothing was written for these texts.
-        ConfigurationError: the embedder cannot work as configured (the local model without its extra).
+        ConfigurationError: the embedder cannot work as configured (the local model without its extra, a
+            provider whose package is not installed, an unknown model name): not retryable.
     """
     name = model_name_of(embedder)
     try:
         result = await embedder.embed(list(texts), input_type=input_type)
     except RecallError:
         raise
+    except (ImportError, UserError) as error:  # a missing provider package, an unknown model name: no retry helps
+        raise ConfigurationError(f'The embedding model {name!r} cannot be used: {str(error)[:300]}') from error
     except Exception as error:
         raise EmbeddingUnavailable(
             f'The embedding model {name!r} failed to embed {len(texts)} {input_type}(s): '
             f'{type(error).__name__}: {str(error)[:300]}. Check the provider (its key, its quota, the network); '
-            'the activity is retried and stores nothing until the model answers.'
+            'a write retried by Temporal stores nothing until the model answers.'
         ) from error
     vectors = np.asarray(result.embeddings, dtype=np.float32)
     if len(texts) and (vectors.ndim != 2 or len(vectors) != len(texts) or not vectors.shape[1]):
