@@ -39,8 +39,8 @@ filled with the same conversations, alternating conversation by conversation, on
 embedder and one with the local model of the `semantic` extra (`embedded_append`, the write path the
 capability uses); it prints each one's fill rate and database bytes per message, then, on the
 store with vectors, the scope-wide and one-conversation latencies of bm25, semantic and hybrid
-searches, alternating query by query (the first semantic search of a tenant reads its vectors into
-memory: shown apart as the cold read).
+searches, alternating query by query, with the process CPU time beside the wall clock (the first
+semantic search of a tenant reads its vectors into memory: shown apart as the cold read).
 
 Every size gets a fresh store: a new SQLite file, or a new PostgreSQL schema (`bench_<hex>`, dropped
 afterwards unless `--keep`) in the database the URL names. `--compare URL` runs SQLite and that
@@ -339,17 +339,20 @@ async def _time_modes(store, workload: Workload, embedder, count: int) -> None:
     print(f'   cold read of the tenant vectors (first semantic search): {cold:.0f} ms')
     for target, given in targets.items():
         samples: dict[str, list[float]] = {'bm25': [], 'semantic': [], 'hybrid': []}
+        cpu: dict[str, list[float]] = {mode: [] for mode in samples}
         for number in range(count):
             query = workload.query()
             modes = list(samples) if number % 2 else list(reversed(samples))
             for mode in modes:
                 request = SearchRequest(query=query, scope='bench', limit=10, mode=mode, **given)  # type: ignore[arg-type]
-                began = time.perf_counter()
+                began, began_cpu = time.perf_counter(), time.process_time()
                 await search_index(store, request, embedder=embedder)
                 samples[mode].append(time.perf_counter() - began)
+                cpu[mode].append(time.process_time() - began_cpu)
         shown = ' | '.join(
-            f'{mode} p50 {p50:6.2f} ms p95 {p95:6.2f} ms' for mode, (p50, p95) in
-            ((mode, percentiles(times)) for mode, times in samples.items())
+            f'{mode} p50 {p50:6.2f} ms p95 {p95:6.2f} ms (cpu p50 {cpu50:5.2f} p95 {cpu95:5.2f})'
+            for mode, (p50, p95), (cpu50, cpu95) in
+            ((mode, percentiles(times), percentiles(cpu[mode])) for mode, times in samples.items())
         )  # fmt: skip
         print(f'   {target}: {shown}', flush=True)
 
