@@ -16,10 +16,18 @@ from temporal_recall.store.sql._migrations import Migration, latest_version
 from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
 from temporal_recall.store.sqlite._dialect import MIGRATIONS
 
-from ._support import UNDO_BRANCH_MARKS, UNDO_SEGMENTS, UNDO_SUPERSEDED, UNDO_VERSION_13, index_problems, turn
+from ._support import (
+    UNDO_BRANCH_MARKS,
+    UNDO_SEGMENTS,
+    UNDO_SUPERSEDED,
+    UNDO_VERSION_13,
+    UNDO_VERSION_14,
+    index_problems,
+    turn,
+)
 
-UNDO_LATER = '; '.join((*UNDO_VERSION_13, *UNDO_SUPERSEDED, *UNDO_BRANCH_MARKS, *UNDO_SEGMENTS))
-"""What migrations 8, 10, 11, 12 and 13 added, taken away (the blocks of 7 are undone by each test)."""
+UNDO_LATER = '; '.join((*UNDO_VERSION_14, *UNDO_VERSION_13, *UNDO_SUPERSEDED, *UNDO_BRANCH_MARKS, *UNDO_SEGMENTS))
+"""What migrations 8, 10, 11, 12, 13 and 14 added, taken away (the blocks of 7 are undone by each test)."""
 
 LATEST = latest_version()
 NEXT = LATEST + 1
