@@ -318,7 +318,11 @@ async def test_a_store_before_the_body_hash_index_gets_it_and_keeps_its_bodies(p
     connection = await asyncpg.connect(pg_site.base_url)
     try:
         await connection.execute(f'SET search_path TO {schema}')
-        for statement in (*UNDO_VERSION_13, f'DELETE FROM schema_migrations WHERE version >= {BODIES_BY_HASH}'):
+        for statement in (
+            *UNDO_VERSION_14,
+            *UNDO_VERSION_13,
+            f'DELETE FROM schema_migrations WHERE version >= {BODIES_BY_HASH}',
+        ):
             await connection.execute(statement)
     finally:
         await connection.close()
