@@ -37,6 +37,14 @@ Korean text with a few Latin identifiers, the same shape of conversation) and pr
 search index takes per message: CJK text is indexed as characters and character pairs, so it costs
 more index per message than English does, and the target is to stay under 4 KB.
 
+`--semantic` measures recall by meaning instead, at each size of `--sizes` on SQLite: two stores
+filled with the same conversations, alternating conversation by conversation, one without an
+embedder and one with the local model of the `semantic` extra (`embedded_append`, the write path the
+capability uses); it prints each one's fill rate and database bytes per message, then, on the
+store with vectors, the scope-wide and one-conversation latencies of bm25, semantic and hybrid
+searches, alternating query by query, with the process CPU time beside the wall clock (the first
+semantic search of a tenant reads its vectors into memory: shown apart as the cold read).
+
 Every size gets a fresh store: a new SQLite file, or a new PostgreSQL schema (`bench_<hex>`, dropped
 afterwards unless `--keep`) in the database the URL names. `--compare URL` runs SQLite and that
 PostgreSQL database on the same generated workload (same seed) and prints them side by side; the
@@ -77,6 +85,8 @@ from pydantic_ai.messages import (
 
 from bench import _chart, _provenance, _scale, _scale_report
 from temporal_recall.content import content_hash
+from temporal_recall.embeddings import LOCAL_MODEL, as_embedder
+from temporal_recall.embeddings._index import embedded_append
 from temporal_recall.models import SearchRequest
 from temporal_recall.store import AppendRequest, SqliteConversationStore, open_store
 
@@ -272,6 +282,84 @@ def describe(row: Measured) -> str:
     )
 
 
+async def fill_with(store, workload: Workload, embedder, *, conversation_id: str, messages: int) -> None:
+    """`fill`, through the capability's write path with `embedder` (`None`: the plain append)."""
+    history: list[ModelMessage] = []
+    for step in range(messages // STEP_MESSAGES):
+        new = workload.step(step)
+        request = AppendRequest(
+            conversation_id=conversation_id,
+            scope='bench',
+            idempotency_key=f'bench/{conversation_id}/{step}',
+            base_length=len(history),
+            base_hash=content_hash(history[-1]) if history else None,
+            messages=new,
+            run_id=f'{conversation_id}-run-{step // 5}',
+        )
+        await embedded_append(store, embedder, request, lambda request=request: store.append(request))
+        history.extend(new)
+
+
+async def bench_semantic(size: int, args: argparse.Namespace) -> None:
+    """Fill rate and bytes per message without and with an embedder, then bm25/semantic/hybrid latencies."""
+    embedder = as_embedder(LOCAL_MODEL)
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = await open_store(str(Path(tmp) / 'plain.db'))
+        meaning = await open_store(str(Path(tmp) / 'meaning.db'))
+        try:
+            # The same conversations on both (one generator each, same seed), alternating which goes first.
+            workloads = {'plain': Workload.create(args.seed), 'meaning': Workload.create(args.seed)}
+            stores = {'plain': (plain, None), 'meaning': (meaning, embedder)}
+            spent = dict.fromkeys(stores, 0.0)
+            conversations = [(f'c{n}', MESSAGES_PER_CONVERSATION) for n in range(max(1, size // 100) - 10)]
+            for index, (conversation_id, messages) in enumerate([*conversations, ('long', 1_000)]):
+                for name in sorted(stores, reverse=bool(index % 2)):
+                    store, used = stores[name]
+                    started = time.perf_counter()
+                    await fill_with(store, workloads[name], used, conversation_id=conversation_id, messages=messages)
+                    spent[name] += time.perf_counter() - started
+            for name, (store, _) in stores.items():
+                stats = await store.stats()
+                rate, per_message = stats.entries / spent[name], stats.database_bytes / stats.entries
+                print(
+                    f'{"with" if name == "meaning" else "without":>7} an embedder {stats.entries:>8,} msgs | '
+                    f'fill {rate:7,.0f} msgs/s | db {per_message:,.0f} B/msg',
+                    flush=True,
+                )
+            await _time_modes(meaning, workloads['meaning'], embedder, args.queries)
+        finally:
+            await plain.close()
+            await meaning.close()
+
+
+async def _time_modes(store, workload: Workload, embedder, count: int) -> None:
+    targets = {'scope all': {'all_conversations': True}, '1,000-msg conversation': {'conversation_id': 'long'}}
+    started = time.perf_counter()
+    await search_index(
+        store, SearchRequest(query='warm', scope='bench', all_conversations=True, mode='semantic'), embedder=embedder
+    )
+    cold = (time.perf_counter() - started) * 1000
+    print(f'   cold read of the tenant vectors (first semantic search): {cold:.0f} ms')
+    for target, given in targets.items():
+        samples: dict[str, list[float]] = {'bm25': [], 'semantic': [], 'hybrid': []}
+        cpu: dict[str, list[float]] = {mode: [] for mode in samples}
+        for number in range(count):
+            query = workload.query()
+            modes = list(samples) if number % 2 else list(reversed(samples))
+            for mode in modes:
+                request = SearchRequest(query=query, scope='bench', limit=10, mode=mode, **given)  # type: ignore[arg-type]
+                began, began_cpu = time.perf_counter(), time.process_time()
+                await search_index(store, request, embedder=embedder)
+                samples[mode].append(time.perf_counter() - began)
+                cpu[mode].append(time.process_time() - began_cpu)
+        shown = ' | '.join(
+            f'{mode} p50 {p50:6.2f} ms p95 {p95:6.2f} ms (cpu p50 {cpu50:5.2f} p95 {cpu95:5.2f})'
+            for mode, (p50, p95), (cpu50, cpu95) in
+            ((mode, percentiles(times), percentiles(cpu[mode])) for mode, times in samples.items())
+        )  # fmt: skip
+        print(f'   {target}: {shown}', flush=True)
+
+
 async def run_one(store: str, size: int, args: argparse.Namespace) -> Measured:
     """One size on a fresh store of `store` ("sqlite" or a postgresql:// URL)."""
     if store == 'sqlite':
@@ -351,6 +439,9 @@ async def main() -> None:
     parser.add_argument('--cjk-messages', type=int, default=10_000, help='size of the CJK-heavy corpus (0: skip it)')
     parser.add_argument('--keep', action='store_true', help='keep the PostgreSQL benchmark schemas')
     parser.add_argument(
+        '--semantic', action='store_true', help='recall by meaning at each of --sizes (SQLite; see the module doc)'
+    )
+    parser.add_argument(
         '--vacuum',
         action='store_true',
         help='PostgreSQL: VACUUM ANALYZE after the fill, before timing (for servers with autovacuum off)',
@@ -370,6 +461,10 @@ async def main() -> None:
     print(f'cores {os.cpu_count()}, python {sys.version.split()[0]}, store {shown}')
     if args.messages is not None:
         await at_scale(args, stores)
+        return
+    if args.semantic:
+        for size in (int(s) for s in args.sizes.split(',')):
+            await bench_semantic(size, args)
         return
     for size in (int(s) for s in args.sizes.split(',')):
         for store in stores:

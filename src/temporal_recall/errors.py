@@ -18,6 +18,8 @@ Catch `RecallError` to handle anything the product refuses; catch a leaf to hand
     │   └── InvalidSearchParameters     k1, b, limits or scope out of range
     ├── InvalidIdentifier               an id too long, or holding control characters or invalid text
     ├── ConfigurationError              settings that cannot work (names the setting)
+    ├── EmbeddingUnavailable            the embedding model failed or cannot be reached (retryable)
+    ├── EmbeddingMismatch               the store's vectors came from another embedding model
     └── PayloadTooLarge                 a value would not fit in one Temporal payload
 
 `pydantic_ai.conversation_store.ConversationConflict` is raised unchanged for revision conflicts, so
@@ -31,6 +33,8 @@ from temporalio.exceptions import ApplicationError
 
 __all__ = (
     'ConfigurationError',
+    'EmbeddingMismatch',
+    'EmbeddingUnavailable',
     'HistoryMismatch',
     'InvalidIdentifier',
     'InvalidQuery',
@@ -166,6 +170,27 @@ class ConfigurationError(RecallError):
 
 class PruneRefused(ConfigurationError):
     """A body prune window shorter than the stated history retention plus the margin; nothing was deleted."""
+
+
+class EmbeddingUnavailable(RecallError):
+    """The embedding model failed (a provider error, a model that cannot load): Temporal retries the activity,
+    and nothing of the failed attempt's vectors was written."""
+
+
+class EmbeddingMismatch(RecallError):
+    """The store's vectors were made by another embedding model (or dimension) than the one configured;
+    vectors are never mixed: re-embed with `recall reindex --embeddings` or configure the store's model."""
+
+    @classmethod
+    def between(cls, stored: tuple[str, int], model: str, dimensions: int | None = None) -> EmbeddingMismatch:
+        """The error for a store whose vectors are `stored` (`(model, dimensions)`), asked to use `model`."""
+        held = f'{stored[0]!r} ({stored[1]} dimensions)'
+        asked = repr(model) if dimensions is None else f'{model!r} ({dimensions} dimensions)'
+        return cls(
+            f"The store's vectors were made by {held}, not by the configured embedder {asked}; vectors of two "
+            f'models are never compared. Configure {stored[0]!r} again, or re-embed the store with the new '
+            f'model: `recall reindex --embeddings --embedder {model}`.'
+        )
 
 
 class PayloadTooLarge(RecallError):

@@ -20,7 +20,7 @@ from pydantic_ai.usage import RunUsage
 
 from ._renamed import renamed_names, warn_renamed_argument
 from ._validation import Identifier, QueryText
-from .search import RoleFilter, SearchResult
+from .search import ModeFilter, RoleFilter, SearchResult
 
 __all__ = (
     'ConversationClosed',
@@ -105,6 +105,9 @@ class SearchRequest(BaseModel):
     left (compacted, windowed or rewritten turns included); the model's own recall tool never sets this."""
     include_branches: bool = False
     """Deprecated: the old name of `include_superseded` (kept so histories that carry it still decode)."""
+    mode: ModeFilter | None = None
+    """`bm25` (words), `semantic` (meaning: the nearest vectors) or `hybrid` (both, fused); `None`: hybrid
+    where the search has an embedder, else bm25. Asking for meaning without an embedder is refused."""
 
     @model_validator(mode='before')
     @classmethod

@@ -33,9 +33,10 @@ from pydantic_ai.messages import ModelMessage
 
 from ._cursor import cursor_position, cursor_text
 from ._renamed import deprecated_include_branches
+from .embeddings import EmbedderSource
 from .errors import InvalidSearchParameters, UnknownConversation
 from .models import SearchRequest
-from .search import Role, SearchResult, message_role, parse_query, transcript_text
+from .search import Role, SearchMode, SearchResult, message_role, parse_query, transcript_text
 from .search.plan import search_index
 from .store import IndexReader, ListingPosition, RecordPage
 
@@ -278,6 +279,8 @@ async def search_messages(
     context: int = 0,
     include_superseded: bool = False,
     include_branches: bool | None = None,
+    mode: SearchMode | None = None,
+    embedder: EmbedderSource | None = None,
 ) -> SearchResult:
     """Search one conversation, or every conversation of `scope` with `conversation_id=None`.
 
@@ -285,14 +288,19 @@ async def search_messages(
     A conversation is searched with everything it stored, on its head and on every branch it left,
     except what was superseded inside one agent run (an answer a retried model request replaced);
     `include_superseded` adds that too. `include_branches` is its deprecated old name.
+    With an `embedder` (the model the store's vectors came from: a pydantic-ai `Embedder`, an
+    `EmbeddingModel` or a model name), `mode` may be `semantic` or `hybrid` (the default then);
+    without one, a search is `bm25`.
 
     A scope without conversations gives no hits. The query is checked before anything is read, so
     an unusable one is refused whatever the store holds.
 
     Raises:
         InvalidQuery: The query is empty, too large or holds control characters.
-        InvalidSearchParameters: `limit` or `context` out of range, an unknown role, or `ANY_SCOPE`
-            without a conversation.
+        InvalidSearchParameters: `limit` or `context` out of range, an unknown role or mode, `ANY_SCOPE`
+            without a conversation, or a search by meaning without an embedder.
+        EmbeddingMismatch: The store's vectors came from another model than `embedder`.
+        EmbeddingUnavailable: The embedding model failed on the query.
         UnknownConversation: No such conversation in `scope`.
         InvalidIdentifier: An id or the scope is not usable.
     """
@@ -311,9 +319,10 @@ async def search_messages(
         limit=limit,
         context_lines=context,
         include_superseded=include_superseded or deprecated_include_branches('search_messages', include_branches),
+        mode=mode,
     )
     try:
-        return await search_index(store, request)
+        return await search_index(store, request, embedder=embedder)
     except UnknownConversation:
         if conversation_id is not None:
             raise

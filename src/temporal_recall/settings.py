@@ -27,6 +27,10 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     'TEMPORAL_RECALL_HEALTH_PORT': 'Port of the worker `/healthz` and `/readyz` endpoint; unset disables it.',
     'TEMPORAL_RECALL_METRICS_PORT': "Port of the worker's Prometheus `/metrics` (the SDK's and recall's); unset: none.",
     'TEMPORAL_RECALL_LOG_LEVEL': 'Python log level of the worker (default `INFO`).',
+    'TEMPORAL_RECALL_EMBEDDER': (
+        'Embedding model for recall by meaning: `wordllama:l2_supercat_256` (offline, the `semantic` extra) or a '
+        'pydantic-ai name such as `openai:text-embedding-3-small`; unset: BM25 only.'
+    ),
     'TEMPORAL_RECALL_MESSAGE_CODEC': (
         'Keep message bodies in the store and only references in Temporal history (`true`/`false`).'
     ),
@@ -60,6 +64,8 @@ class Settings:
     """Port of the Temporal runtime's Prometheus endpoint (the SDK's metrics and recall's); `None` serves none."""
     log_level: str = 'INFO'
     message_codec: bool = False
+    embedder: str | None = None
+    """The embedding model recall by meaning uses (worker, CLI, API); `None`: BM25 only."""
     """Whether clients and workers use `RecallDataCodec` (all of a namespace's must agree)."""
     temporal: dict[str, Any] = field(default_factory=dict[str, Any])
     """Keyword arguments for `temporalio.client.Client.connect`, from Temporal's environment config."""
@@ -84,6 +90,7 @@ class Settings:
             metrics_port=_port(env, 'TEMPORAL_RECALL_METRICS_PORT'),
             log_level=(env.get('TEMPORAL_RECALL_LOG_LEVEL') or 'INFO').upper(),
             message_codec=codec in ('true', '1', 'yes'),
+            embedder=(env.get('TEMPORAL_RECALL_EMBEDDER') or '').strip() or None,
             temporal=temporal,
         )
 

@@ -26,4 +26,4 @@ async def test_the_tool_takes_no_branch_option(tmp_path: Path) -> None:
         await agent.run('hello', conversation_id='c')
     finally:
         await store.close()
-    assert set(offered['search_conversation_history']['properties']) == {'query', 'run_id', 'role'}
+    assert set(offered['search_conversation_history']['properties']) == {'query', 'run_id', 'role', 'mode'}

@@ -455,6 +455,9 @@ UNDO_VERSION_8 = (
 )
 """What migration 8 added, taken away (its pending postings go with it)."""
 
+UNDO_VERSION_14 = ('DROP TABLE document_vectors', 'DROP TABLE vector_space')
+"""What migration 14 added (the vectors of recall by meaning), taken away."""
+
 UNDO_SEGMENTS = (*UNDO_VERSION_11, *UNDO_VERSION_8)
 """What migrations 8 and 11 added, taken away (their pending postings go with them)."""
 
@@ -487,8 +490,15 @@ UNDO_VERSION_13 = ('DROP INDEX message_bodies_by_hash',)
 """What migration 13 added, taken away."""
 
 
+async def back_to_version_13(store: AnyStore) -> None:
+    """Turn a store into what version 13 wrote: no vectors, version 13 recorded. Close and reopen it afterwards."""
+    for statement in (*UNDO_VERSION_14, 'DELETE FROM schema_migrations WHERE version > 13'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_12(store: AnyStore) -> None:
     """Turn a store into what version 12 wrote: no index of bodies by hash, version 12 recorded."""
+    await back_to_version_13(store)
     for statement in (*UNDO_VERSION_13, 'DELETE FROM schema_migrations WHERE version > 12'):
         await run_sql(store, statement)
 

@@ -16,10 +16,18 @@ from temporal_recall.store.sql._migrations import Migration, latest_version
 from temporal_recall.store.sqlite import _dialect as _sqlite_dialect
 from temporal_recall.store.sqlite._dialect import MIGRATIONS
 
-from ._support import UNDO_BRANCH_MARKS, UNDO_SEGMENTS, UNDO_SUPERSEDED, UNDO_VERSION_13, index_problems, turn
+from ._support import (
+    UNDO_BRANCH_MARKS,
+    UNDO_SEGMENTS,
+    UNDO_SUPERSEDED,
+    UNDO_VERSION_13,
+    UNDO_VERSION_14,
+    index_problems,
+    turn,
+)
 
-UNDO_LATER = '; '.join((*UNDO_VERSION_13, *UNDO_SUPERSEDED, *UNDO_BRANCH_MARKS, *UNDO_SEGMENTS))
-"""What migrations 8, 10, 11, 12 and 13 added, taken away (the blocks of 7 are undone by each test)."""
+UNDO_LATER = '; '.join((*UNDO_VERSION_14, *UNDO_VERSION_13, *UNDO_SUPERSEDED, *UNDO_BRANCH_MARKS, *UNDO_SEGMENTS))
+"""What migrations 8, 10, 11, 12, 13 and 14 added, taken away (the blocks of 7 are undone by each test)."""
 
 LATEST = latest_version()
 NEXT = LATEST + 1
@@ -193,7 +201,8 @@ async def test_a_store_before_the_body_hash_index_gets_it_and_keeps_its_bodies(d
         await store.put_bodies(None, {'h1': b'unscoped'})
     with closing(sqlite3.connect(db_path)) as db, db:
         db.executescript(
-            f'{"; ".join(UNDO_VERSION_13)}; DELETE FROM schema_migrations WHERE version >= {BODIES_BY_HASH};'
+            f'{"; ".join((*UNDO_VERSION_14, *UNDO_VERSION_13))}; '
+            f'DELETE FROM schema_migrations WHERE version >= {BODIES_BY_HASH};'
         )
     assert recorded(db_path) == CURRENT[: BODIES_BY_HASH - 1]
     assert 'message_bodies_by_hash' not in indexes(db_path)

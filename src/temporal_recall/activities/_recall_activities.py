@@ -23,7 +23,15 @@ from temporalio import activity
 from .._store_provider import StoreProvider
 from .._tracing import LOAD_HISTORY, note, span
 from ..content import content_hash
-from ..errors import PayloadTooLarge, RecallError, StoreUnavailable, UnknownConversation, non_retryable
+from ..embeddings._source import EmbedderSource, as_embedder
+from ..errors import (
+    EmbeddingUnavailable,
+    PayloadTooLarge,
+    RecallError,
+    StoreUnavailable,
+    UnknownConversation,
+    non_retryable,
+)
 from ..models import HistoryRequest, HistoryWindow, LoadedHistory, SearchRequest, SearchResult
 from ..search.plan import search_index
 from ._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
@@ -37,8 +45,9 @@ MAX_HISTORY_PAYLOAD_BYTES = 1_500_000
 class RecallActivities:
     """The store-backed activities, bound to one store (a worker's `RecallPlugin` makes one per plugin)."""
 
-    def __init__(self, store: str | StoreProvider | Any) -> None:
+    def __init__(self, store: str | StoreProvider | Any, *, embedder: EmbedderSource | None = None) -> None:
         self.store = StoreProvider.coerce(store)
+        self.embedder = as_embedder(embedder)
 
     def all(self) -> Sequence[Callable[..., Any]]:
         return [self.search, self.load_history]
@@ -47,14 +56,14 @@ class RecallActivities:
     async def search(self, request: SearchRequest) -> SearchResult:
         store = await self.store.get()
         try:
-            return await search_index(store, request)
+            return await search_index(store, request, embedder=self.embedder)
         except UnknownConversation:
             # Fail closed, and say the same thing for "absent" and "someone else's".
             return SearchResult(
                 query=request.query[:200],
                 message=f'No conversation {request.conversation_id!r} is stored in this scope; nothing was searched.',
             )
-        except StoreUnavailable:
+        except (StoreUnavailable, EmbeddingUnavailable):
             raise
         except RecallError as error:
             raise non_retryable(error) from error

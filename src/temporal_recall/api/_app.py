@@ -22,6 +22,7 @@ headers and the first bytes alone. Errors are JSON, `{"error": {"code": ..., "me
 | 405 | `method_not_allowed` | a known path with the wrong method |
 | 413 | `payload_too_large` | a body over 64 KiB |
 | 503 | `store_unavailable` | the store cannot be opened or read right now; retry later |
+| 503 | `embedder_unavailable` | a search by meaning whose model failed or does not match the store's vectors |
 | 500 | `internal_error` | a bug; the details are in the server log, never in the answer |
 
 Ids and queries are checked by the same rule as everywhere else (`temporal_recall._validation`,
@@ -56,8 +57,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .._cursor import MAX_CURSOR_LENGTH
 from .._store_provider import StoreProvider
 from .._validation import MAX_ID_LENGTH, Identifier, QueryText
+from ..embeddings import EmbedderSource, as_embedder
 from ..errors import (
     ConfigurationError,
+    EmbeddingMismatch,
+    EmbeddingUnavailable,
     InvalidIdentifier,
     InvalidQuery,
     InvalidSearchParameters,
@@ -66,7 +70,7 @@ from ..errors import (
     shown,
 )
 from ..query import ConversationInfo, QueryStore, list_conversation_page, read_conversation, search_messages
-from ..search import MAX_LIMIT, Role, SearchHit
+from ..search import MAX_LIMIT, Role, SearchHit, SearchMode
 
 __all__ = ('API_PREFIX', 'MAX_BODY_BYTES', 'MIN_TOKEN_LENGTH', 'ApiStore', 'create_app', 'load_tokens')
 
@@ -127,6 +131,11 @@ class SearchBody(BaseModel):
         strict=True,
         json_schema_extra={'deprecated': True},
         description='The old name of include_superseded (answered with a Deprecation header).',
+    )
+    mode: SearchMode | None = Field(
+        default=None,
+        description='bm25 (the words), semantic (the meaning) or hybrid (both); omitted: hybrid where the API '
+        'has an embedder, else bm25. Meaning without an embedder answers 400.',
     )
 
 
@@ -190,7 +199,7 @@ _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {'model': ErrorBody, 'description': 'No bearer token, or an unknown one.'},
     404: {'model': ErrorBody, 'description': "No such conversation in the token's scope."},
     413: {'model': ErrorBody, 'description': 'Request body over 64 KiB.'},
-    503: {'model': ErrorBody, 'description': 'The store cannot be reached; retry later.'},
+    503: {'model': ErrorBody, 'description': 'The store (or the embedding model) cannot be reached; retry later.'},
 }
 
 
@@ -457,6 +466,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def unavailable(request: Request, error: Exception) -> JSONResponse:
         return _unavailable(error)
 
+    async def embedder_unavailable(request: Request, error: Exception) -> JSONResponse:
+        # The operator's to fix (the provider, or the configured model): logged, not told to the client.
+        logger.warning('embedder unavailable: %s', error)
+        return _error(503, 'embedder_unavailable', 'Search by meaning is unavailable right now; retry later.')
+
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(InvalidIdentifier, invalid_id)
@@ -466,6 +480,8 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(UnknownConversation, unknown_conversation)
     for kind in (StoreError, ConfigurationError, sqlite3.Error, OSError):
         app.add_exception_handler(kind, unavailable)
+    for kind in (EmbeddingUnavailable, EmbeddingMismatch):
+        app.add_exception_handler(kind, embedder_unavailable)
 
 
 def _without_unused_responses(app: FastAPI) -> Callable[[], dict[str, Any]]:
@@ -517,6 +533,7 @@ def create_app(
     *,
     tokens: Mapping[str, TokenValue],
     max_body_bytes: int = MAX_BODY_BYTES,
+    embedder: EmbedderSource | None = None,
 ) -> FastAPI:
     """The search API over `store`, for the bearer tokens in `tokens` (token -> the one scope it reads).
 
@@ -528,12 +545,15 @@ def create_app(
             least `MIN_TOKEN_LENGTH` characters. Operator tokens (`OPERATOR`) are not accepted here:
             they answer 401, as an unknown token.
         max_body_bytes: Larger request bodies are refused with 413 before they are parsed.
+        embedder: The embedding model the store's vectors came from (an `Embedder`, an `EmbeddingModel`
+            or a name): searches may then ask for `mode` semantic or hybrid (the default then).
 
     Raises:
         ConfigurationError: No tokens, or a short token or an empty scope.
     """
     checked = checked_tokens(tokens)
     provider = StoreProvider(store)
+    meaning = as_embedder(embedder)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncGenerator[None]:
@@ -577,6 +597,8 @@ def create_app(
             role=body.role,
             limit=body.limit,
             include_superseded=body.include_superseded or bool(renamed and body.include_branches),
+            mode=body.mode,
+            embedder=meaning,
         )
         return SearchResponse(hits=result.hits)
 

@@ -46,7 +46,11 @@ from temporalio.exceptions import ApplicationError
 from .._metrics import record_step_write
 from .._store_provider import StoreProvider, store_for
 from .._tracing import traced_append
+from ..embeddings._index import embedded_append
+from ..embeddings._source import EmbedderSource, as_embedder, embedder_for
 from ..errors import (
+    EmbeddingMismatch,
+    EmbeddingUnavailable,
     HistoryMismatch,
     InvalidIdentifier,
     InvalidQuery,
@@ -57,7 +61,7 @@ from ..errors import (
     non_retryable,
 )
 from ..models import HistoryWindow, RecallDeps, SearchRequest, StepDelta, StepWritten
-from ..search import Role, SummaryRule
+from ..search import Role, SearchMode, SummaryRule
 from ..text._documents import RECALL_TOOL_NAME
 from ._delta import Delta, DeltaTracker
 from ._persisting_model import PersistingModel, ViewCheck, in_stored_conversation, persistable, take_marker
@@ -102,6 +106,12 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             request would carry) fails the run with a non-retryable `PayloadTooLarge` (Temporal's
             default blob limit is 2 MB, and an oversized input would otherwise make the workflow
             task fail and retry forever).
+        embedder: Recall by meaning as well as by words: a pydantic-ai `Embedder`, an `EmbeddingModel`
+            or a model name (`'openai:text-embedding-3-small'`, or `temporal_recall.embeddings.LOCAL_MODEL`
+            for the offline model of the `semantic` extra). Each step's documents are embedded where
+            the step is written (in its model-request activity: no activity or history event of its
+            own), and the recall tool searches BM25 and vectors together (`mode='hybrid'`). Default:
+            the embedder of the worker's `RecallPlugin`, if it has one; without any, recall is BM25 only.
     """
 
     def __init__(
@@ -115,8 +125,10 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         context_lines: int = 1,
         summary: SummaryRule | None = None,
         max_payload_bytes: int = 2_000_000,
+        embedder: EmbedderSource | None = None,
     ) -> None:
         self.id = id
+        self.embedder = as_embedder(embedder)
         self.max_payload_bytes = max_payload_bytes
         self.store = None if store is None else StoreProvider.coerce(store)
         self._scope = scope
@@ -356,11 +368,14 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             summary=self.summary,
         )
         try:
-            result = await traced_append(store, request, write='store_step')
+            embedder = embedder_for(self.embedder)
+            result = await embedded_append(
+                store, embedder, request, lambda: traced_append(store, request, write='store_step')
+            )
             self.record_write(result)
         except HistoryMismatch:
             return StepWritten(attached=False)
-        except StoreUnavailable:
+        except (StoreUnavailable, EmbeddingUnavailable):
             raise  # retried by Temporal with backoff
         except RecallError as error:
             # Deterministic: another attempt would fail the same way.
@@ -380,15 +395,22 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
     # --- the model's recall tool (an activity under Temporal) ---------------------------------------
 
     async def _search_tool(
-        self, ctx: RunContext[Any], query: str, run_id: str | None = None, role: Role | None = None
+        self,
+        ctx: RunContext[Any],
+        query: str,
+        run_id: str | None = None,
+        role: Role | None = None,
+        mode: SearchMode | None = None,
     ) -> str:
         """Search everything said earlier in this conversation, including turns no longer in view.
 
         Args:
-            query: Words to look for, e.g. an order number, a name or a file path.
+            query: Words to look for, e.g. an order number, a name or a file path, or what was meant.
             run_id: Only search messages from this earlier run of the conversation.
             role: Only messages said by 'user' (the person you talk to), 'assistant' (you: replies
                 and tool calls), 'tool' (tool results) or 'system' (system prompts).
+            mode: 'bm25' (the exact words), 'semantic' (the meaning, for a paraphrase) or 'hybrid'
+                (both; the default when search by meaning is available).
         """
         from ..search import render_for_model
         from ..search.plan import search_index
@@ -408,11 +430,12 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
                 limit=self.search_limit,
                 context_lines=self.context_lines,
                 role=role,
+                mode=mode,
             )
             store = await store_for(self.store)
-            result = await search_index(store, request)
+            result = await search_index(store, request, embedder=embedder_for(self.embedder))
         except UnknownConversation:
             return 'No earlier messages are stored for this conversation yet.'
-        except (InvalidIdentifier, InvalidQuery, InvalidSearchParameters) as error:
+        except (InvalidIdentifier, InvalidQuery, InvalidSearchParameters, EmbeddingMismatch) as error:
             return f'Search refused: {error}'
         return render_for_model(result)

@@ -77,9 +77,13 @@ from temporalio.exceptions import ApplicationError
 from .._store_provider import store_for
 from .._tracing import traced_append
 from ..content import content_hash, resent_hash
-from ..errors import HistoryMismatch, RecallError, StoreUnavailable, non_retryable
+from ..embeddings._index import embedded_append
+from ..embeddings._source import embedder_for
+from ..errors import EmbeddingUnavailable, HistoryMismatch, RecallError, StoreUnavailable, non_retryable
 
 if TYPE_CHECKING:
+    from pydantic_ai.embeddings import Embedder
+
     from .._store_provider import StoreProvider
     from ..models import HistoryWindow
     from ..search import SummaryRule
@@ -162,8 +166,8 @@ def take_marker(response: ModelResponse) -> Marker | None:
     return Marker(content_hash=str(stored), metadata_was_none=was_none, view=check)
 
 
-def _raise_retryable(error: StoreUnavailable) -> NoReturn:
-    """Fail the activity so Temporal retries it, with the store's message and a short stack.
+def _raise_retryable(error: StoreUnavailable | EmbeddingUnavailable) -> NoReturn:
+    """Fail the activity so Temporal retries it, with the store's (or embedding model's) message and a short stack.
 
     The server keeps an activity's last failure only up to a few KB; the full chain through the
     model activity and the database driver is longer, and would show as "Failure exceeds size limit".
@@ -195,6 +199,8 @@ class StepOwner(Protocol):
 
     store: StoreProvider | None
     """`None`: the store of the worker running the activity (see `_store_provider.store_for`)."""
+    embedder: Embedder | None
+    """`None`: the worker's embedder, if any (see `embeddings._source.embedder_for`)."""
     summary: SummaryRule | None
 
     def scope_of(self, ctx: RunContext[Any]) -> str | None: ...
@@ -386,7 +392,7 @@ class _Step:
             await self._append(self._request('prefix', self.base, new, usage), write='prefix')
         except HistoryMismatch:
             return False
-        except StoreUnavailable as error:
+        except (StoreUnavailable, EmbeddingUnavailable) as error:
             _raise_retryable(error)
         return True
 
@@ -401,7 +407,7 @@ class _Step:
                 await self._append(request, write='response')
             except HistoryMismatch:
                 return None
-            except StoreUnavailable as error:
+            except (StoreUnavailable, EmbeddingUnavailable) as error:
                 if not remaining:
                     _raise_retryable(error)
                 await asyncio.sleep(delay)
@@ -417,9 +423,10 @@ class _Step:
 
     async def _append(self, request: AppendRequest, *, write: str) -> AppendResult:
         store = await store_for(self.capability.store)
+        embedder = embedder_for(self.capability.embedder)
         try:
-            result = await traced_append(store, request, write=write)
-        except (HistoryMismatch, StoreUnavailable):
+            result = await embedded_append(store, embedder, request, lambda: traced_append(store, request, write=write))
+        except (HistoryMismatch, StoreUnavailable, EmbeddingUnavailable):
             raise
         except RecallError as error:
             if not activity.in_activity():

@@ -48,7 +48,7 @@ from ..query import (
     read_conversation,
     search_messages,
 )
-from ..search import Role
+from ..search import Role, SearchMode
 from ..settings import Settings
 from ..store import open_store
 from ._output import Format, emit, progress, table, to_yaml
@@ -86,6 +86,17 @@ class Failure(Exception):
 
 def _url(store: str | None) -> str:
     return store or Settings.from_env().store_url
+
+
+Embedding = Annotated[
+    str | None,
+    Parameter(help="the embedding model of the store's vectors (default: TEMPORAL_RECALL_EMBEDDER)"),
+]
+
+
+def _embedder(name: str | None) -> str | None:
+    """`--embedder`, else `TEMPORAL_RECALL_EMBEDDER`: the model searches by meaning embed their query with."""
+    return name or Settings.from_env().embedder
 
 
 @asynccontextmanager
@@ -136,6 +147,11 @@ async def search(
         bool, Parameter(help='also what a retried model request replaced inside one run', negative=())
     ] = False,
     branches: Annotated[bool, Parameter(show=False, negative=())] = False,
+    mode: Annotated[
+        SearchMode | None,
+        Parameter(help='bm25 (words), semantic (meaning) or hybrid (both; the default with an embedder)'),
+    ] = None,
+    embedder: Embedding = None,
     format: Format = 'table',
     store: Store = None,
 ) -> int:
@@ -156,6 +172,8 @@ async def search(
             limit=limit,
             context=context,
             include_superseded=superseded or _renamed_branches_flag(branches),
+            mode=mode,
+            embedder=_embedder(embedder),
         )
     hits = [hit.model_dump(mode='json') for hit in result.hits]
 
@@ -320,15 +338,38 @@ async def delete(conversation: str, /, *, scope: Scope = None, store: Store = No
 
 
 @app.command
-async def reindex(*, store: Store = None) -> int:
-    """Rebuild the search index from the entry log.
+async def reindex(
+    *,
+    store: Store = None,
+    embeddings: Annotated[
+        bool, Parameter(help="embed every document with --embedder instead (another model's vectors are replaced)")
+    ] = False,
+    embedder: Embedding = None,
+) -> int:
+    """Rebuild the search index from the entry log; with --embeddings, the vectors of recall by meaning.
 
-    Example: recall reindex --store sqlite:///recall.db
+    Example: recall reindex --store recall.db; recall reindex --embeddings --embedder wordllama:l2_supercat_256
     """
+    if embeddings:
+        return await _reembed(store, _embedder(embedder))
     async with _opened(store) as opened:
         with progress('reindexing', 'entries') as update:
             count = await opened.reindex(progress=update)
     print(f'reindexed {counted(count, "document")}')
+    return 0
+
+
+async def _reembed(store: str | None, name: str | None) -> int:
+    from ..embeddings import as_embedder
+    from ..embeddings._index import reembed_store
+
+    model = as_embedder(name)
+    if model is None:
+        raise Failure('--embeddings needs a model: pass --embedder NAME or set TEMPORAL_RECALL_EMBEDDER', EXIT_USAGE)
+    async with _opened(store) as opened:
+        with progress('embedding', 'documents') as update:
+            count = await reembed_store(opened, model, update)
+    print(f'embedded {counted(count, "document")} with {name}')
     return 0
 
 
@@ -443,6 +484,7 @@ async def serve(
     host: Annotated[str, Parameter(help='address to listen on')] = '127.0.0.1',
     port: Annotated[int, Parameter(help='port to listen on (0 picks one)')] = 8000,
     log_level: Literal['critical', 'error', 'warning', 'info', 'debug'] = 'info',
+    embedder: Embedding = None,
 ) -> int:
     """Serve the HTTP search API (POST /api/v1/conversations/search, GET /api/v1/conversations[/ID]).
 
@@ -454,7 +496,8 @@ async def serve(
         from ..api import create_app, load_tokens
     checked = load_tokens(tokens)
     async with _opened(store) as opened:  # the store must exist and open before anything is served
-        config = uvicorn.Config(create_app(opened, tokens=checked), host=host, port=port, log_level=log_level)
+        served = create_app(opened, tokens=checked, embedder=_embedder(embedder))
+        config = uvicorn.Config(served, host=host, port=port, log_level=log_level)
         print(f'serving {_url(store)} for {len(checked)} tokens; press Ctrl-C to stop', file=sys.stderr)
         await uvicorn.Server(config).serve()
     return 0

@@ -44,6 +44,19 @@ def _demo_folder() -> Path:
     return DEMO_FOLDER
 
 
+MEANING_QUERY = 'when should the courier come'
+"""Shares no word with the turn it finds ("I prefer deliveries after 5pm"): only its meaning does."""
+
+
+def _local_embedder() -> str | None:
+    """The offline embedding model, when the `semantic` extra is installed (`./scripts/bootstrap` installs it)."""
+    from importlib.util import find_spec
+
+    from ..embeddings import LOCAL_MODEL
+
+    return LOCAL_MODEL if find_spec('wordllama') is not None else None
+
+
 def _fresh_demo_store() -> str:
     shutil.rmtree(DEMO_FOLDER, ignore_errors=True)
     _demo_folder()
@@ -82,7 +95,8 @@ async def run_demo(*, store_url: str | None = None, model: str | None = None, me
     print(f"The worker's metrics (the Temporal SDK's and recall's): {metrics}")
     async with _dev_server() as server:
         client = await connect(server, runtime=prometheus_runtime(metrics.split('/')[2]))
-        async with running_worker(client, agents=[agent], store=store_url) as worker:
+        meaning = _local_embedder()
+        async with running_worker(client, agents=[agent], store=store_url, embedder=meaning) as worker:
             handle = await client.start_workflow(
                 ConversationWorkflow.run,
                 ConversationInput(conversation_id=conversation_id, agent=agent.name, turns_per_run=3),
@@ -99,6 +113,12 @@ async def run_demo(*, store_url: str | None = None, model: str | None = None, me
             print('\nRecall from workflow code (search Update) for "invoice INV-7731":')
             for hit in found.hits[:3]:
                 print(f'  [{hit.position}] {hit.role} (score {hit.score:.2f}): {hit.excerpt}')
+            if meaning is not None:
+                asked = SearchRequest(query=MEANING_QUERY, role='user', limit=3)
+                found = await handle.execute_update('search', asked, result_type=SearchResult)
+                print(f'\nRecall by meaning (hybrid, {meaning}) for "{MEANING_QUERY}":')
+                for hit in found.hits:
+                    print(f'  [{hit.position}] {hit.role} (found by {"+".join(hit.found_by)}): {hit.excerpt}')
             await handle.signal(ConversationWorkflow.close)
             summary = await handle.result()
             runs = [run async for run in client.list_workflows(f"WorkflowId = '{handle.id}'")]

@@ -6,7 +6,7 @@ the few documents that made the cut.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from temporal_recall.errors import InvalidSearchParameters
 from temporal_recall.search._bm25 import ScoredDocument
@@ -16,6 +16,7 @@ from temporal_recall.search._results import (
     EXCERPT_WIDTH,
     MAX_CONTEXT_LINES,
     MAX_LIMIT,
+    Arm,
     ContextMessage,
     SearchHit,
     SearchResult,
@@ -32,6 +33,7 @@ def build_hits(
     terms: Sequence[str],
     *,
     context_lines: int,
+    found_by: Mapping[int, list[Arm]] | None = None,
 ) -> list[SearchHit]:
     """One hit per row, that is per occurrence of a ranked document, in ranked order.
 
@@ -49,6 +51,8 @@ def build_hits(
     A hit shows its document's speaker and only that speaker's words (`DocumentRow.role`): the hit
     on a system prompt sent with the first user prompt shows the system prompt as `system`. A
     neighbour holding several speakers' words is a line per speaker.
+
+    `found_by` says which rankings found each document (a search by meaning); by default, its words.
     """
     if isinstance(context_lines, bool) or not 0 <= context_lines <= MAX_CONTEXT_LINES:
         raise InvalidSearchParameters(
@@ -89,6 +93,7 @@ def build_hits(
                 timestamp=row.timestamp,
                 excerpt=excerpt(searchable_text(row.message, role=row.role), terms, width=EXCERPT_WIDTH),
                 context=context,
+                **({} if found_by is None else {'found_by': found_by.get(scored.doc_id, ['bm25'])}),
             )
         )
     return hits

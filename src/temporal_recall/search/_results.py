@@ -24,10 +24,14 @@ __all__ = (
     'MAX_LIMIT',
     'MAX_QUERY_ECHO_CHARS',
     'ROLES',
+    'SEARCH_MODES',
+    'Arm',
     'ContextMessage',
+    'ModeFilter',
     'Role',
     'RoleFilter',
     'SearchHit',
+    'SearchMode',
     'SearchOptions',
     'SearchResult',
 )
@@ -64,6 +68,31 @@ def check_role(value: object) -> Role:
 
 RoleFilter = Annotated[Role, BeforeValidator(check_role)]
 """A role field of a request, refused with `InvalidSearchParameters` (not a `ValidationError`) when unknown."""
+
+
+SearchMode = Literal['hybrid', 'bm25', 'semantic']
+"""How a search ranks: by words (`bm25`), by meaning (`semantic`: the nearest vectors), or both fused
+(`hybrid`). Meaning needs an embedder; without one a search is `bm25`."""
+
+SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+
+Arm = Literal['bm25', 'semantic']
+"""Which ranking found a hit: the words, or the meaning."""
+
+
+def check_mode(value: object) -> SearchMode:
+    """`value` if it names a search mode; otherwise `InvalidSearchParameters` listing the modes there are."""
+    for mode in SEARCH_MODES:
+        if value == mode:
+            return mode
+    raise InvalidSearchParameters(
+        f'mode={repr(value)[:40]} is not a search mode: use one of {", ".join(SEARCH_MODES)}, or none for the '
+        'default (hybrid with an embedder, else bm25).'
+    )
+
+
+ModeFilter = Annotated[SearchMode, BeforeValidator(check_mode)]
+"""A mode field of a request, refused with `InvalidSearchParameters` (not a `ValidationError`) when unknown."""
 
 
 def _is_int(value: object) -> bool:
@@ -117,6 +146,8 @@ class SearchHit(BaseModel):
     context: list[ContextMessage] = Field(default_factory=list[ContextMessage])
     """Neighbouring messages in position order, not repeating ones shown as a hit or as an earlier
     hit's context."""
+    found_by: list[Arm] = Field(default_factory=lambda: ['bm25'])
+    """Which rankings found it: its words (`bm25`), its meaning (`semantic`), or both in a hybrid search."""
 
 
 class SearchResult(BaseModel):
@@ -133,6 +164,8 @@ class SearchResult(BaseModel):
     """Whether only the query's first `MAX_QUERY_TERMS` distinct terms were searched."""
     message: str | None = None
     """Why nothing could be searched (for example, no conversation to search), for the reader."""
+    mode: SearchMode = 'bm25'
+    """How the hits were ranked (`SearchRequest.mode`, resolved)."""
 
     @field_validator('query')
     @classmethod

@@ -19,10 +19,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
+from pydantic_ai.embeddings import Embedder
 
 from temporal_recall._metrics import record_search
 from temporal_recall._renamed import renamed_names
 from temporal_recall._tracing import SEARCH, note, span
+from temporal_recall.embeddings._source import EmbedderSource, as_embedder
 from temporal_recall.errors import InvalidSearchParameters, UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search._assemble import build_hits
@@ -31,14 +33,15 @@ from temporal_recall.search._bm25 import (
     ScoredDocument,
     term_idf,
 )
+from temporal_recall.search._meaning import search_by_meaning
 from temporal_recall.search._query import parse_query
-from temporal_recall.search._results import SearchOptions, SearchResult
+from temporal_recall.search._results import SearchMode, SearchOptions, SearchResult
 from temporal_recall.store.protocol import IndexReader, IndexStats, PostingColumns, SearchTarget
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ('search_index', 'target_of')
+__all__ = ('search_index', 'search_mode', 'target_of')
 
 
 def target_of(request: SearchRequest) -> SearchTarget:
@@ -70,12 +73,20 @@ def target_of(request: SearchRequest) -> SearchTarget:
     )
 
 
-async def search_index(reader: IndexReader, request: SearchRequest) -> SearchResult:
+async def search_index(
+    reader: IndexReader, request: SearchRequest, *, embedder: EmbedderSource | None = None
+) -> SearchResult:
     """Run `request` against the index; inside an activity, its latency and hits go to the worker's metrics.
+
+    With an `embedder` (the one the store's vectors were made with), `request.mode` may ask for meaning:
+    `semantic` or `hybrid`, which is then the default (`search._meaning`). Without one, BM25 only.
 
     Raises:
         InvalidQuery: the query is empty or too large.
-        InvalidSearchParameters: limit, context or BM25 parameters out of range, or no target.
+        InvalidSearchParameters: limit, context or BM25 parameters out of range, no target, or a search
+            by meaning without an embedder.
+        EmbeddingUnavailable: the embedding model failed on the query (retryable).
+        EmbeddingMismatch: the store's vectors were made by another model than `embedder`.
         UnknownConversation: the conversation does not exist in the request's scope (the same
             answer whether it does not exist at all or belongs to another scope).
     """
@@ -91,13 +102,26 @@ async def search_index(reader: IndexReader, request: SearchRequest) -> SearchRes
         context_lines=request.context_lines,
         query_chars=len(request.query),
     ) as current:
-        result = await _search(reader, request)
-        note(current, hits=len(result.hits), searched_documents=result.searched_documents)
+        result = await _search(reader, request, as_embedder(embedder))
+        note(current, hits=len(result.hits), searched_documents=result.searched_documents, mode=result.mode)
     record_search(time.perf_counter() - started, len(result.hits))
     return result
 
 
-async def _search(reader: IndexReader, request: SearchRequest) -> SearchResult:
+def search_mode(asked: SearchMode | None, embedder: Embedder | None) -> SearchMode:
+    """The mode a search runs in: as asked, or hybrid where there is an embedder, else bm25."""
+    if asked is None:
+        return 'bm25' if embedder is None else 'hybrid'
+    if asked != 'bm25' and embedder is None:
+        raise InvalidSearchParameters(
+            f"mode='{asked}' searches by meaning, which needs an embedder: configure one (`embedder=` on "
+            'ConversationRecall, RecallPlugin or search_messages; TEMPORAL_RECALL_EMBEDDER for the worker, '
+            "the CLI and the API), or search with mode='bm25'."
+        )
+    return asked
+
+
+async def _search(reader: IndexReader, request: SearchRequest, embedder: Embedder | None) -> SearchResult:
     query = parse_query(request.query)
     options = SearchOptions(
         limit=request.limit,
@@ -105,11 +129,35 @@ async def _search(reader: IndexReader, request: SearchRequest) -> SearchResult:
         parameters=BM25Parameters(k1=request.k1, b=request.b),
     )
     target = target_of(request)
+    mode = search_mode(request.mode, embedder)
+    if mode == 'semantic':
+        assert embedder is not None
+        return await search_by_meaning(
+            reader, request, embedder=embedder, mode=mode, target=target, query=query, options=options, lexical=None
+        )
     found = await reader.target_postings(target, query.terms)
     if found is None:
         raise UnknownConversation(target.conversation_id or '')
     stats = found.stats
     frequencies, matched = await _frequencies(reader, target, found.columns, query.terms)
+    if mode == 'hybrid':
+        assert embedder is not None
+        columns = found.columns
+
+        def lexical(depth: int) -> list[ScoredDocument]:
+            return _rank_columns(stats, columns, frequencies, query.terms, options.parameters, depth)
+
+        return await search_by_meaning(
+            reader,
+            request,
+            embedder=embedder,
+            mode=mode,
+            target=target,
+            query=query,
+            options=options,
+            lexical=lexical,
+            lexical_documents=stats.document_count,
+        )
     fetch = options.limit
     while True:
         ranked = _rank_columns(stats, found.columns, frequencies, query.terms, options.parameters, fetch)

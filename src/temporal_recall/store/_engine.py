@@ -5,11 +5,13 @@ More in docs/store.md.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, NoReturn, Self
 
+import numpy as np
+from numpy.typing import NDArray
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
 from pydantic_ai.exceptions import UserError
@@ -18,9 +20,10 @@ from pydantic_ai.run import AgentRunResult
 from ..errors import UnknownEntry
 from ._bodies import BodyEngine, StoredBodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
-from .index import _reader
+from .index import _reader, _vectors
 from .index._membership import rebuild_index
 from .index._terms import prepare_message
+from .index._vectors import VectorKey
 from .integrity import CheckReport, run_check
 from .log import _append, _entries, _write
 from .log import _reads as _log
@@ -38,7 +41,7 @@ from .protocol import (
     SearchTarget,
     TargetPostings,
 )
-from .sql._keys import scope_key
+from .sql._keys import hash_bytes, scope_key
 from .sql._session import Backend, Session
 
 __all__ = ('EngineStore', 'StoreSizes', 'refuse_unopened')
@@ -87,6 +90,7 @@ class EngineStore(CheckedStore, StoredBodies):
         self._backend = backend
         self._bodies = BodyEngine(backend)
         self._merger = Merger(backend)
+        self._matrices = _vectors.VectorMatrices()
 
     @staticmethod
     def _retry_delete(error: BaseException) -> bool:
@@ -333,6 +337,53 @@ class EngineStore(CheckedStore, StoredBodies):
 
     async def document_frequencies(self, target: SearchTarget, terms: Sequence[str]) -> dict[str, int] | None:
         return await self._search(lambda s: _reader.document_frequencies(s, target, terms))
+
+    # --- VectorIndex (store.index._vectors) -----------------------------------------------------------
+
+    async def vectors_missing(
+        self, scope: str | None, keys: Sequence[tuple[str, str]]
+    ) -> tuple[tuple[str, int] | None, list[tuple[str, str]]]:
+        check_optional_id(scope, 'scope')
+        stored = {(hash_bytes(content), role): (content, role) for content, role in keys}
+
+        async def body(session: Session) -> tuple[tuple[str, int] | None, list[VectorKey]]:
+            return await _vectors.space(session), await _vectors.without_vectors(session, scope, list(stored))
+
+        space, missing = await self._backend.run_read(body, snapshot=False)
+        return space, [stored[key] for key in missing]
+
+    async def add_vectors(
+        self,
+        scope: str | None,
+        model: str,
+        components: NDArray[np.int8],
+        scales: NDArray[np.float32],
+        keys: Sequence[tuple[str, str]],
+    ) -> None:
+        check_optional_id(scope, 'scope')
+
+        async def body(session: Session) -> None:
+            tenant_id = await _vectors.tenant_of(session, scope)
+            if tenant_id is not None:
+                rows = [(tenant_id, hash_bytes(content), role) for content, role in keys]
+                await _vectors.put_vectors(session, model, components, scales, rows)
+
+        await self._backend.run_write(body)
+
+    async def reembed(
+        self,
+        model: str,
+        embed: Callable[[Sequence[str]], Awaitable[_vectors.Quantized]],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Give every document a vector of `model`, replacing another model's (see `index._vectors.reembed`)."""
+        return await _vectors.reembed(self._backend, model, embed, progress)
+
+    async def nearest(
+        self, target: SearchTarget, model: str, query: NDArray[np.float32], limit: int
+    ) -> tuple[list[tuple[int, float]], int] | None:
+        check_target(target)
+        return await self._search(lambda s: _vectors.nearest(s, target, model, query, limit, self._matrices))
 
     # --- Maintenance ------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ __all__ = (
     'RecordPage',
     'SearchTarget',
     'TargetPostings',
+    'VectorIndex',
 )
 
 
@@ -274,6 +275,40 @@ class IndexReader(Protocol):
         ...
 
 
+class VectorIndex(Protocol):
+    """The vector arm of the index (`store.index._vectors`): written after a step's append, read by a search.
+
+    A document's vector is keyed by its tenant's scope, its content hash (`content.content_hash`) and its role; the
+    store holds the vectors of one embedding model, named as `embeddings.model_name_of` names it.
+    """
+
+    async def vectors_missing(
+        self, scope: str | None, keys: Sequence[tuple[str, str]]
+    ) -> tuple[tuple[str, int] | None, list[tuple[str, str]]]:
+        """The store's vector space `(model, dimensions)` (`None` before the first vector), and which of
+        `keys` (`(content_hash, role)`) the scope's tenant holds no vector for, in `keys` order."""
+        ...
+
+    async def add_vectors(
+        self,
+        scope: str | None,
+        model: str,
+        components: NDArray[np.int8],
+        scales: NDArray[np.float32],
+        keys: Sequence[tuple[str, str]],
+    ) -> None:
+        """Store a vector (int8 `components` row, `scales` entry) per key in one transaction; one already
+        stored is kept. Raises `EmbeddingMismatch` when the store's vectors are another model's."""
+        ...
+
+    async def nearest(
+        self, target: SearchTarget, model: str, query: NDArray[np.float32], limit: int
+    ) -> tuple[list[tuple[int, float]], int] | None:
+        """The target's `limit` documents nearest the unit vector `query`, best first, as `(doc_id, cosine)`,
+        and how many of its documents have vectors; `None` exactly when `index_stats` is."""
+        ...
+
+
 BODY_TOUCH_INTERVAL = timedelta(hours=1)
 """How stale a body's last-use time may get: a `BodyStore` touches a body it writes or reads when its
 recorded time is older than this (not at every read, which would make each read a write), and
@@ -295,7 +330,7 @@ class BodyStore(Protocol):
     async def get_bodies(self, scope: str | None, hashes: Sequence[str]) -> dict[str, bytes]: ...
 
 
-class RecallStore(DeltaWriter, IndexReader, Protocol):
+class RecallStore(DeltaWriter, IndexReader, VectorIndex, Protocol):
     """What the activities need from a backend: delta writes, index reads, history reads, closing."""
 
     async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]: ...

@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import codecs
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic_ai import messages as m
+
+from ._analyzer import term_frequencies
 
 __all__ = (
     'MAX_ATTACHMENT_BYTES',
@@ -41,6 +44,8 @@ __all__ = (
     'SUMMARY_METADATA_KEY',
     'SUMMARY_PREFIX',
     'SummaryRule',
+    'analysed_documents',
+    'document_texts',
     'is_summary',
     'is_summary_part',
     'message_role',
@@ -198,6 +203,22 @@ def searchable_texts(message: m.ModelMessage, *, summary: SummaryRule | None = N
         if texts:
             by_role.setdefault(part_role(message, part), []).extend(texts)
     return [(role, '\n'.join(texts)) for role, texts in by_role.items()]
+
+
+def analysed_documents(message: m.ModelMessage) -> list[tuple[str, str, Counter[str], int]]:
+    """The message's documents as the index holds them: `(role, text, term frequencies, length)` of each
+    speaker (`searchable_texts`) whose words hold a term, in the order they speak."""
+    found: list[tuple[str, str, Counter[str], int]] = []
+    for role, text in searchable_texts(message):
+        frequencies, length = term_frequencies(text)
+        if length:
+            found.append((role, text, frequencies, length))
+    return found
+
+
+def document_texts(message: m.ModelMessage) -> list[tuple[str, str]]:
+    """`(role, text)` of each of the message's documents (`analysed_documents`): what is embedded for it."""
+    return [(role, text) for role, text, _, _ in analysed_documents(message)]
 
 
 def searchable_text(message: m.ModelMessage, *, summary: SummaryRule | None = None, role: str | None = None) -> str:

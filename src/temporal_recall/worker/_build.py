@@ -13,6 +13,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from .._store_provider import StoreProvider
+from ..embeddings import EmbedderSource
 from ..errors import ConfigurationError
 from ._plugin import RecallPlugin
 
@@ -58,14 +59,17 @@ def build_worker(
     workflows: Sequence[type] = (),
     activities: Sequence[Callable[..., Any]] = (),
     include_shipped_workflows: bool = True,
+    embedder: EmbedderSource | None = None,
     **worker_options: Any,
 ) -> Worker:
     """`Worker(client, ..., plugins=[RecallPlugin(store, agents=agents)])`, plus your own workflows and activities.
 
+    `embedder` is the plugin's (`RecallPlugin(embedder=...)`): recall by meaning on this worker.
+
     For a client that already carries a `RecallPlugin`, build a plain `Worker` instead: its
     plugin applies to every worker built from that client.
     """
-    plugin = RecallPlugin(store, agents=agents, include_shipped_workflows=include_shipped_workflows)
+    plugin = RecallPlugin(store, agents=agents, include_shipped_workflows=include_shipped_workflows, embedder=embedder)
     return Worker(
         client,
         task_queue=task_queue,

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin
+from pydantic_ai.embeddings import Embedder
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import (
     ActivityInboundInterceptor,
@@ -43,6 +44,7 @@ from temporalio.worker import (
 from .._store_provider import _WORKER_STORE, StoreProvider
 from ..activities import RecallActivities
 from ..codec._codec import codec_required
+from ..embeddings._source import _WORKER_EMBEDDER, EmbedderSource, as_embedder
 from ..errors import ConfigurationError, RecallError
 from ..workflows import ConversationWorkflow, RunPromptWorkflow
 from ..workflows._agents import check_agents, register_agents, unregister_agents
@@ -55,23 +57,27 @@ log = logging.getLogger('temporal_recall.worker')
 
 
 class _WorkerStore(Interceptor):
-    def __init__(self, store: StoreProvider) -> None:
+    def __init__(self, store: StoreProvider, embedder: Embedder | None) -> None:
         self.store = store
+        self.embedder = embedder
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _BindStore(next, self.store)
+        return _BindStore(next, self.store, self.embedder)
 
 
 class _BindStore(ActivityInboundInterceptor):
-    def __init__(self, next: ActivityInboundInterceptor, store: StoreProvider) -> None:
+    def __init__(self, next: ActivityInboundInterceptor, store: StoreProvider, embedder: Embedder | None) -> None:
         super().__init__(next)
         self.store = store
+        self.embedder = embedder
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         token = _WORKER_STORE.set(self.store)
+        embedder = _WORKER_EMBEDDER.set(self.embedder)
         try:
             return await self.next.execute_activity(input)
         finally:
+            _WORKER_EMBEDDER.reset(embedder)
             _WORKER_STORE.reset(token)
 
 
@@ -88,6 +94,10 @@ class RecallPlugin(SimplePlugin):
             them for ever. It is not refused, since a worker may serve only recall's activities to
             workflows of its own, and a `Replayer` takes its agents elsewhere.
         include_shipped_workflows: Register `RunPromptWorkflow` and `ConversationWorkflow`.
+        embedder: Recall by meaning on this worker: a pydantic-ai `Embedder`, an `EmbeddingModel` or a
+            model name (`temporal_recall.embeddings.LOCAL_MODEL` for the offline one). Capabilities built
+            without `embedder=` embed their steps with it, and the search activity (workflow `recall()`)
+            searches hybrid by default. Without one, recall is BM25 only.
     """
 
     def __init__(
@@ -96,16 +106,18 @@ class RecallPlugin(SimplePlugin):
         *,
         agents: Sequence[AbstractAgent[Any, Any]] = (),
         include_shipped_workflows: bool = True,
+        embedder: EmbedderSource | None = None,
     ) -> None:
         self.store = StoreProvider.coerce(store)
+        self.embedder = as_embedder(embedder)
         self.agents = tuple(agents)
         self._agent_plugins = [AgentPlugin(agent) for agent in self.agents]
         self._running = 0
         super().__init__(  # pyright: ignore[reportUnknownMemberType]
             'temporal_recall.RecallPlugin',
-            activities=RecallActivities(self.store).all(),
+            activities=RecallActivities(self.store, embedder=self.embedder).all(),
             workflows=SHIPPED_WORKFLOWS if include_shipped_workflows else None,
-            interceptors=[_WorkerStore(self.store)],
+            interceptors=[_WorkerStore(self.store, self.embedder)],
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:

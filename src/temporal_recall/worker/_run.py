@@ -173,6 +173,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None, d
         task_queue=settings.task_queue,
         agents=agents,
         store=store,
+        embedder=settings.embedder,
         # Longer than the 60 s activity timeout, shorter than the deployments' 120 s grace period:
         # SIGTERM lets running activities finish before the process exits.
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,

@@ -130,7 +130,8 @@ class ConversationWorkflow:
     @workflow.update(name='search')
     async def search(self, request: SearchRequest) -> SearchResult:
         """Recall without the model: the conversation and scope are this workflow's, whatever the caller sent;
-        the caller's `run_id` and `role` only narrow it, and `include_superseded` adds what a retry replaced."""
+        the caller's `run_id` and `role` only narrow it, `include_superseded` adds what a retry replaced, and
+        `mode` ranks by words, meaning or both (meaning where the worker has an embedder)."""
         return await recall(
             request.query,
             conversation_id=self._input.conversation_id,
@@ -140,6 +141,7 @@ class ConversationWorkflow:
             context_lines=request.context_lines,
             role=request.role,
             include_superseded=request.include_superseded,
+            mode=request.mode,
         )
 
     @search.validator

@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from ..activities._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
     from ..errors import InvalidIdentifier, InvalidQuery, InvalidSearchParameters, non_retryable
     from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
-    from ..search import Role, parse_query
+    from ..search import Role, SearchMode, parse_query
 
 __all__ = ('DEFAULT_RETRY_POLICY', 'load_history', 'recall', 'refused')
 
@@ -58,6 +58,7 @@ async def recall(
     role: Role | None = None,
     include_superseded: bool = False,
     include_branches: bool | None = None,
+    mode: SearchMode | None = None,
     start_to_close_timeout: timedelta = timedelta(seconds=30),
     schedule_to_close_timeout: timedelta | None = timedelta(minutes=5),
     retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
@@ -70,7 +71,9 @@ async def recall(
     system said; `limit` counts occurrences (see `SearchRequest.limit`). A conversation is searched with
     everything it stored, on its head and on every branch it left; `include_superseded` also searches
     what was superseded inside one agent run (an answer a retried model activity replaced), which the
-    model never sees. `include_branches` is its deprecated old name.
+    model never sees. `include_branches` is its deprecated old name. `mode` ranks by words (`bm25`),
+    meaning (`semantic`) or both (`hybrid`, the default where the worker's `RecallPlugin` has an
+    embedder); the query is embedded in the search activity, never here.
 
     Raises:
         ApplicationError: non-retryable, `type` `InvalidIdentifier`, `InvalidQuery` or
@@ -89,6 +92,7 @@ async def recall(
             context_lines=context_lines,
             role=role,
             include_superseded=include_superseded or deprecated_include_branches('recall', include_branches),
+            mode=mode,
         )
     _refuse_unsearchable(request.query)
     return await workflow.execute_activity(

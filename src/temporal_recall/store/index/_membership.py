@@ -16,6 +16,7 @@ from ..sql._session import Session
 from ._documents import CHUNK, add_members
 from ._superseded import SUPERSEDING, follow_supersessions, follow_supersessions_of
 from ._terms import FIRST_ALLOCATED, Member, decode_term_ids
+from ._vectors import forget_vectors
 
 __all__ = ('chain_members', 'conversation_tips', 'index_conversation', 'rebuild_index', 'release_members')
 
@@ -91,6 +92,7 @@ async def release_members(session: Session, conv_key: int) -> None:
         [(tenant_id, term_id, count) for (tenant_id, term_id), count in emptied],
     )
     await delete_rows(session, 'term_documents', keys, [key for key, _ in emptied], where='document_count <= 0')
+    await forget_vectors(session, [doc_id for doc_id, _, _, _ in orphans])
     await session.run(
         f'DELETE FROM documents WHERE doc_id {dialect.in_array(1, "bigint")}',  # noqa: S608
         dialect.array(doc_id for doc_id, _, _, _ in orphans),

@@ -14,8 +14,7 @@ from pydantic_ai.messages import ModelMessage
 
 from temporal_recall.content import content_hash, dump_message
 from temporal_recall.errors import MessageNotSerializable
-from temporal_recall.text._analyzer import term_frequencies
-from temporal_recall.text._documents import SummaryRule, searchable_texts
+from temporal_recall.text._documents import SummaryRule, analysed_documents
 
 from ..sql._keys import hash_bytes
 
@@ -66,12 +65,10 @@ def document_id(entry_key: int, index: int) -> int:
 def index_documents(message: ModelMessage) -> tuple[IndexTerms, ...]:
     """The message's documents, one per speaker with searchable words (`searchable_texts`), in the
     order they speak; none for a summary or a message without searchable words."""
-    found: list[IndexTerms] = []
-    for role, text in searchable_texts(message):
-        frequencies, length = term_frequencies(text)
-        if length:
-            found.append(IndexTerms(frequencies=frequencies, length=length, role=role))
-    return tuple(found)
+    return tuple(
+        IndexTerms(frequencies=frequencies, length=length, role=role)
+        for role, _, frequencies, length in analysed_documents(message)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

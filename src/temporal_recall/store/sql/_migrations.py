@@ -34,6 +34,7 @@ RELEASED: tuple[tuple[int, str, bool], ...] = (
     (11, 'writers of one tenant side by side: documents numbered by entry, statistics in segments', True),
     (12, 'search sees every branch; only what a retried request replaced is marked superseded', True),
     (13, 'message bodies found by hash in any scope', False),
+    (14, 'document vectors for recall by meaning', False),
 )
 """`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
 

@@ -308,7 +308,41 @@ _V13: tuple[_Statement, ...] = (
     'CREATE INDEX message_bodies_by_hash ON message_bodies (content_hash, scope_key)',
 )
 
-_VERSIONS: tuple[tuple[_Statement, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13)
+_V14: tuple[_Statement, ...] = (
+    # A vector per document, keyed as the document is (tenant, content, role) so a rebuild keeps it, as
+    # int8 components and a scale (`index._vectors`); `vector_key` orders the rows a search has in memory.
+    """
+    CREATE TABLE document_vectors (
+        vector_key {serial},
+        tenant_id {big} NOT NULL,
+        content_hash {blob} NOT NULL,
+        role TEXT NOT NULL,
+        vector {blob} NOT NULL,
+        scale REAL NOT NULL,
+        UNIQUE (tenant_id, content_hash, role)
+    )
+    """,
+    'CREATE INDEX document_vectors_by_key ON document_vectors (tenant_id, vector_key)',
+    # The one embedding model (and dimension) the store's vectors come from.
+    'CREATE TABLE vector_space (space INTEGER PRIMARY KEY, model TEXT NOT NULL, dimensions INTEGER NOT NULL)',
+)
+
+_VERSIONS: tuple[tuple[_Statement, ...], ...] = (
+    _V1,
+    _V2,
+    _V3,
+    _V4,
+    _V5,
+    _V6,
+    _V7,
+    _V8,
+    _V9,
+    _V10,
+    _V11,
+    _V12,
+    _V13,
+    _V14,
+)
 """Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 
 

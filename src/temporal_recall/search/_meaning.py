@@ -1,0 +1,106 @@
+"""A search by meaning (`mode='semantic'`) or by words and meaning together (`mode='hybrid'`).
+
+The query is embedded here, inside the search activity (or the API's or CLI's process), with the
+embedder the documents were embedded with: the store refuses another model (`EmbeddingMismatch`).
+The nearest vectors come from the same target as BM25's postings, through the same membership
+filter (`store.index._vectors.nearest`): a conversation, a run, a role, the current history, one
+tenant. The page's rows come from `IndexReader.documents`, which applies the target again, so a hit
+has the shape and the isolation of a BM25 hit; `SearchHit.found_by` says which ranking found it.
+
+Activity-side, like `plan` (it awaits the store and the embedding model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic_ai.embeddings import Embedder
+
+from temporal_recall.embeddings._vectors import embed_texts
+from temporal_recall.errors import ConfigurationError, UnknownConversation
+from temporal_recall.models import SearchRequest
+from temporal_recall.search._assemble import build_hits
+from temporal_recall.search._bm25 import ScoredDocument
+from temporal_recall.search._fusion import Fused, fuse
+from temporal_recall.search._query import Query
+from temporal_recall.search._results import Arm, SearchMode, SearchOptions, SearchResult
+from temporal_recall.store.protocol import IndexReader, SearchTarget
+
+__all__ = ('ARM_DEPTH', 'FUSION', 'search_by_meaning')
+
+ARM_DEPTH = 50
+"""How many documents each ranking contributes to a fusion, at least: deep enough that a document
+ranked well by one ranking and poorly by the other is still fused (bench/semantic)."""
+
+FUSION: Callable[[Mapping[Arm, Sequence[ScoredDocument]]], Fused] = fuse
+"""How a hybrid search fuses its two rankings (`search._fusion`); bench/semantic swaps it to measure another."""
+
+
+async def search_by_meaning(
+    reader: IndexReader,
+    request: SearchRequest,
+    *,
+    embedder: Embedder,
+    mode: SearchMode,
+    target: SearchTarget,
+    query: Query,
+    options: SearchOptions,
+    lexical: Callable[[int], list[ScoredDocument]] | None,
+    lexical_documents: int = 0,
+) -> SearchResult:
+    """Rank `target`'s documents by meaning, fused with `lexical` (the BM25 ranking, given its depth) when
+    `mode` is hybrid (by `FUSION`); then fetch the page's rows as a BM25 search does.
+
+    Raises:
+        UnknownConversation: the target's conversation (or run) does not exist in its scope.
+        EmbeddingUnavailable: the model failed to embed the query (retryable).
+        EmbeddingMismatch: the store's vectors are another model's.
+    """
+    nearest: Any = getattr(reader, 'nearest', None)
+    if nearest is None:
+        raise ConfigurationError(f'{type(reader).__name__} holds no vectors: search it with mode="bm25".')
+    embedded = await embed_texts(embedder, [request.query], input_type='query')
+    fetch = options.limit
+    while True:
+        depth = max(fetch, ARM_DEPTH)
+        found = await nearest(target, embedded.model, embedded.vectors[0], depth)
+        if found is None:
+            raise UnknownConversation(target.conversation_id or '')
+        near, held = found
+        rankings: dict[Arm, Sequence[ScoredDocument]] = {}
+        if lexical is not None:
+            rankings['bm25'] = lexical(depth)
+        rankings['semantic'] = [ScoredDocument(doc_id, score) for doc_id, score in near]
+        if mode == 'hybrid':
+            fused, arms = FUSION(rankings)
+        else:
+            alone: list[Arm] = ['semantic']
+            fused, arms = list(rankings['semantic']), {doc_id: alone for doc_id, _ in near}
+        ranked = fused[:fetch]
+        rows = await reader.documents(
+            target,
+            [scored.doc_id for scored in ranked],
+            context=options.context_lines,
+            limit=options.limit,
+            exclude_run_id=request.exclude_run_id,
+        )
+        if len(rows) >= options.limit or len(fused) <= fetch:
+            break
+        fetch *= 4
+    kept = {row.doc_id for row in rows}
+    ranked = [scored for scored in ranked if scored.doc_id in kept]
+    hits = build_hits(
+        ranked,
+        rows,
+        query.terms,
+        context_lines=options.context_lines,
+        found_by=arms,
+    )
+    return SearchResult(
+        query=request.query[:200],
+        hits=hits,
+        searched_documents=max(lexical_documents, held),
+        truncated_query=query.truncated and lexical is not None,
+        mode=mode,
+    )

@@ -1,0 +1,391 @@
+"""The vector arm of the index: a vector per document, kept beside the BM25 documents, on any backend.
+
+A document's vector is keyed like the document itself, by tenant, content hash and role
+(`documents`' unique key), not by `doc_id`: a `reindex` renumbers documents but keeps their vectors,
+and a content said again in the tenant is never embedded twice. Vectors are int8 components with a
+scale (`embeddings._vectors.quantize`). The store holds vectors of one embedding model, recorded in
+`vector_space` with its dimension: a write or a search with another model is refused with
+`EmbeddingMismatch` rather than mixing spaces (`recall reindex --embeddings` changes the model).
+
+Vectors are written after the step's append committed, in a transaction of their own
+(`embeddings._index`), so the append's transaction and its locks never wait on an embedding model.
+A search reads them through the same membership filter as BM25 (`_reader._documents_of`): a
+conversation, a run, a role, the current history. A scope-wide search scores the tenant's matrix,
+held in memory per store and refreshed from the rows added since (`VectorMatrices`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from temporal_recall.content import load_message
+from temporal_recall.text._documents import document_texts
+
+from ...errors import EmbeddingMismatch
+from ..protocol import SearchTarget
+from ..sql._bulk import CHUNK, delete_rows, insert_rows, select_batch
+from ..sql._keys import scope_key
+from ..sql._session import Backend, Session
+from ._reader import Target, _documents_of, _stats, resolve
+
+__all__ = (
+    'VectorKey',
+    'VectorMatrices',
+    'forget_vectors',
+    'nearest',
+    'put_vectors',
+    'reembed',
+    'replace_space',
+    'space',
+    'unembedded',
+    'without_vectors',
+)
+
+VectorKey = tuple[bytes, str]
+"""`(content_hash, role)`: a document of a tenant, as its vector is keyed."""
+
+_SPACE = 1
+"""The one row of `vector_space`: a store holds the vectors of one model."""
+
+
+async def space(session: Session) -> tuple[str, int] | None:
+    """`(model, dimensions)` of the store's vectors; `None` before the first vector."""
+    row = await session.one('SELECT model, dimensions FROM vector_space WHERE space = $1', _SPACE)
+    return None if row is None else (str(row[0]), int(row[1]))
+
+
+async def _claim_space(session: Session, model: str, dimensions: int) -> None:
+    """Record `model` as the store's vector space if it has none; refuse another one."""
+    await session.run(
+        'INSERT INTO vector_space (space, model, dimensions) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+        _SPACE,
+        model,
+        dimensions,
+    )
+    stored = await space(session)
+    if stored != (model, dimensions):
+        assert stored is not None
+        raise EmbeddingMismatch.between(stored, model, dimensions)
+
+
+async def without_vectors(session: Session, scope: str | None, keys: Sequence[VectorKey]) -> list[VectorKey]:
+    """Those of `keys` that `scope`'s tenant holds no vector for (in `keys` order), whether or not their
+    documents exist yet: a step's documents are embedded before its append creates them."""
+    if not keys:
+        return []
+    sql = (  # noqa: S608 (fixed names; values are parameters)
+        'SELECT d.content_hash, d.role FROM {batch} WHERE NOT EXISTS (SELECT 1 FROM document_vectors v '
+        'JOIN tenants t ON t.tenant_id = v.tenant_id WHERE t.scope_key = $3 '
+        'AND v.content_hash = d.content_hash AND v.role = d.role)'
+    ).format(batch=session.dialect.batch((('content_hash', 'bytea'), ('role', 'text'))))
+    key = scope_key(scope)
+    found: set[VectorKey] = set()
+    for start in range(0, len(keys), CHUNK):
+        chunk = keys[start : start + CHUNK]
+        if session.dialect.supports_array_parameters:
+            rows = await session.rows(sql, [k[0] for k in chunk], [k[1] for k in chunk], key)
+        else:
+            rows = await select_batch(session, sql, [(content, role, key) for content, role in chunk])
+        found.update((bytes(row[0]), str(row[1])) for row in rows)
+    return [k for k in dict.fromkeys(keys) if k in found]
+
+
+_VECTOR_COLUMNS = (
+    ('tenant_id', 'bigint'),
+    ('content_hash', 'bytea'),
+    ('role', 'text'),
+    ('vector', 'bytea'),
+    ('scale', 'real'),
+)
+
+
+async def put_vectors(
+    session: Session,
+    model: str,
+    components: NDArray[np.int8],
+    scales: NDArray[np.float32],
+    keys: Sequence[tuple[int, bytes, str]],
+) -> None:
+    """Store a vector per `(tenant_id, content_hash, role)` of `keys` (rows of `components`, `scales`),
+    in `model`'s space; a vector already stored is kept (a retried write stores nothing twice)."""
+    if not keys:
+        return
+    await _claim_space(session, model, int(components.shape[1]))
+    rows = [
+        (tenant_id, content, role, components[index].tobytes(), float(scales[index]))
+        for index, (tenant_id, content, role) in enumerate(keys)
+    ]
+    await insert_rows(session, 'document_vectors', _VECTOR_COLUMNS, rows, on_conflict='ON CONFLICT DO NOTHING')
+
+
+async def tenant_of(session: Session, scope: str | None) -> int | None:
+    value = await session.value('SELECT tenant_id FROM tenants WHERE scope_key = $1', scope_key(scope))
+    return None if value is None else int(value)
+
+
+async def replace_space(session: Session, model: str, dimensions: int) -> bool:
+    """Make `model` the store's space; the vectors of another model are deleted. Whether they were."""
+    stored = await space(session)
+    if stored == (model, dimensions):
+        return False
+    await session.run('DELETE FROM document_vectors')
+    await session.run('DELETE FROM vector_space')
+    await _claim_space(session, model, dimensions)
+    return stored is not None
+
+
+async def unembedded(session: Session, after: int, limit: int) -> list[tuple[int, int, bytes, str, str]]:
+    """Up to `limit` documents without a vector, `doc_id` above `after`, in `doc_id` order:
+    `(doc_id, tenant_id, content_hash, role, message JSON of an entry holding it)`."""
+    rows = await session.rows(
+        'SELECT d.doc_id, d.tenant_id, d.content_hash, d.role, e.message FROM documents d '
+        'JOIN entries e ON e.entry_key = (SELECT m.entry_key FROM conversation_documents m '
+        'WHERE m.doc_id = d.doc_id LIMIT 1) '
+        'WHERE d.doc_id > $1 AND NOT EXISTS (SELECT 1 FROM document_vectors v WHERE v.tenant_id = d.tenant_id '
+        'AND v.content_hash = d.content_hash AND v.role = d.role) ORDER BY d.doc_id LIMIT $2',
+        after,
+        limit,
+    )
+    return [(int(r[0]), int(r[1]), bytes(r[2]), str(r[3]), str(r[4])) for r in rows]
+
+
+async def forget_vectors(session: Session, doc_ids: Sequence[int]) -> None:
+    """Delete the vectors of documents about to leave the index (`_membership.release_members`), so a
+    deleted conversation's meaning is not kept either."""
+    dialect = session.dialect
+    for start in range(0, len(doc_ids), CHUNK):
+        rows = await session.rows(
+            f'SELECT tenant_id, content_hash, role FROM documents WHERE doc_id {dialect.in_array(1, "bigint")}',  # noqa: S608
+            dialect.array(doc_ids[start : start + CHUNK]),
+        )
+        keys = [(int(row[0]), bytes(row[1]), str(row[2])) for row in rows]
+        columns = (('tenant_id', 'bigint'), ('content_hash', 'bytea'), ('role', 'text'))
+        await delete_rows(session, 'document_vectors', columns, keys)
+
+
+async def count_unembedded(session: Session) -> int:
+    return int(
+        await session.value(
+            'SELECT count(*) FROM documents d WHERE NOT EXISTS (SELECT 1 FROM document_vectors v '
+            'WHERE v.tenant_id = d.tenant_id AND v.content_hash = d.content_hash AND v.role = d.role)'
+        )
+    )
+
+
+# --- Reading: the nearest documents of a search target ---------------------------------------------
+
+
+def _decode(blobs: Sequence[bytes], scales: Sequence[float], dimensions: int) -> NDArray[np.float32]:
+    """Stored vectors as float32 rows (components times scale): scored with one matrix product."""
+    if not blobs:
+        return np.zeros((0, dimensions), dtype=np.float32)
+    components = np.frombuffer(b''.join(bytes(blob) for blob in blobs), dtype=np.int8).reshape(len(blobs), -1)
+    return components.astype(np.float32) * np.asarray(scales, dtype=np.float32)[:, None]
+
+
+@dataclass(frozen=True)
+class _Matrix:
+    """A tenant's vectors as of `count` rows up to `last_key`: one snapshot, replaced whole when refreshed."""
+
+    count: int
+    last_key: int
+    hashes: list[bytes]
+    roles: NDArray[np.str_]
+    vectors: NDArray[np.float32]
+
+
+@dataclass
+class VectorMatrices:
+    """Each tenant's vectors in memory, for scope-wide searches: about 1 KiB per document at 256 dimensions.
+
+    Refreshed at every search from the rows added since (`vector_key` grows with each insert), and
+    read again whole when the count says rows were added out of key order (concurrent writers on
+    PostgreSQL) or deleted. Rows are only added or deleted, never changed, so a matrix equal in
+    count and last key to the table is the table.
+    """
+
+    by_tenant: dict[tuple[int, str, int], _Matrix] = field(default_factory=dict[tuple[int, str, int], _Matrix])
+
+    async def of(self, session: Session, tenant_id: int, model: str, dimensions: int) -> _Matrix:
+        key = (tenant_id, model, dimensions)
+        cached = self.by_tenant.get(key)
+        row = await session.one(
+            'SELECT count(*), coalesce(max(vector_key), 0) FROM document_vectors WHERE tenant_id = $1', tenant_id
+        )
+        assert row is not None
+        count, last = int(row[0]), int(row[1])
+        if cached is not None and (cached.count, cached.last_key) == (count, last):
+            return cached
+        base = cached if cached is not None and count > cached.count and last > cached.last_key else None
+        rows = await session.rows(
+            'SELECT vector_key, content_hash, role, vector, scale FROM document_vectors '
+            'WHERE tenant_id = $1 AND vector_key > $2 ORDER BY vector_key',
+            tenant_id,
+            0 if base is None else base.last_key,
+        )
+        if base is not None and base.count + len(rows) != count:
+            return await self._reload(session, key)
+        fresh = _Matrix(
+            count=len(rows),
+            last_key=int(rows[-1][0]) if rows else 0,
+            hashes=[bytes(r[1]) for r in rows],
+            roles=np.array([str(r[2]) for r in rows], dtype=np.str_),
+            vectors=_decode([r[3] for r in rows], [float(r[4]) for r in rows], dimensions),
+        )
+        if base is not None:
+            fresh = _Matrix(
+                count=base.count + fresh.count,
+                last_key=fresh.last_key,
+                hashes=base.hashes + fresh.hashes,
+                roles=np.concatenate([base.roles, fresh.roles]),
+                vectors=np.concatenate([base.vectors, fresh.vectors]),
+            )
+        self.by_tenant[key] = fresh
+        return fresh
+
+    async def _reload(self, session: Session, key: tuple[int, str, int]) -> _Matrix:
+        self.by_tenant.pop(key, None)
+        return await self.of(session, *key)
+
+
+async def nearest(
+    session: Session,
+    target: SearchTarget,
+    model: str,
+    query: NDArray[np.float32],
+    limit: int,
+    matrices: VectorMatrices,
+) -> tuple[list[tuple[int, float]], int] | None:
+    """The target's `limit` documents nearest `query` (a unit vector of `model`), best first, as
+    `(doc_id, cosine)`, and how many documents with vectors the target holds; `None` when the target's
+    conversation or run does not exist in its scope (as `IndexReader.index_stats`).
+
+    Raises:
+        EmbeddingMismatch: the store's vectors are of another model or dimension.
+    """
+    found = await resolve(session, target)
+    if found is None:
+        return None if await _stats(session, target, None) is None else ([], 0)
+    stored = await space(session)
+    if stored is None:
+        return [], 0
+    if stored != (model, len(query)):
+        raise EmbeddingMismatch.between(stored, model, len(query))
+    resolved = found[0]
+    allowed = await _documents_of(session, resolved)
+    if allowed is None:
+        return await _nearest_in_tenant(session, resolved, model, query, limit, matrices)
+    return await _nearest_among(session, resolved.tenant_id, allowed, query, limit)
+
+
+def _top(scores: NDArray[np.float32], limit: int) -> NDArray[np.intp]:
+    """Indices of the `limit` best scores, best first."""
+    chosen = np.argpartition(-scores, limit - 1)[:limit] if len(scores) > limit else np.arange(len(scores))
+    return chosen[np.argsort(-scores[chosen], kind='stable')]
+
+
+async def _nearest_in_tenant(
+    session: Session, resolved: Target, model: str, query: NDArray[np.float32], limit: int, matrices: VectorMatrices
+) -> tuple[list[tuple[int, float]], int]:
+    """A target spanning its tenant: the in-memory matrix, then the ids of the best documents."""
+    matrix = await matrices.of(session, resolved.tenant_id, model, len(query))
+    if not matrix.count:
+        return [], 0
+    scores = matrix.vectors @ query
+    if resolved.role is not None:
+        scores = np.where(matrix.roles == resolved.role, scores, -np.inf).astype(np.float32)
+    best = [int(index) for index in _top(scores, limit) if np.isfinite(scores[index])]
+    wanted = [(matrix.hashes[index], str(matrix.roles[index])) for index in best]
+    sql = (  # noqa: S608 (fixed names; values are parameters)
+        'SELECT x.doc_id, x.content_hash, x.role FROM {batch} JOIN documents x ON x.tenant_id = $3 '
+        'AND x.content_hash = d.content_hash AND x.role = d.role'
+    ).format(batch=session.dialect.batch((('content_hash', 'bytea'), ('role', 'text'))))
+    if session.dialect.supports_array_parameters:
+        rows = await session.rows(sql, [w[0] for w in wanted], [w[1] for w in wanted], resolved.tenant_id)
+    else:
+        rows = await select_batch(session, sql, [(content, role, resolved.tenant_id) for content, role in wanted])
+    ids = {(bytes(row[1]), str(row[2])): int(row[0]) for row in rows}
+    # A vector whose document left the index (its conversation deleted since) is not a hit.
+    ranked = [(ids[key], float(scores[index])) for key, index in zip(wanted, best, strict=True) if key in ids]
+    return ranked, matrix.count
+
+
+async def _nearest_among(
+    session: Session, tenant_id: int, allowed: NDArray[np.int64], query: NDArray[np.float32], limit: int
+) -> tuple[list[tuple[int, float]], int]:
+    """A narrowed target (a conversation, a run, a role): the vectors of its documents, read by id."""
+    doc_ids: list[int] = []
+    blobs: list[bytes] = []
+    scales: list[float] = []
+    dialect = session.dialect
+    for start in range(0, len(allowed), CHUNK):
+        chunk = [int(doc_id) for doc_id in allowed[start : start + CHUNK]]
+        # The ids drive: one key lookup each (SQLite's planner would otherwise scan the tenant's documents).
+        rows = await session.rows(
+            f'SELECT x.doc_id, v.vector, v.scale FROM {dialect.each(2, "bigint")} {dialect.join_in_order} '  # noqa: S608
+            'documents x ON x.doc_id = value JOIN document_vectors v '
+            'ON v.tenant_id = x.tenant_id AND v.content_hash = x.content_hash AND v.role = x.role '
+            'WHERE x.tenant_id = $1',
+            tenant_id,
+            dialect.array(chunk),
+        )
+        for row in rows:
+            doc_ids.append(int(row[0]))
+            blobs.append(bytes(row[1]))
+            scales.append(float(row[2]))
+    if not doc_ids:
+        return [], 0
+    scores = _decode(blobs, scales, len(query)) @ query
+    return [(doc_ids[index], float(scores[index])) for index in _top(scores, limit)], len(doc_ids)
+
+
+# --- Re-embedding: `recall reindex --embeddings` -------------------------------------------------------
+
+Quantized = tuple[NDArray[np.int8], NDArray[np.float32]]
+"""int8 components and a scale per vector (`embeddings._vectors.quantize`)."""
+
+REEMBED_BATCH = 256
+"""Documents embedded per model call and stored per transaction by `reembed`."""
+
+
+async def reembed(
+    backend: Backend,
+    model: str,
+    embed: Callable[[Sequence[str]], Awaitable[Quantized]],
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Give every document of the store a vector of `model` (`embed` makes them); returns how many were made.
+
+    A store whose vectors are another model's (or dimension's) has them deleted first, in the
+    transaction that records `model`; then the documents without a vector are embedded in batches
+    of `REEMBED_BATCH`, each stored in a transaction of its own, so an interrupted run resumes where
+    it stopped and writers are never held for long. `progress(done, total)` follows the batches.
+    """
+    probe = (await embed(['dimension probe']))[0]
+    await backend.run_write(lambda s: replace_space(s, model, int(probe.shape[1])))
+    total = await backend.run_read(count_unembedded)
+    done, after = 0, 0
+    if progress is not None:
+        progress(0, total)
+    while True:
+        batch = await backend.run_read(lambda s, after=after: unembedded(s, after, REEMBED_BATCH))
+        if not batch:
+            return done
+        keys: list[tuple[int, bytes, str]] = []
+        texts: list[str] = []
+        for _, tenant_id, content, role, message in batch:
+            text = dict(document_texts(load_message(message))).get(role)
+            if text is not None:
+                keys.append((tenant_id, content, role))
+                texts.append(text)
+        if texts:
+            components, scales = await embed(texts)
+            await backend.run_write(lambda s, c=components, v=scales, k=keys: put_vectors(s, model, c, v, k))
+        done += len(batch)
+        after = batch[-1][0]
+        if progress is not None:
+            progress(min(done, total), total)
