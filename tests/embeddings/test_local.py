@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from pydantic_ai.embeddings import Embedder
@@ -64,3 +69,18 @@ async def test_int8_vectors_rank_like_the_float_ones() -> None:
     exact = found.vectors @ found.vectors.T
     approximate = (components * scales[:, None]) @ found.vectors.T
     assert float(np.abs(exact - approximate).max()) < 0.01
+
+
+def test_loading_leaves_no_folder_behind(tmp_path: Path) -> None:
+    """The model's file layout lives only while loading: a process that leaves through `os._exit` (the
+    worker, `recall`) runs no `atexit`, so nothing may wait for one. Loaded in a process of its own, whose
+    temporary folder is `tmp_path`."""
+    script = (
+        'import os, sys; from temporal_recall.embeddings._local import _load; '
+        "_load().embed(['hello']); sys.stdout.flush(); os._exit(0)"
+    )
+    ran = subprocess.run(
+        [sys.executable, '-c', script], env={**os.environ, 'TMPDIR': str(tmp_path)}, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert list(tmp_path.iterdir()) == []

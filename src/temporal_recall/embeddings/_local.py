@@ -15,8 +15,6 @@ Embedding is numpy on the calling thread: about 0.06 s for 4,000 short texts on 
 
 from __future__ import annotations
 
-import atexit
-import shutil
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -62,20 +60,22 @@ def _load() -> Any:
     with _loading:
         if _loaded is None:
             package = _package_folder()
-            cache = Path(tempfile.mkdtemp(prefix='temporal-recall-wordllama-'))
-            atexit.register(shutil.rmtree, cache, ignore_errors=True)
-            for folder, name in _FILES.items():
-                packaged = package / folder / name
-                if not packaged.is_file():
-                    raise ConfigurationError(
-                        f'The wordllama install has no {folder}/{name}: reinstall wordllama 0.4 '
-                        '(`pip install --force-reinstall "temporal-recall[semantic]"`).'
-                    )
-                (cache / folder).mkdir()
-                (cache / folder / name).symlink_to(packaged)
-            from wordllama import WordLlama  # pyright: ignore[reportMissingImports]
+            # The layout lives only while loading: the model reads its files into memory, and a folder
+            # left for `atexit` would outlive the processes that leave through `os._exit`.
+            with tempfile.TemporaryDirectory(prefix='temporal-recall-wordllama-') as folder_name:
+                cache = Path(folder_name)
+                for folder, name in _FILES.items():
+                    packaged = package / folder / name
+                    if not packaged.is_file():
+                        raise ConfigurationError(
+                            f'The wordllama install has no {folder}/{name}: reinstall wordllama 0.4 '
+                            '(`pip install --force-reinstall "temporal-recall[semantic]"`).'
+                        )
+                    (cache / folder).mkdir()
+                    (cache / folder / name).symlink_to(packaged)
+                from wordllama import WordLlama  # pyright: ignore[reportMissingImports]
 
-            _loaded = WordLlama.load(config=_CONFIG, dim=_DIMENSIONS, cache_dir=cache, disable_download=True)
+                _loaded = WordLlama.load(config=_CONFIG, dim=_DIMENSIONS, cache_dir=cache, disable_download=True)
     return _loaded
 
 
