@@ -119,7 +119,7 @@ async def test_recall_spans_nest_in_the_activity_spans_and_hold_no_message_text(
         by_name.setdefault(span.name, []).append(span)
     assert set(by_name) == {WRITE, SEARCH, LOAD_HISTORY, CODEC_STORE, CODEC_FETCH}
     writes = {str((span.attributes or {})['temporal_recall.write']) for span in by_name[WRITE]}
-    assert writes == {'prefix', 'response', 'store_step'}
+    assert writes == {'response', 'store_step'}  # a model request's messages and its response: one write
 
     # Each write, search and history load runs inside the span of the activity that did it.
     for span in [*by_name[WRITE], *by_name[SEARCH], *by_name[LOAD_HISTORY]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,13 +85,17 @@ async def _stored(store: SqliteConversationStore) -> list[ModelMessage]:
     return [entry.message for entry in await store.load_entries('c') or []]
 
 
-async def test_the_prompt_is_stored_before_the_model_answers_and_the_answer_after(store: SqliteConversationStore):
-    returned = await _request(store, [user('hello')], answer('hi there'))
+async def test_the_prompt_and_the_answer_are_stored_in_one_write_after_the_model_answers(
+    store: SqliteConversationStore,
+):
+    counting = Flaky(store, failures=0)
+    returned = await _request(counting, [user('hello')], answer('hi there'))
+    assert counting.appends == 1  # one write per model request (issue 42)
     stored = await _stored(store)
     assert [type(m).__name__ for m in stored] == ['ModelRequest', 'ModelResponse']
     assert stored[1].model_id == returned.model_id == 'function:scripted'  # stamped before it was stored
     marker = take_marker(returned)
-    assert marker is not None and marker.content_hash == content_hash(stored[1]) == content_hash(returned)
+    assert marker is not None and marker.content_hash == content_hash(stored[1])
     assert returned.metadata is None  # restored exactly as the model produced it
     record = await store.read_record('c')
     assert record is not None and record.usage == RunUsage(requests=1, input_tokens=7)
@@ -128,7 +133,7 @@ async def test_a_failed_response_write_is_retried_inside_the_request(
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         calls.append(1)
-        flaky.failures = 2  # the store goes away right after the prompt was written
+        flaky.failures = 2  # the store goes away while the model answers
         return answer('hi there')
 
     capability: ConversationRecall[Any] = ConversationRecall(store=flaky)
@@ -136,7 +141,7 @@ async def test_a_failed_response_write_is_retried_inside_the_request(
     ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
     with set_current_run_context(ctx):
         returned = await model.request([user('hello')], None, PARAMS)
-    assert calls == [1] and flaky.appends == 4  # prompt, two failures, then the response
+    assert calls == [1] and flaky.appends == 3  # two failures, then the prompt and the response
     assert take_marker(returned) is not None
     assert len(await _stored(store)) == 2
 
@@ -156,8 +161,8 @@ async def test_a_response_write_that_keeps_failing_fails_the_request(
     ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
     with set_current_run_context(ctx), pytest.raises(StoreUnavailable):
         await model.request([user('hello')], None, PARAMS)
-    assert flaky.appends == 1 + persisting.RESPONSE_WRITE_ATTEMPTS
-    assert [type(m).__name__ for m in await _stored(store)] == ['ModelRequest']
+    assert flaky.appends == persisting.RESPONSE_WRITE_ATTEMPTS
+    assert await _stored(store) == []  # the activity fails, and its retry writes the step
 
 
 async def _plain_run(
@@ -202,3 +207,83 @@ async def test_a_plain_run_stores_a_mid_history_system_prompt_as_a_system_prompt
     stored = [entry.message for entry in await store.load_entries('c-system') or []]
     assert [content_hash(m) for m in stored] == [content_hash(m) for m in second]
     assert isinstance(stored[2].parts[0], SystemPromptPart)
+
+
+class ModelDown(Exception):
+    """What a provider raises when it cannot answer."""
+
+
+async def test_a_failed_model_call_still_stores_the_prompt_it_was_sent(store: SqliteConversationStore):
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ModelDown('the provider is down')
+
+    capability: ConversationRecall[Any] = ConversationRecall(store=store)
+    model = PersistingModel(FunctionModel(respond, model_name='scripted'), capability)
+    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    with set_current_run_context(ctx), pytest.raises(ModelDown):
+        await model.request([user('hello')], None, PARAMS)
+    assert [content_hash(m) for m in await _stored(store)] == [content_hash(user('hello'))]
+    # The retried request finds its prompt stored and adds the answer only.
+    returned = await _request(store, [user('hello')], answer('hi there'))
+    assert take_marker(returned) is not None
+    assert [type(m).__name__ for m in await _stored(store)] == ['ModelRequest', 'ModelResponse']
+
+
+async def test_a_cancelled_model_call_still_stores_the_prompt_it_was_sent(store: SqliteConversationStore):
+    started = asyncio.Event()
+
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        started.set()
+        await asyncio.Event().wait()  # never answers
+        raise AssertionError('unreachable')
+
+    capability: ConversationRecall[Any] = ConversationRecall(store=store)
+    model = PersistingModel(FunctionModel(respond, model_name='scripted'), capability)
+    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+
+    async def call() -> None:
+        with set_current_run_context(ctx):
+            await model.request([user('hello')], None, PARAMS)
+
+    task = asyncio.create_task(call())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [content_hash(m) for m in await _stored(store)] == [content_hash(user('hello'))]
+
+
+async def test_a_failed_stream_still_stores_the_prompt_it_was_sent(store: SqliteConversationStore):
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        yield 'half an ans'
+        raise ModelDown('the connection dropped')
+
+    capability: ConversationRecall[Any] = ConversationRecall(store=store)
+    model = PersistingModel(FunctionModel(stream_function=stream, model_name='scripted'), capability)
+    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    with set_current_run_context(ctx), pytest.raises(ModelDown):
+        async with model.request_stream([user('hello')], None, PARAMS, ctx) as streamed:
+            async for _ in streamed:
+                pass
+    assert [content_hash(m) for m in await _stored(store)] == [content_hash(user('hello'))]
+
+
+async def test_a_stream_stores_the_prompt_and_the_answer_in_one_write(store: SqliteConversationStore):
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        yield 'hi '
+        yield 'there'
+
+    counting = Flaky(store, failures=0)
+    capability: ConversationRecall[Any] = ConversationRecall(store=counting)
+    model = PersistingModel(FunctionModel(stream_function=stream, model_name='scripted'), capability)
+    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    with set_current_run_context(ctx):
+        async with model.request_stream([user('hello')], None, PARAMS, ctx) as streamed:
+            async for _ in streamed:
+                pass
+    assert counting.appends == 1
+    stored = await _stored(store)
+    assert [type(m).__name__ for m in stored] == ['ModelRequest', 'ModelResponse']
+    returned = streamed.get()
+    marker = take_marker(returned)
+    assert marker is not None and marker.content_hash == content_hash(stored[1])

@@ -150,13 +150,13 @@ async def scenario(temporal_dev_server: DevServer, tmp_path_factory: pytest.Temp
 
 def test_step_writes_count_every_write_of_the_model_request_activities(scenario: Scenario) -> None:
     # The weather run (model, tool, model) persists inside its model-request activities: each writes
-    # the request's new messages (the prompt, then the tool's return) and then its response.
+    # the request's new messages (the prompt, then the tool's return) with its response, in one write.
     assert scenario.store_step_activities == 0
     assert scenario.model_request_activities == 2
     writes = value(
         scenario.samples, 'temporal_recall_step_writes', task_queue=scenario.queue, activity_type=MODEL_REQUEST
     )
-    assert writes == 2 * scenario.model_request_activities
+    assert writes == scenario.model_request_activities
 
 
 def test_messages_stored_counts_each_new_message_once(scenario: Scenario) -> None:

@@ -4,8 +4,8 @@
   decides, from workflow code, what each step boundary still has to write (`store_step`), and gives
   the model its search tool.
 - `_persisting_model`: the model wrapper that writes a step from inside the model-request activity
-  itself (the request's new messages before the model is called, its response after), so most
-  steps cost no activity of their own.
+  itself (the request's new messages with its response, in one write), so most steps cost no
+  activity of their own.
 - `_delta`: which messages of a run the store already holds, so each write carries only the new
   ones, keyed for idempotency.
 

@@ -6,14 +6,15 @@ streaming one), on the agent's own capabilities, and in-process on a plain `agen
 of its own: the request's full message list, the new response, the run context and
 `temporalio.activity.info()`. So the step persists itself, at no extra Temporal cost:
 
-1. Before the model is called, the request's messages the store lacks (the prompt, the tool results
-   of the previous step): every message after the request's last complete response, attached after
-   that response. If the store does not hold that response where the request has it (a history
-   processor rewrote the request, say), nothing is written here and the workflow side writes the
-   boundary instead (see below).
-2. After the model answered, the response, attached after the request, with the usage of this one
-   call. A failed write is retried here a few times with backoff before the activity fails; when
-   it does fail, Temporal retries the activity and the model is called again.
+1. After the model answered, in one write: the request's messages the store lacks (the prompt, the
+   tool results of the previous step: every message after the request's last complete response),
+   then the response, attached after that last response, with the usage of this one call. If the
+   store does not hold that response where the request has it (a history processor rewrote the
+   request, say), nothing is written here and the workflow side writes the boundary instead (see
+   below). A failed write is retried here a few times with backoff before the activity fails;
+   when it does fail, Temporal retries the activity and the model is called again.
+2. When the model call fails, is cancelled, or gives no final response, the request's new messages
+   are written alone, so a prompt nobody answered is still stored.
 3. The response then carries a marker in `metadata` (`MARKER_KEY`, with the content hash stored),
    which the capability's workflow-side hook removes again before pydantic-ai records the response.
    The marker is part of the activity's result, so it is in the workflow's history: replay sees the
@@ -31,16 +32,19 @@ both as the same messages (`store/log/_pending.py`) and keeps what the activity 
 head then follows the run, and the activity's write is a branch it left behind. Steps whose new
 messages are unchanged by that preparation cost nothing extra.
 
-Keys and retries. Writes are keyed by workflow id, workflow run id, activity id and attempt. The
-prefix is the same for every attempt (one key per activity); the response has one key per attempt,
-and attaches after the same prefix, so a retry that answered differently becomes the head and the
-earlier answer a branch the head left behind. Every write carries a `Fence` (the activity's identity
+Keys and retries. Writes are keyed by workflow id, workflow run id, activity id and attempt. A
+step's write has one key per attempt and attaches after the same stored response each time: a retry
+finds its request's messages stored (by content hash) and adds only its response, so a retry that
+answered differently becomes the head and the earlier answer a branch the head left behind (which
+the store records as superseded). The messages written alone after a failed call have one key per
+activity. Every write carries a `Fence` (the activity's identity
 and attempt): the store refuses writes from an attempt lower than one it has seen, so a cut-off
 worker that is still running cannot move the head back. Such an attempt fails with a retryable
 `SupersededAttempt` (Temporal has already discarded it).
 
 A response that is not `complete` (suspended by `pause_turn`, a background job, interrupted or
-partial) is never written; the request that continues it is written when it is sent.
+partial) is never written (only the request's new messages are); the request that continues it is
+written with its own response.
 
 The model id. pydantic-ai stamps `model_id` onto a response in workflow code after the activity
 returned, unless the response already has one. This wrapper stamps it first (the wrapped model's
@@ -58,6 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import uuid
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
@@ -93,6 +98,8 @@ __all__ = ('MARKER_KEY', 'PersistingModel', 'persistable', 'take_marker')
 
 MARKER_KEY = 'temporal_recall.persisted'
 """Key in `ModelResponse.metadata` saying the response was stored by the step's own activity."""
+
+log = logging.getLogger('temporal_recall.capability')
 
 RESPONSE_WRITE_ATTEMPTS = 4
 """How often the response write is tried inside the activity before the activity fails."""
@@ -228,13 +235,17 @@ class PersistingModel(WrapperModel):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        step = await self._begin(messages, model_request_parameters, get_current_run_context())
-        response = await self.wrapped.request(messages, model_settings, model_request_parameters)
-        if step is None or response.state != 'complete':
+        step = self._begin(messages, model_request_parameters, get_current_run_context())
+        async with _prefix_kept_on_failure(step):
+            response = await self.wrapped.request(messages, model_settings, model_request_parameters)
+        if step is None:
+            return response
+        if response.state != 'complete':
+            await step.write_prefix()
             return response
         # A copy: the model may hand out a response object it keeps (a scripted model does).
         response = replace(response, model_id=response.model_id or self.wrapped.model_id)
-        stored_hash = await step.write_response(step.stamped(response))
+        stored_hash = await step.write_step(step.stamped(response))
         if stored_hash is not None:
             response.metadata = _marked(response.metadata, stored_hash, step.digest)
         return response
@@ -247,24 +258,29 @@ class PersistingModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
         run_context: RunContext[Any] | None = None,
     ) -> AsyncGenerator[StreamedResponse]:
-        step = await self._begin(messages, model_request_parameters, run_context or get_current_run_context())
-        async with self.wrapped.request_stream(
-            messages, model_settings, model_request_parameters, run_context
-        ) as stream:
+        step = self._begin(messages, model_request_parameters, run_context or get_current_run_context())
+        async with (
+            _prefix_kept_on_failure(step),
+            self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context) as stream,
+        ):
             yield stream
         # Only a stream consumed to its end gets here; a failed or abandoned one raised at the yield.
+        if step is None:
+            return
         response = stream.get()
-        if step is not None and response.state == 'complete':
-            response.model_id = response.model_id or self.wrapped.model_id
-            stored_hash = await step.write_response(step.stamped(response))
-            if stored_hash is not None:
-                # `get()` builds a new response each time from the stream's fields: mark the stream.
-                stream.metadata = _marked(stream.metadata, stored_hash, step.digest)
+        if response.state != 'complete':
+            await step.write_prefix()
+            return
+        response.model_id = response.model_id or self.wrapped.model_id
+        stored_hash = await step.write_step(step.stamped(response))
+        if stored_hash is not None:
+            # `get()` builds a new response each time from the stream's fields: mark the stream.
+            stream.metadata = _marked(stream.metadata, stored_hash, step.digest)
 
-    async def _begin(
+    def _begin(
         self, messages: list[ModelMessage], parameters: ModelRequestParameters, ctx: RunContext[Any] | None
     ) -> _Step | None:
-        """Write the request's new messages; the `_Step` that will write the response, or `None` to leave it."""
+        """The `_Step` that will write the request's new messages with the response, or `None` to leave it."""
         if workflow.in_workflow() or ctx is None:
             # In workflow code this model only answers questions; the activity's copy sends the request.
             return None
@@ -275,10 +291,28 @@ class PersistingModel(WrapperModel):
             # Inside an activity `ctx.messages` is not carried (reading it raises); there the
             # workflow side compares the view (the marker's `view`) with its history instead.
             messages = ctx.messages or messages
-        step = _Step.start(self.capability, ctx, persistable(messages), parameters)
-        if not await step.write_prefix():
-            return None
-        return step
+        return _Step.start(self.capability, ctx, persistable(messages), parameters)
+
+
+@asynccontextmanager
+async def _prefix_kept_on_failure(step: _Step | None) -> AsyncGenerator[None]:
+    """Store the request's new messages when the model call fails (or is cancelled) inside the block.
+
+    They are otherwise written with the response, in one write: a prompt the model never answered
+    (or the tool results it was sent) is still what the conversation said, and a chat turn retried
+    after the failure attaches to it (`store/log/_pending.py`). The model's error is what the caller
+    sees; a store that fails too is logged, since the activity fails (and Temporal retries it) anyway.
+    """
+    try:
+        yield
+    except BaseException as error:
+        if step is not None and isinstance(error, Exception | asyncio.CancelledError):
+            try:
+                # Shielded: a cancelled activity still keeps what it was sent.
+                await asyncio.shield(step.write_prefix())
+            except Exception as failure:  # Reported; the model's error is what the caller sees.
+                log.warning('The messages of a failed model request were not stored: %s', failure)
+        raise
 
 
 @dataclass
@@ -375,32 +409,44 @@ class _Step:
             base_resent_hash=resent_hash(self.view[base - 1]) if base else None,
         )
 
-    async def write_prefix(self) -> bool:
-        """Store the request's new messages; `False` when they do not attach (the workflow writes the step)."""
-        new = self.view[self.base :]
-        if not new:
-            return True
+    def _tool_usage(self) -> RunUsage | None:
+        """The function-tool calls whose returns the request's new messages carry, counted where they are stored."""
         calls = sum(
             1
-            for message in new
+            for message in self.view[self.base :]
             if isinstance(message, ModelRequest)
             for part in message.parts
             if isinstance(part, ToolReturnPart) and part.tool_name in self.function_tools
         )
+        return RunUsage(tool_calls=calls) if calls else None
+
+    async def write_prefix(self) -> None:
+        """Store the request's new messages alone (the model gave no final response); one that does not
+        attach is left to the workflow side, which writes the run's history at its next boundary."""
+        new = self.view[self.base :]
+        if not new:
+            return
         try:
-            usage = RunUsage(tool_calls=calls) if calls else None
-            await self._append(self._request('prefix', self.base, new, usage), write='prefix')
+            await self._append(self._request('prefix', self.base, new, self._tool_usage()), write='prefix')
         except HistoryMismatch:
-            return False
+            return
         except (StoreUnavailable, EmbeddingUnavailable) as error:
             _raise_retryable(error)
-        return True
 
-    async def write_response(self, response: ModelResponse) -> str | None:
-        """Store the response after the request (retrying a failed write); its content hash, or `None` if refused."""
+    async def write_step(self, response: ModelResponse) -> str | None:
+        """Store the request's new messages and the response in one write (retrying a failed one): the
+        response's content hash, or `None` when the store refused it (the workflow side writes the step).
+
+        One write per model request, not one before the call and one after: each write is a
+        transaction with its own fixed cost (the conversation's row, its head, the fence, the record
+        of the key), which dominated a step's cost when there were two (issue 42).
+        """
         usage = RunUsage(requests=1)
         usage.incr(response.usage)
-        request = self._request(f'{self.attempt}/response', len(self.view), [response], usage)
+        tools = self._tool_usage()
+        if tools is not None:
+            usage.incr(tools)
+        request = self._request(f'{self.attempt}/response', self.base, [*self.view[self.base :], response], usage)
         delay = RESPONSE_WRITE_BACKOFF
         for remaining in range(RESPONSE_WRITE_ATTEMPTS - 1, -1, -1):
             try:
