@@ -5,7 +5,8 @@ Where each message is written (see `_persisting_model` for the details):
 - Inside the model-request activity (the streaming one too), by the `PersistingModel` that
   `get_wrapper_model` returns: after the model answered, the request's messages the store lacks
   (the prompt, the previous step's tool results) with the response, in one write (the messages
-  alone when the call fails). This costs no activity and no history event of its own. On a plain `agent.run` the same wrapper writes in-process.
+  alone when the call fails). This costs no activity and no history event of its own. On a plain
+  `agent.run` the same wrapper writes in-process.
 - From workflow code, through the durable operation `store_step` (the activity
   `agent__{agent}__capability__{id}__store_step`, a pinned name), only what no model request saw:
   an output tool's return at the end of a run, the tool results of a run that fails before its next

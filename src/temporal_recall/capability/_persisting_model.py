@@ -67,6 +67,7 @@ import uuid
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from pydantic_ai import RunContext
@@ -381,19 +382,23 @@ class _Step:
             conversation_id=response.conversation_id or self.conversation_id,
         )
 
+    @cached_property
+    def _written_hashes(self) -> list[str]:
+        """The content hashes of the attach point's message and the messages written after it, computed
+        once: the write's base hash and the marker's digest are both made of them."""
+        return [content_hash(message) for message in self.view[max(self.base - 1, 0) :]]
+
     @property
     def digest(self) -> ViewCheck:
         """What this step's response is stored after: the attach point's message and the messages written after it."""
-        start = max(self.base - 1, 0)
-        hashes = [content_hash(message) for message in self.view[start:]]
-        return ViewCheck(length=len(self.view), start=start, digest=view_digest(hashes))
+        return ViewCheck(length=len(self.view), start=max(self.base - 1, 0), digest=view_digest(self._written_hashes))
 
-    def _request(self, key: str, base: int, messages: Sequence[ModelMessage], usage: RunUsage | None) -> AppendRequest:
+    def _request(self, key: str, messages: Sequence[ModelMessage], usage: RunUsage | None) -> AppendRequest:
+        """A write of `messages` after the request's last complete response (the attach point)."""
         from ..store.protocol import AppendRequest
 
-        base_length, base_hash = in_stored_conversation(
-            self.window, base, content_hash(self.view[base - 1]) if base else None
-        )
+        base = self.base
+        base_length, base_hash = in_stored_conversation(self.window, base, self._written_hashes[0] if base else None)
         return AppendRequest(
             conversation_id=self.conversation_id,
             scope=self.scope,
@@ -427,7 +432,7 @@ class _Step:
         if not new:
             return
         try:
-            await self._append(self._request('prefix', self.base, new, self._tool_usage()), write='prefix')
+            await self._append(self._request('prefix', new, self._tool_usage()), write='prefix')
         except HistoryMismatch:
             return
         except (StoreUnavailable, EmbeddingUnavailable) as error:
@@ -446,7 +451,7 @@ class _Step:
         tools = self._tool_usage()
         if tools is not None:
             usage.incr(tools)
-        request = self._request(f'{self.attempt}/response', self.base, [*self.view[self.base :], response], usage)
+        request = self._request(f'{self.attempt}/response', [*self.view[self.base :], response], usage)
         delay = RESPONSE_WRITE_BACKOFF
         for remaining in range(RESPONSE_WRITE_ATTEMPTS - 1, -1, -1):
             try:
