@@ -12,7 +12,7 @@ from temporal_recall.content import load_message
 
 from ..postings._segments import add_postings
 from ..postings._writes import NewPostings
-from ..sql._bulk import CHUNK, allocate_keys, insert_rows, intern, run_batch
+from ..sql._bulk import CHUNK, allocate_keys, insert_returning, insert_rows, intern, run_batch
 from ..sql._session import Session
 from ._terms import IndexTerms, Member, document_id, encode_term_ids, index_documents
 
@@ -115,9 +115,21 @@ async def _create_documents(
         )
         for member, index, terms in new
     ]
-    await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, rows, on_conflict='ON CONFLICT DO NOTHING')
+    inserted = await insert_returning(
+        session, 'documents', _DOCUMENT_COLUMNS, rows, 'doc_id', on_conflict='ON CONFLICT DO NOTHING'
+    )
     contents = list(dict.fromkeys(member.content_hash for member, _, _ in new))
-    found = await _documents_by_hash(session, tenant_id, contents)
+    if len(inserted) == len(rows):
+        # Every row went in (the common case): the tenant's documents of these contents that this write
+        # keeps are its own rows, so they are not read back. (A concurrent writer's document of another
+        # role of the same content would be dropped below anyway: only this write's ids are kept.)
+        found: _Documents = {}
+        for row in rows:
+            found.setdefault(row[2], []).append((row[0], row[3], row[5]))
+        for documents in found.values():
+            documents.sort()
+    else:
+        found = await _documents_by_hash(session, tenant_id, contents)
     # An id another tenant's document holds (an entry indexed in two scopes: a fork or a scope change
     # across them) is refused; such documents take ids above every derived one (`FIRST_ALLOCATED`).
     refused = [row for row in rows if not any(role == row[5] for _, _, role in found.get(row[2], ()))]

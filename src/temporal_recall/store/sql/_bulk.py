@@ -7,7 +7,16 @@ from typing import Any, Literal
 
 from ._session import Row, Session
 
-__all__ = ('CHUNK', 'allocate_keys', 'delete_rows', 'insert_rows', 'intern', 'run_batch', 'select_batch')
+__all__ = (
+    'CHUNK',
+    'allocate_keys',
+    'delete_rows',
+    'insert_returning',
+    'insert_rows',
+    'intern',
+    'run_batch',
+    'select_batch',
+)
 
 CHUNK = 5000
 """The most values one statement takes in an array parameter."""
@@ -48,14 +57,33 @@ async def insert_rows(
     on_conflict: str = '',
 ) -> None:
     """Insert `rows` into `table`, in their order (as one statement, in `order_by`'s: the lock order if it matters)."""
+    await run_batch(session, _insert(session, table, columns, order_by, on_conflict), rows)
+
+
+async def insert_returning(
+    session: Session,
+    table: str,
+    columns: Columns,
+    rows: Sequence[Sequence[Any]],
+    returning: str,
+    *,
+    on_conflict: str = '',
+) -> list[Row]:
+    """`insert_rows`, returning `returning` of each row it inserted (in no given order): a caller that
+    must know which rows a conflict refused reads that from the insert, not with a second statement."""
+    return await select_batch(
+        session, f'{_insert(session, table, columns, "", on_conflict)} RETURNING {returning}', rows
+    )
+
+
+def _insert(session: Session, table: str, columns: Columns, order_by: str, on_conflict: str) -> str:
+    """The `INSERT` of a batch of rows (`run_batch`, `select_batch`)."""
     names = ', '.join(name for name, _ in columns)
     if session.dialect.supports_array_parameters:
         order = f'ORDER BY {order_by}' if order_by else ''
-        sql = f'INSERT INTO {table} ({names}) SELECT * FROM {session.dialect.batch(columns)} {order} {on_conflict}'  # noqa: S608
-    else:
-        values = ', '.join(f'${index}' for index in range(1, len(columns) + 1))
-        sql = f'INSERT INTO {table} ({names}) VALUES ({values}) {on_conflict}'  # noqa: S608
-    await run_batch(session, sql, rows)
+        return f'INSERT INTO {table} ({names}) SELECT * FROM {session.dialect.batch(columns)} {order} {on_conflict}'  # noqa: S608
+    values = ', '.join(f'${index}' for index in range(1, len(columns) + 1))
+    return f'INSERT INTO {table} ({names}) VALUES ({values}) {on_conflict}'  # noqa: S608
 
 
 async def delete_rows(
