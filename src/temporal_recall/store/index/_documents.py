@@ -5,14 +5,14 @@ More in docs/store.md.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from temporal_recall.content import load_message
 
 from ..postings._segments import add_postings
 from ..postings._writes import NewPostings
-from ..sql._bulk import CHUNK, allocate_keys, insert_returning, insert_rows, intern, run_batch
+from ..sql._bulk import CHUNK, Batch, allocate_keys, insert_returning, insert_rows, insert_then, intern, run_batch
 from ..sql._session import Session
 from ._terms import IndexTerms, Member, document_id, encode_term_ids, index_documents
 
@@ -92,7 +92,12 @@ _DOCUMENT_COLUMNS = (
 
 
 async def _create_documents(
-    session: Session, tenant_id: int, new: Sequence[tuple[Member, int, IndexTerms]], *, merge: bool
+    session: Session,
+    tenant_id: int,
+    new: Sequence[tuple[Member, int, IndexTerms]],
+    *,
+    merge: bool,
+    terms: Mapping[str, int] | None = None,
 ) -> tuple[_Documents, bool]:
     """Create the documents (and postings) for `new` (a member once per role), each numbered by the
     entry that created it (`document_id`); returns them and whether the tenant's segments are due a merge.
@@ -103,7 +108,7 @@ async def _create_documents(
     """
     if not new:
         return {}, False
-    term_ids = await intern(session, 'terms', (word for _, _, terms in new for word in terms.frequencies))
+    term_ids = await intern(session, 'terms', (word for _, _, index in new for word in index.frequencies), terms)
     rows = [
         (
             document_id(member.entry_key, index),
@@ -176,28 +181,32 @@ async def _join(
     """Membership rows (with their occurrence counts) and the conversation's counters. Nothing any other
     writer of the tenant writes: documents are shared, but joining one writes only the membership."""
     joined = (len(joining), sum(length for _, _, length, _ in joining))
-    await insert_rows(
-        session,
+    members = Batch(
         'conversation_documents',
-        (
-            ('conv_key', 'bigint'),
-            ('doc_id', 'bigint'),
-            ('entry_key', 'bigint'),
-            ('run_key', 'bigint'),
-            ('position', 'int'),
-            ('occurrences', 'int'),
-        ),
+        _MEMBER_COLUMNS,
         [
             (conv_key, doc_id, member.entry_key, member.run_key, member.position, count)
             for member, doc_id, _, count in joining
         ],
     )
-    await session.run(
+    await insert_then(
+        session,
+        [members],
         'UPDATE conversations SET document_count = document_count + $1, total_length = total_length + $2 '
         'WHERE conv_key = $3',
         *joined,
         conv_key,
     )
+
+
+_MEMBER_COLUMNS = (
+    ('conv_key', 'bigint'),
+    ('doc_id', 'bigint'),
+    ('entry_key', 'bigint'),
+    ('run_key', 'bigint'),
+    ('position', 'int'),
+    ('occurrences', 'int'),
+)
 
 
 async def lock_contents(session: Session, tenant_id: int, hashes: Iterable[bytes]) -> None:
@@ -220,7 +229,13 @@ def _content_lock(tenant_id: int, content: bytes) -> int:
 
 
 async def add_members(
-    session: Session, conv_key: int, tenant_id: int, members: Sequence[Member], *, merge: bool = True
+    session: Session,
+    conv_key: int,
+    tenant_id: int,
+    members: Sequence[Member],
+    *,
+    merge: bool = True,
+    terms: Mapping[str, int] | None = None,
 ) -> bool:
     """Index `members` (in order) into the conversation, creating the tenant's documents they lack.
 
@@ -232,6 +247,7 @@ async def add_members(
     counts the entries holding the document (`occurrences`), so a search knows which documents were
     said more than once. With `merge`, the tenant's segments are merged here when due (the caller
     keeps other writers out); otherwise returns whether they are due, for a merge off the write path.
+    `terms`: term ids this transaction read already (`_bulk.intern`).
     """
     first: dict[bytes, Member] = {}
     counts: Counter[bytes] = Counter()
@@ -245,7 +261,7 @@ async def add_members(
     dialect = session.dialect
     docs = await _documents_by_hash(session, tenant_id, list(first))
     new = await _terms_of(session, [member for content, member in first.items() if content not in docs])
-    created, due = await _create_documents(session, tenant_id, new, merge=merge)
+    created, due = await _create_documents(session, tenant_id, new, merge=merge, terms=terms)
     late = [content for member, _, _ in new if (content := member.content_hash) not in created]
     docs.update(created)
     if late:  # Made by a concurrent writer after our first read.

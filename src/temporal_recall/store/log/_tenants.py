@@ -6,7 +6,7 @@ add to the index, which run side by side; exclusive by those that take from it (
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..sql._bulk import intern
 from ..sql._keys import scope_key
@@ -37,5 +37,7 @@ async def lock_tenants(session: Session, tenant_ids: Iterable[int], *, exclusive
         await session.run(sql, session.dialect.array(sorted(set(tenant_ids))))
 
 
-async def intern_runs(session: Session, run_ids: Iterable[str | None]) -> dict[str, int]:
-    return await intern(session, 'runs', (run_id for run_id in run_ids if run_id is not None))
+async def intern_runs(
+    session: Session, run_ids: Iterable[str | None], known: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    return await intern(session, 'runs', (run_id for run_id in run_ids if run_id is not None), known)

@@ -39,8 +39,10 @@ class PostgresDialect(Dialect):
         return f'LOCK TABLE {", ".join(tables)} IN EXCLUSIVE MODE'
 
     def lock_tenants(self, *, exclusive: bool) -> str | None:
-        function = 'pg_advisory_xact_lock' if exclusive else 'pg_advisory_xact_lock_shared'
-        return f'SELECT {function}({_TENANTS}, {_KEY.format("t")}) FROM unnest($1::bigint[]) AS t'  # noqa: S608
+        return f'SELECT {_lock_tenant("t", exclusive=exclusive)} FROM unnest($1::bigint[]) AS t'  # noqa: S608
+
+    def lock_tenant_in(self, tenant: str) -> str | None:
+        return _lock_tenant(tenant, exclusive=False)
 
     def lock_new_contents(self) -> str | None:
         # Evaluated in the arrays' order, which the caller sorted by key: one order for every writer.
@@ -58,6 +60,11 @@ _TENANTS, _CONTENTS, _MERGES = 0x7265_6301, 0x7265_6302, 0x7265_6303
 
 _KEY = 'CAST({} % 2147483647 AS int)'
 """A tenant id as the second key of an advisory lock (a collision only makes two tenants share a lock)."""
+
+
+def _lock_tenant(tenant: str, *, exclusive: bool) -> str:
+    function = 'pg_advisory_xact_lock' if exclusive else 'pg_advisory_xact_lock_shared'
+    return f'{function}({_TENANTS}, {_KEY.format(tenant)})'
 
 
 POSTGRESQL = PostgresDialect()

@@ -23,6 +23,7 @@ class SqliteDialect(Dialect):
     supports_array_parameters = False
     supports_join_planning = False
     supports_concurrent_writes = False
+    statements_are_round_trips = False
 
     ddl = MappingProxyType(
         {
@@ -96,6 +97,9 @@ class SqliteDialect(Dialect):
         return None  # A write transaction already keeps every other writer out.
 
     def lock_tenants(self, *, exclusive: bool) -> str | None:
+        return None
+
+    def lock_tenant_in(self, tenant: str) -> str | None:
         return None
 
     def lock_new_contents(self) -> str | None:
