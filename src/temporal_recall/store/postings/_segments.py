@@ -12,7 +12,7 @@ import numpy as np
 from ..sql._bulk import Batch, insert_rows, insert_then
 from ..sql._session import Backend, Dialect, Row, Session
 from ._blocks import postings_by_term
-from ._writes import NewPostings, append_to_blocks, check_postings, spans, unplaced_rows
+from ._writes import NewPostings, append_to_blocks, segment_rows
 from ._writes import remove_postings as remove_from_blocks
 
 __all__ = (
@@ -86,10 +86,7 @@ async def add_postings(
         await _fold(session, tenant_id, list(zip(terms.tolist(), counts.tolist(), strict=True)), documents)
         return False
     segment = int(min(new.doc_ids))
-    rows: list[tuple[object, ...]] = []
-    for span in spans(new):
-        check_postings(span)
-        rows += [(tenant_id, segment, *row[1:4], row[6]) for row in unplaced_rows(tenant_id, span)]
+    rows = segment_rows(tenant_id, segment, new)
     # The tenant's pending segments other than this one, plus this one: the same whether the count sees
     # this write's rows or not, so it goes with the inserts (`insert_then`).
     pending = await insert_then(
