@@ -13,13 +13,15 @@ from temporal_recall.content import load_message
 from ..postings._segments import add_postings
 from ..postings._writes import NewPostings
 from ..sql._bulk import CHUNK, Batch, allocate_keys, insert_returning, insert_rows, insert_then, intern, run_batch
-from ..sql._session import Session
+from ..sql._session import Dialect, Row, Session
 from ._terms import IndexTerms, Member, document_id, encode_term_ids, index_documents
 
 __all__ = (
     'CHUNK',
     'add_members',
+    'documents_with',
     'lock_contents',
+    'read_documents',
 )
 
 _BLOBS = 500
@@ -38,24 +40,43 @@ contents, one per role that spoke in the content (`index_documents`)."""
 
 async def _documents_by_hash(session: Session, tenant_id: int, hashes: Sequence[bytes]) -> _Documents:
     """The tenant's documents of the contents among `hashes`."""
-    found: _Documents = {}
+    rows: list[Row] = []
     dialect = session.dialect
     for chunk in _chunks(hashes, CHUNK if dialect.supports_array_parameters else _BLOBS):
         if dialect.supports_array_parameters:
-            match, params = dialect.in_array(2, 'bytea'), [list(chunk)]
+            rows += await session.rows(_DOCUMENTS_BY_HASH.format(match=dialect.in_array(2, 'bytea')), tenant_id, chunk)
         else:  # Blobs do not travel in JSON: one placeholder each.
             match = f'IN ({", ".join(f"${index}" for index in range(2, len(chunk) + 2))})'
-            params: list[Any] = list(chunk)
-        rows = await session.rows(
-            f'SELECT content_hash, doc_id, length, role FROM documents WHERE tenant_id = $1 AND content_hash {match}',  # noqa: S608
-            tenant_id,
-            *params,
-        )
-        for row in rows:
-            found.setdefault(bytes(row[0]), []).append((int(row[1]), int(row[2]), str(row[3])))
+            rows += await session.rows(_DOCUMENTS_BY_HASH.format(match=match), tenant_id, *chunk)
+    return _documents_of(rows)
+
+
+_DOCUMENTS_BY_HASH = (
+    'SELECT content_hash, doc_id, length, role FROM documents WHERE tenant_id = $1 AND content_hash {match}'
+)
+
+
+def _documents_of(rows: Iterable[Row]) -> _Documents:
+    found: _Documents = {}
+    for row in rows:
+        found.setdefault(bytes(row[0]), []).append((int(row[1]), int(row[2]), str(row[3])))
     for documents in found.values():
         documents.sort()
     return found
+
+
+def documents_with(dialect: Dialect, tenant_id: int, hashes: Sequence[bytes]) -> tuple[str, list[Any]] | None:
+    """Where statements are round trips, the read of the tenant's documents of `hashes` as a statement and
+    its parameters, for a write to send with one of its own (`sql._bulk.insert_then`) and pass the rows
+    (`read_documents`) to `add_members`; `None` where it costs no round trip to read them there."""
+    if not (dialect.statements_are_round_trips and dialect.supports_array_parameters) or len(hashes) > CHUNK:
+        return None
+    return _DOCUMENTS_BY_HASH.format(match=dialect.in_array(2, 'bytea')), [tenant_id, list(hashes)]
+
+
+def read_documents(rows: Iterable[Row]) -> Mapping[bytes, Sequence[tuple[int, int, str]]]:
+    """The rows of the read `documents_with` gave, as `add_members` takes them."""
+    return _documents_of(rows)
 
 
 async def _terms_of(session: Session, members: Sequence[Member]) -> list[tuple[Member, int, IndexTerms]]:
@@ -236,6 +257,7 @@ async def add_members(
     *,
     merge: bool = True,
     terms: Mapping[str, int] | None = None,
+    stored: Mapping[bytes, Sequence[tuple[int, int, str]]] | None = None,
 ) -> bool:
     """Index `members` (in order) into the conversation, creating the tenant's documents they lack.
 
@@ -247,7 +269,9 @@ async def add_members(
     counts the entries holding the document (`occurrences`), so a search knows which documents were
     said more than once. With `merge`, the tenant's segments are merged here when due (the caller
     keeps other writers out); otherwise returns whether they are due, for a merge off the write path.
-    `terms`: term ids this transaction read already (`_bulk.intern`).
+    `terms`: term ids this transaction read already (`_bulk.intern`). `stored`: the tenant's documents
+    of every member's content, read by this transaction after its content locks (`documents_with`), so
+    no writer can have created one of them since.
     """
     first: dict[bytes, Member] = {}
     counts: Counter[bytes] = Counter()
@@ -259,7 +283,10 @@ async def add_members(
     if not first:
         return False
     dialect = session.dialect
-    docs = await _documents_by_hash(session, tenant_id, list(first))
+    if stored is None:
+        docs = await _documents_by_hash(session, tenant_id, list(first))
+    else:
+        docs = {content: list(stored[content]) for content in first if content in stored}
     new = await _terms_of(session, [member for content, member in first.items() if content not in docs])
     created, due = await _create_documents(session, tenant_id, new, merge=merge, terms=terms)
     late = [content for member, _, _ in new if (content := member.content_hash) not in created]

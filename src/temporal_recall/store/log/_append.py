@@ -11,7 +11,7 @@ from pydantic_ai.usage import RunUsage
 from temporal_recall.content import load_message, resent_hash
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
-from ..index._documents import add_members, lock_contents
+from ..index._documents import add_members, documents_with, lock_contents, read_documents
 from ..index._superseded import extend_head, follow_supersessions, record_supersession
 from ..index._terms import PreparedMessage, prepare_message
 from ..protocol import AppendRequest, AppendResult, fence_row_key
@@ -133,10 +133,12 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     ids = [new_id() for _ in new_items]
     known_runs = row.known_runs if row is not None else None
     known_terms = row.known_terms if row is not None else None
-    members = (
-        await entries.insert_chain(session, new_items, ids, parent_key, parent_position, known_runs)
+    # The documents `add_members` looks up are read with the insert, after the content locks.
+    read = documents_with(session.dialect, tenant_id, list(dict.fromkeys(item.content_hash for item in new_items)))
+    members, found = (
+        await entries.insert_chain(session, new_items, ids, parent_key, parent_position, known_runs, read)
         if new_items
-        else []
+        else ([], [])
     )
     new_head = members[-1].entry_key if members else (row.head_key if row is not None else None)
     head_id = ids[-1] if ids else (row.head_id if row is not None else None)
@@ -162,7 +164,13 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
             )
             recorded = True
     if await add_members(
-        session, conv_key, tenant_id, members, merge=not session.dialect.supports_concurrent_writes, terms=known_terms
+        session,
+        conv_key,
+        tenant_id,
+        members,
+        merge=not session.dialect.supports_concurrent_writes,
+        terms=known_terms,
+        stored=read_documents(found) if read is not None and members else None,
     ):
         merging.append(tenant_id)
     if row is not None and members and branched:

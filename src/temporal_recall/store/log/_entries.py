@@ -10,7 +10,7 @@ from typing import Any
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry
 
 from ..index._terms import Member, PreparedMessage
-from ..sql._bulk import allocate_keys, insert_rows
+from ..sql._bulk import Batch, allocate_keys, insert_rows, insert_then
 from ..sql._schema import CONVERSATION_ID_UNIQUE
 from ..sql._session import Row, Session
 from . import _statements as statements
@@ -182,8 +182,10 @@ async def insert_chain(
     parent_key: int | None,
     parent_position: int,
     known_runs: Mapping[str, int] | None = None,
-) -> list[Member]:
-    """Insert `items` (with entry ids `ids`) as a chain of messages after `parent_key`; the members they add.
+    then: tuple[str, Sequence[Any]] | None = None,
+) -> tuple[list[Member], list[Row]]:
+    """Insert `items` (with entry ids `ids`) as a chain of messages after `parent_key`; the members they add,
+    and the rows of `then` (a read, with its parameters, sent with the insert: `_bulk.insert_then`).
     `known_runs`: run keys this transaction read already (`_bulk.intern`)."""
     runs = await intern_runs(session, (item.run_id for item in items), known_runs)
     keys = await allocate_keys(session, 'entries', len(items))
@@ -197,8 +199,10 @@ async def insert_chain(
             Member(entry_key=key, position=position, run_key=run_key, content_hash=item.content_hash, prepared=item)
         )
         parent_key = key
-    await insert_rows(session, 'entries', _ENTRY_COLUMNS, rows)
-    return members
+    if then is None:
+        await insert_rows(session, 'entries', _ENTRY_COLUMNS, rows)
+        return members, []
+    return members, await insert_then(session, [Batch('entries', _ENTRY_COLUMNS, rows)], then[0], *then[1])
 
 
 async def insert_entries(

@@ -89,7 +89,7 @@ async def add_postings(
     rows = segment_rows(tenant_id, segment, new)
     # The tenant's pending segments other than this one, plus this one: the same whether the count sees
     # this write's rows or not, so it goes with the inserts (`insert_then`).
-    pending = await insert_then(
+    [pending] = await insert_then(
         session,
         [
             Batch('pending_postings', _PENDING_COLUMNS, rows, order_by='d.term_id, d.first_doc'),
@@ -101,7 +101,6 @@ async def add_postings(
         segment,
         len(new.term_ids),
     )
-    assert pending is not None
     due = int(pending[0]) >= MERGE_SEGMENTS or int(pending[1]) >= MERGE_POSTINGS
     if due and merge:
         await merge_pending(session, tenant_id)

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._session import Row, Session
+from ._session import Dialect, Row, Session
 
 __all__ = (
     'CHUNK',
@@ -60,7 +60,7 @@ async def insert_rows(
     on_conflict: str = '',
 ) -> None:
     """Insert `rows` into `table`, in their order (as one statement, in `order_by`'s: the lock order if it matters)."""
-    await run_batch(session, _insert(session, table, columns, order_by, on_conflict), rows)
+    await run_batch(session, _insert(session.dialect, table, tuple(columns), order_by, on_conflict), rows)
 
 
 async def insert_returning(
@@ -75,7 +75,7 @@ async def insert_returning(
     """`insert_rows`, returning `returning` of each row it inserted (in no given order): a caller that
     must know which rows a conflict refused reads that from the insert, not with a second statement."""
     return await select_batch(
-        session, f'{_insert(session, table, columns, "", on_conflict)} RETURNING {returning}', rows
+        session, f'{_insert(session.dialect, table, tuple(columns), "", on_conflict)} RETURNING {returning}', rows
     )
 
 
@@ -90,9 +90,9 @@ class Batch:
     on_conflict: str = ''
 
 
-async def insert_then(session: Session, batches: Sequence[Batch], then: str, *params: Any) -> Row | None:
+async def insert_then(session: Session, batches: Sequence[Batch], then: str, *params: Any) -> list[Row]:
     """Insert each of `batches`, in order, then run `then` (placeholders `$1`... for `params`) and return its
-    first row. `then` must not depend on the inserted rows: it may see the tables with or without them.
+    rows. `then` must not depend on the inserted rows: it may see the tables with or without them.
 
     Where arrays bind, all of it is one statement (data-modifying CTEs): one round trip and one plan
     on the server instead of one per part. Elsewhere each part is a statement of its own.
@@ -102,16 +102,18 @@ async def insert_then(session: Session, batches: Sequence[Batch], then: str, *pa
             await insert_rows(
                 session, batch.table, batch.columns, batch.rows, order_by=batch.order_by, on_conflict=batch.on_conflict
             )
-        return await session.one(then, *params)
+        return await session.rows(then, *params)
     parts: list[str] = []
     values: list[Any] = []
     for batch in batches:
         if batch.rows:
-            sql = _insert(session, batch.table, batch.columns, batch.order_by, batch.on_conflict, len(values) + 1)
+            sql = _insert(
+                session.dialect, batch.table, tuple(batch.columns), batch.order_by, batch.on_conflict, len(values) + 1
+            )
             parts.append(f'inserted_{len(parts)} AS ({sql})')
             values += session.dialect.rows_params(batch.rows, len(batch.columns))
     prefix = f'WITH {", ".join(parts)} ' if parts else ''
-    return await session.one(prefix + numbered_from(then, len(values) + 1), *values, *params)
+    return await session.rows(prefix + numbered_from(then, len(values) + 1), *values, *params)
 
 
 @functools.lru_cache(maxsize=256)
@@ -123,12 +125,16 @@ def numbered_from(sql: str, first: int) -> str:
 _PLACEHOLDER = re.compile(r'\$(\d+)')
 
 
-def _insert(session: Session, table: str, columns: Columns, order_by: str, on_conflict: str, first: int = 1) -> str:
-    """The `INSERT` of a batch of rows (`run_batch`, `select_batch`; with arrays, bound from `$first` on)."""
+@functools.lru_cache(maxsize=256)
+def _insert(
+    dialect: Dialect, table: str, columns: tuple[tuple[str, str], ...], order_by: str, on_conflict: str, first: int = 1
+) -> str:
+    """The `INSERT` of a batch of rows (`run_batch`, `select_batch`; with arrays, bound from `$first` on),
+    built once per statement: an append sends several."""
     names = ', '.join(name for name, _ in columns)
-    if session.dialect.supports_array_parameters:
+    if dialect.supports_array_parameters:
         order = f'ORDER BY {order_by}' if order_by else ''
-        rows = session.dialect.rows_table(columns, 'd', first)
+        rows = dialect.rows_table(columns, 'd', first)
         return f'INSERT INTO {table} ({names}) SELECT * FROM {rows} {order} {on_conflict}'  # noqa: S608
     values = ', '.join(f'${index}' for index in range(1, len(columns) + 1))
     return f'INSERT INTO {table} ({names}) VALUES ({values}) {on_conflict}'  # noqa: S608
