@@ -13,12 +13,13 @@ from temporal_recall.content import load_message
 from ..postings._segments import add_postings
 from ..postings._writes import NewPostings
 from ..sql._bulk import CHUNK, Batch, allocate_keys, insert_returning, insert_rows, insert_then, intern, run_batch
-from ..sql._session import Dialect, Row, Session
+from ..sql._session import Dialect, Row, Session, Statement
 from ._terms import IndexTerms, Member, document_id, encode_term_ids, index_documents
 
 __all__ = (
     'CHUNK',
     'add_members',
+    'content_locks',
     'documents_with',
     'lock_contents',
     'read_documents',
@@ -235,13 +236,22 @@ async def lock_contents(session: Session, tenant_id: int, hashes: Iterable[bytes
     has no document yet, before the write allocates its entry keys: writers that are about to create the
     same document take turns, so the first holder's entry is the lowest one holding it, the creator the
     rebuild finds (docs/store.md, "Concurrency"). Contents already indexed take no lock."""
+    locks = content_locks(session, tenant_id, hashes)
+    if locks is not None:
+        await session.run(locks[0], *locks[1])
+
+
+def content_locks(session: Session, tenant_id: int, hashes: Iterable[bytes]) -> Statement | None:
+    """`lock_contents`' statement, for a write to send as its key allocation's `after` (`sql._bulk.allocate_keys`),
+    or `None` when there is nothing to lock."""
     sql = session.dialect.lock_new_contents()
     if sql is None:
-        return
+        return None
     keys = {_content_lock(tenant_id, content): content for content in hashes}
-    if keys:
-        ordered = sorted(keys)  # One order for every writer: no deadlock between them.
-        await session.run(sql, tenant_id, [keys[key] for key in ordered], ordered)
+    if not keys:
+        return None
+    ordered = sorted(keys)  # One order for every writer: no deadlock between them.
+    return sql, (tenant_id, [keys[key] for key in ordered], ordered)
 
 
 def _content_lock(tenant_id: int, content: bytes) -> int:

@@ -11,7 +11,7 @@ from pydantic_ai.usage import RunUsage
 from temporal_recall.content import load_message, resent_hash
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
-from ..index._documents import add_members, documents_with, lock_contents, read_documents
+from ..index._documents import add_members, content_locks, documents_with, read_documents
 from ..index._superseded import extend_head, follow_supersessions, record_supersession
 from ..index._terms import PreparedMessage, prepare_message
 from ..protocol import AppendRequest, AppendResult, fence_row_key
@@ -25,7 +25,7 @@ from ._ids import new_id, now
 from ._lineage import appended_revision
 from ._pending import anchor, continues, requests_at, requests_ending_the_chain
 from ._rows import ConversationRow
-from ._tenants import lock_tenants, tenant_of
+from ._tenants import tenant_of
 
 __all__ = ('Prepared', 'append', 'apply', 'prepare')
 
@@ -119,8 +119,7 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     elif not request.create:
         raise UnknownConversation(request.conversation_id)
     else:
-        tenant_id = await tenant_of(session, request.scope)
-        await lock_tenants(session, [tenant_id])
+        tenant_id = await tenant_of(session, request.scope, lock=True)
     attach = await _attach(session, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages])
     parent_key, parent_position, displaced = attach.parent_key, attach.parent_position, attach.displaced
     new_items = prepared.messages[attach.skipped :]
@@ -128,7 +127,11 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
         first = prepare_message(attach.first, run_id=request.run_id, summary=request.summary)
         new_items = [first, *new_items[attach.replaced :]]
     # Before the entries take their keys: the order of the keys is the order of the documents' creators.
-    await lock_contents(session, tenant_id, (item.content_hash for item in new_items if item.terms))
+    # With them, in one statement, where the conversation is stored (a new one reads the highest key first).
+    locks = content_locks(session, tenant_id, (item.content_hash for item in new_items if item.terms))
+    if locks is not None and (row is None or not new_items):
+        await session.run(locks[0], *locks[1])
+        locks = None
     created_seq = await entries.max_entry_key(session) if row is None else 0
     ids = [new_id() for _ in new_items]
     known_runs = row.known_runs if row is not None else None
@@ -136,7 +139,7 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     # The documents `add_members` looks up are read with the insert, after the content locks.
     read = documents_with(session.dialect, tenant_id, list(dict.fromkeys(item.content_hash for item in new_items)))
     members, found = (
-        await entries.insert_chain(session, new_items, ids, parent_key, parent_position, known_runs, read)
+        await entries.insert_chain(session, new_items, ids, parent_key, parent_position, known_runs, read, locks)
         if new_items
         else ([], [])
     )

@@ -12,7 +12,7 @@ from pydantic_ai.conversation_store import ConversationConflict, ConversationEnt
 from ..index._terms import Member, PreparedMessage
 from ..sql._bulk import Batch, allocate_keys, insert_rows, insert_then
 from ..sql._schema import CONVERSATION_ID_UNIQUE
-from ..sql._session import Row, Session
+from ..sql._session import Row, Session, Statement
 from . import _statements as statements
 from ._columns import RecordColumns
 from ._rows import ConversationRow
@@ -182,13 +182,19 @@ async def insert_chain(
     parent_key: int | None,
     parent_position: int,
     known_runs: Mapping[str, int] | None = None,
-    then: tuple[str, Sequence[Any]] | None = None,
+    then: Statement | None = None,
+    locks: Statement | None = None,
 ) -> tuple[list[Member], list[Row]]:
     """Insert `items` (with entry ids `ids`) as a chain of messages after `parent_key`; the members they add,
-    and the rows of `then` (a read, with its parameters, sent with the insert: `_bulk.insert_then`).
-    `known_runs`: run keys this transaction read already (`_bulk.intern`)."""
+    and the rows of `then` (a read sent with the insert: `_bulk.insert_then`). `known_runs`: run keys this
+    transaction read already (`_bulk.intern`). `locks`: the content locks, taken before the keys are
+    allocated, with them (`_bulk.allocate_keys`), unless a run is new: then before its insert too, so
+    that nothing this write inserts comes before them, as without the fold."""
+    if locks is not None and any(item.run_id is not None and item.run_id not in (known_runs or {}) for item in items):
+        await session.rows(locks[0], *locks[1])
+        locks = None
     runs = await intern_runs(session, (item.run_id for item in items), known_runs)
-    keys = await allocate_keys(session, 'entries', len(items))
+    keys = await allocate_keys(session, 'entries', len(items), locks)
     rows: list[tuple[Any, ...]] = []
     members: list[Member] = []
     for index, (item, key, entry_id) in enumerate(zip(items, keys, ids, strict=True)):

@@ -15,16 +15,24 @@ from ..sql._session import Session
 __all__ = ('intern_runs', 'lock_tenants', 'tenant_of')
 
 
-async def tenant_of(session: Session, scope: str | None) -> int:
-    """The tenant id of `scope`, created on first use (a concurrent creator's row is read back)."""
+async def tenant_of(session: Session, scope: str | None, *, lock: bool = False) -> int:
+    """The tenant id of `scope`, created on first use (a concurrent creator's row is read back); with `lock`,
+    locked shared as `lock_tenants` does, by the statement that finds it where the dialect can."""
     key = scope_key(scope)
-    found = await session.value('SELECT tenant_id FROM tenants WHERE scope_key = $1', key)
+    held = session.dialect.lock_tenant_in('tenant_id') if lock else None
+    if held is not None:
+        row = await session.one(f'SELECT tenant_id, {held} FROM tenants WHERE scope_key = $1', key)  # noqa: S608
+        if row is not None:
+            return int(row[0])
+    found = await session.value('SELECT tenant_id FROM tenants WHERE scope_key = $1', key) if held is None else None
     if found is None:
         found = await session.value(
             'INSERT INTO tenants (scope_key) VALUES ($1) ON CONFLICT (scope_key) DO NOTHING RETURNING tenant_id', key
         )
     if found is None:  # Another transaction created it; our insert waited for its commit, so we can see it now.
         found = await session.value('SELECT tenant_id FROM tenants WHERE scope_key = $1', key)
+    if lock:
+        await lock_tenants(session, [int(found)])
     return int(found)
 
 

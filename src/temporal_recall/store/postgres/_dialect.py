@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from types import MappingProxyType
 
+from ..sql._bulk import numbered_from
 from ..sql._migrations import Migration
 from ..sql._schema import CONVERSATION_ID_UNIQUE, render
-from ..sql._session import Dialect, Session
+from ..sql._session import Dialect, Session, Statement
 
 __all__ = ('MIGRATIONS', 'POSTGRESQL', 'PostgresDialect')
 
@@ -26,11 +27,25 @@ class PostgresDialect(Dialect):
         }
     )
 
-    async def allocate_keys(self, session: Session, table: str, column: str, count: int) -> list[int]:
-        rows = await session.rows(
-            'SELECT nextval(pg_get_serial_sequence($1, $2)) FROM generate_series(1, $3)', table, column, count
+    async def allocate_keys(
+        self, session: Session, table: str, column: str, count: int, after: Statement | None = None
+    ) -> list[int]:
+        if after is None:
+            rows = await session.rows(
+                'SELECT nextval(pg_get_serial_sequence($1, $2)) FROM generate_series(1, $3)', table, column, count
+            )
+            return sorted(int(row[0]) for row in rows)
+        # The keys are computed from the row that counts `after`'s rows (a subquery each row of `done`
+        # runs again), so they come after all of them: `after`'s volatile calls are kept and run in order.
+        keys = await session.value(
+            'SELECT ARRAY(SELECT nextval(pg_get_serial_sequence($1, $2)) FROM generate_series(1, $3 + 0 * done.n)) '  # noqa: S608
+            f'FROM (SELECT count(*) AS n FROM ({numbered_from(after[0], 4)}) AS locks) AS done',
+            table,
+            column,
+            count,
+            *after[1],
         )
-        return sorted(int(row[0]) for row in rows)
+        return sorted(int(key) for key in keys)
 
     def reset_keys(self, table: str, column: str, start: int = 1) -> Sequence[str]:
         return (f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), {int(start)}, false)",)

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._session import Dialect, Row, Session
+from ._session import Dialect, Row, Session, Statement
 
 __all__ = (
     'CHUNK',
@@ -154,11 +154,17 @@ async def delete_rows(
     await run_batch(session, sql, rows)
 
 
-async def allocate_keys(session: Session, table: Literal['entries', 'documents'], count: int) -> list[int]:
-    """`count` fresh keys of `table`'s generated key, ascending: rows inserted with them keep allocation order."""
+async def allocate_keys(
+    session: Session, table: Literal['entries', 'documents'], count: int, after: Statement | None = None
+) -> list[int]:
+    """`count` fresh keys of `table`'s generated key, ascending: rows inserted with them keep allocation order.
+    `after` runs first (`Dialect.allocate_keys`)."""
     if count == 0:
+        if after is not None:
+            await session.rows(after[0], *after[1])
         return []
-    return await session.dialect.allocate_keys(session, table, 'entry_key' if table == 'entries' else 'doc_id', count)
+    column = 'entry_key' if table == 'entries' else 'doc_id'
+    return await session.dialect.allocate_keys(session, table, column, count, after)
 
 
 async def intern(

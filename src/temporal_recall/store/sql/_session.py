@@ -6,9 +6,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, TypeVar
 
-__all__ = ('Backend', 'Dialect', 'Row', 'Session')
+__all__ = ('Backend', 'Dialect', 'Row', 'Session', 'Statement')
 
 Row = Sequence[Any]
+Statement = tuple[str, Sequence[Any]]
+"""A statement (placeholders `$1`...) and its parameters."""
 _T = TypeVar('_T')
 
 
@@ -144,9 +146,13 @@ class Dialect:
 
     # --- Operations SQL has no common spelling for ------------------------------------------------
 
-    async def allocate_keys(self, session: Session, table: str, column: str, count: int) -> list[int]:
+    async def allocate_keys(
+        self, session: Session, table: str, column: str, count: int, after: Statement | None = None
+    ) -> list[int]:
         """`count` fresh keys of `table`'s generated `column`, ascending, distinct from any a concurrent
-        writer gets: rows inserted with them keep allocation order."""
+        writer gets: rows inserted with them keep allocation order. `after` (a query and its parameters:
+        the content locks) runs to its end before any key is allocated, in the same statement where the
+        dialect can."""
         raise NotImplementedError
 
     def reset_keys(self, table: str, column: str, start: int = 1) -> Sequence[str]:
