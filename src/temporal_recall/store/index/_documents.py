@@ -5,21 +5,24 @@ More in docs/store.md.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from temporal_recall.content import load_message
 
 from ..postings._segments import add_postings
 from ..postings._writes import NewPostings
-from ..sql._bulk import CHUNK, allocate_keys, insert_rows, intern, run_batch
-from ..sql._session import Session
+from ..sql._bulk import CHUNK, Batch, allocate_keys, insert_returning, insert_rows, insert_then, intern, run_batch
+from ..sql._session import Dialect, Row, Session, Statement
 from ._terms import IndexTerms, Member, document_id, encode_term_ids, index_documents
 
 __all__ = (
     'CHUNK',
     'add_members',
+    'content_locks',
+    'documents_with',
     'lock_contents',
+    'read_documents',
 )
 
 _BLOBS = 500
@@ -38,24 +41,43 @@ contents, one per role that spoke in the content (`index_documents`)."""
 
 async def _documents_by_hash(session: Session, tenant_id: int, hashes: Sequence[bytes]) -> _Documents:
     """The tenant's documents of the contents among `hashes`."""
-    found: _Documents = {}
+    rows: list[Row] = []
     dialect = session.dialect
     for chunk in _chunks(hashes, CHUNK if dialect.supports_array_parameters else _BLOBS):
         if dialect.supports_array_parameters:
-            match, params = dialect.in_array(2, 'bytea'), [list(chunk)]
+            rows += await session.rows(_DOCUMENTS_BY_HASH.format(match=dialect.in_array(2, 'bytea')), tenant_id, chunk)
         else:  # Blobs do not travel in JSON: one placeholder each.
             match = f'IN ({", ".join(f"${index}" for index in range(2, len(chunk) + 2))})'
-            params: list[Any] = list(chunk)
-        rows = await session.rows(
-            f'SELECT content_hash, doc_id, length, role FROM documents WHERE tenant_id = $1 AND content_hash {match}',  # noqa: S608
-            tenant_id,
-            *params,
-        )
-        for row in rows:
-            found.setdefault(bytes(row[0]), []).append((int(row[1]), int(row[2]), str(row[3])))
+            rows += await session.rows(_DOCUMENTS_BY_HASH.format(match=match), tenant_id, *chunk)
+    return _documents_of(rows)
+
+
+_DOCUMENTS_BY_HASH = (
+    'SELECT content_hash, doc_id, length, role FROM documents WHERE tenant_id = $1 AND content_hash {match}'
+)
+
+
+def _documents_of(rows: Iterable[Row]) -> _Documents:
+    found: _Documents = {}
+    for row in rows:
+        found.setdefault(bytes(row[0]), []).append((int(row[1]), int(row[2]), str(row[3])))
     for documents in found.values():
         documents.sort()
     return found
+
+
+def documents_with(dialect: Dialect, tenant_id: int, hashes: Sequence[bytes]) -> tuple[str, list[Any]] | None:
+    """Where statements are round trips, the read of the tenant's documents of `hashes` as a statement and
+    its parameters, for a write to send with one of its own (`sql._bulk.insert_then`) and pass the rows
+    (`read_documents`) to `add_members`; `None` where it costs no round trip to read them there."""
+    if not (dialect.statements_are_round_trips and dialect.supports_array_parameters) or len(hashes) > CHUNK:
+        return None
+    return _DOCUMENTS_BY_HASH.format(match=dialect.in_array(2, 'bytea')), [tenant_id, list(hashes)]
+
+
+def read_documents(rows: Iterable[Row]) -> Mapping[bytes, Sequence[tuple[int, int, str]]]:
+    """The rows of the read `documents_with` gave, as `add_members` takes them."""
+    return _documents_of(rows)
 
 
 async def _terms_of(session: Session, members: Sequence[Member]) -> list[tuple[Member, int, IndexTerms]]:
@@ -92,7 +114,12 @@ _DOCUMENT_COLUMNS = (
 
 
 async def _create_documents(
-    session: Session, tenant_id: int, new: Sequence[tuple[Member, int, IndexTerms]], *, merge: bool
+    session: Session,
+    tenant_id: int,
+    new: Sequence[tuple[Member, int, IndexTerms]],
+    *,
+    merge: bool,
+    terms: Mapping[str, int] | None = None,
 ) -> tuple[_Documents, bool]:
     """Create the documents (and postings) for `new` (a member once per role), each numbered by the
     entry that created it (`document_id`); returns them and whether the tenant's segments are due a merge.
@@ -103,7 +130,7 @@ async def _create_documents(
     """
     if not new:
         return {}, False
-    term_ids = await intern(session, 'terms', (word for _, _, terms in new for word in terms.frequencies))
+    term_ids = await intern(session, 'terms', (word for _, _, index in new for word in index.frequencies), terms)
     rows = [
         (
             document_id(member.entry_key, index),
@@ -115,9 +142,21 @@ async def _create_documents(
         )
         for member, index, terms in new
     ]
-    await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, rows, on_conflict='ON CONFLICT DO NOTHING')
+    inserted = await insert_returning(
+        session, 'documents', _DOCUMENT_COLUMNS, rows, 'doc_id', on_conflict='ON CONFLICT DO NOTHING'
+    )
     contents = list(dict.fromkeys(member.content_hash for member, _, _ in new))
-    found = await _documents_by_hash(session, tenant_id, contents)
+    if len(inserted) == len(rows):
+        # Every row went in (the common case): the tenant's documents of these contents that this write
+        # keeps are its own rows, so they are not read back. (A concurrent writer's document of another
+        # role of the same content would be dropped below anyway: only this write's ids are kept.)
+        found: _Documents = {}
+        for row in rows:
+            found.setdefault(row[2], []).append((row[0], row[3], row[5]))
+        for documents in found.values():
+            documents.sort()
+    else:
+        found = await _documents_by_hash(session, tenant_id, contents)
     # An id another tenant's document holds (an entry indexed in two scopes: a fork or a scope change
     # across them) is refused; such documents take ids above every derived one (`FIRST_ALLOCATED`).
     refused = [row for row in rows if not any(role == row[5] for _, _, role in found.get(row[2], ()))]
@@ -164,23 +203,17 @@ async def _join(
     """Membership rows (with their occurrence counts) and the conversation's counters. Nothing any other
     writer of the tenant writes: documents are shared, but joining one writes only the membership."""
     joined = (len(joining), sum(length for _, _, length, _ in joining))
-    await insert_rows(
-        session,
+    members = Batch(
         'conversation_documents',
-        (
-            ('conv_key', 'bigint'),
-            ('doc_id', 'bigint'),
-            ('entry_key', 'bigint'),
-            ('run_key', 'bigint'),
-            ('position', 'int'),
-            ('occurrences', 'int'),
-        ),
+        _MEMBER_COLUMNS,
         [
             (conv_key, doc_id, member.entry_key, member.run_key, member.position, count)
             for member, doc_id, _, count in joining
         ],
     )
-    await session.run(
+    await insert_then(
+        session,
+        [members],
         'UPDATE conversations SET document_count = document_count + $1, total_length = total_length + $2 '
         'WHERE conv_key = $3',
         *joined,
@@ -188,18 +221,37 @@ async def _join(
     )
 
 
+_MEMBER_COLUMNS = (
+    ('conv_key', 'bigint'),
+    ('doc_id', 'bigint'),
+    ('entry_key', 'bigint'),
+    ('run_key', 'bigint'),
+    ('position', 'int'),
+    ('occurrences', 'int'),
+)
+
+
 async def lock_contents(session: Session, tenant_id: int, hashes: Iterable[bytes]) -> None:
     """Where writers run side by side, take the tenant's creation lock of each content among `hashes` that
     has no document yet, before the write allocates its entry keys: writers that are about to create the
     same document take turns, so the first holder's entry is the lowest one holding it, the creator the
     rebuild finds (docs/store.md, "Concurrency"). Contents already indexed take no lock."""
+    locks = content_locks(session, tenant_id, hashes)
+    if locks is not None:
+        await session.run(locks[0], *locks[1])
+
+
+def content_locks(session: Session, tenant_id: int, hashes: Iterable[bytes]) -> Statement | None:
+    """`lock_contents`' statement, for a write to send as its key allocation's `after` (`sql._bulk.allocate_keys`),
+    or `None` when there is nothing to lock."""
     sql = session.dialect.lock_new_contents()
     if sql is None:
-        return
+        return None
     keys = {_content_lock(tenant_id, content): content for content in hashes}
-    if keys:
-        ordered = sorted(keys)  # One order for every writer: no deadlock between them.
-        await session.run(sql, tenant_id, [keys[key] for key in ordered], ordered)
+    if not keys:
+        return None
+    ordered = sorted(keys)  # One order for every writer: no deadlock between them.
+    return sql, (tenant_id, [keys[key] for key in ordered], ordered)
 
 
 def _content_lock(tenant_id: int, content: bytes) -> int:
@@ -208,7 +260,14 @@ def _content_lock(tenant_id: int, content: bytes) -> int:
 
 
 async def add_members(
-    session: Session, conv_key: int, tenant_id: int, members: Sequence[Member], *, merge: bool = True
+    session: Session,
+    conv_key: int,
+    tenant_id: int,
+    members: Sequence[Member],
+    *,
+    merge: bool = True,
+    terms: Mapping[str, int] | None = None,
+    stored: Mapping[bytes, Sequence[tuple[int, int, str]]] | None = None,
 ) -> bool:
     """Index `members` (in order) into the conversation, creating the tenant's documents they lack.
 
@@ -220,6 +279,9 @@ async def add_members(
     counts the entries holding the document (`occurrences`), so a search knows which documents were
     said more than once. With `merge`, the tenant's segments are merged here when due (the caller
     keeps other writers out); otherwise returns whether they are due, for a merge off the write path.
+    `terms`: term ids this transaction read already (`_bulk.intern`). `stored`: the tenant's documents
+    of every member's content, read by this transaction after its content locks (`documents_with`), so
+    no writer can have created one of them since.
     """
     first: dict[bytes, Member] = {}
     counts: Counter[bytes] = Counter()
@@ -231,9 +293,12 @@ async def add_members(
     if not first:
         return False
     dialect = session.dialect
-    docs = await _documents_by_hash(session, tenant_id, list(first))
+    if stored is None:
+        docs = await _documents_by_hash(session, tenant_id, list(first))
+    else:
+        docs = {content: list(stored[content]) for content in first if content in stored}
     new = await _terms_of(session, [member for content, member in first.items() if content not in docs])
-    created, due = await _create_documents(session, tenant_id, new, merge=merge)
+    created, due = await _create_documents(session, tenant_id, new, merge=merge, terms=terms)
     late = [content for member, _, _ in new if (content := member.content_hash) not in created]
     docs.update(created)
     if late:  # Made by a concurrent writer after our first read.

@@ -11,10 +11,11 @@ from pydantic_ai.usage import RunUsage
 from temporal_recall.content import load_message, resent_hash
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
-from ..index._documents import add_members, lock_contents
+from ..index._documents import add_members, content_locks, documents_with, read_documents
 from ..index._superseded import extend_head, follow_supersessions, record_supersession
 from ..index._terms import PreparedMessage, prepare_message
 from ..protocol import AppendRequest, AppendResult, fence_row_key
+from ..sql._bulk import Batch, insert_rows, insert_then
 from ..sql._keys import hash_bytes, run_id_of
 from ..sql._session import Backend, Session
 from . import _entries as entries
@@ -24,7 +25,7 @@ from ._ids import new_id, now
 from ._lineage import appended_revision
 from ._pending import anchor, continues, requests_at, requests_ending_the_chain
 from ._rows import ConversationRow
-from ._tenants import lock_tenants, tenant_of
+from ._tenants import tenant_of
 
 __all__ = ('Prepared', 'append', 'apply', 'prepare')
 
@@ -82,14 +83,25 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     first: the body may run again) when its segments are due a merge after the commit."""
     merging.clear()
     request, fence_key = prepared.request, prepared.fence_key
-    row = await entries.conversation_row(session, request.conversation_id, idempotency_key=request.idempotency_key)
+    # The row's read also takes the tenant's lock (a replay or a fenced write takes it for nothing:
+    # a shared lock, held for a transaction that ends at once) and the head's chain `_attach` reads.
+    row = await entries.conversation_row(
+        session,
+        request.conversation_id,
+        idempotency_key=request.idempotency_key,
+        fence_key=fence_key,
+        lock_tenant=True,
+        chain_from=max(request.base_length - 1, 0),
+        runs={item.run_id for item in prepared.messages if item.run_id is not None},
+        terms={word for item in prepared.messages for terms in item.terms for word in terms.frequencies},
+    )
     if row is not None:
         if row.scope != request.scope:  # exactly: None and '' are different scopes
             raise UnknownConversation(request.conversation_id)
         if fence_key is not None:
             assert request.fence is not None
-            highest = await session.value(statements.HIGHEST_ATTEMPT, row.conv_key, fence_key)
-            if highest is not None and int(highest) > request.fence.attempt:
+            highest = row.fence_attempt
+            if highest is not None and highest > request.fence.attempt:
                 return AppendResult(
                     conversation_id=request.conversation_id,
                     head_id=row.head_id,
@@ -107,8 +119,7 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     elif not request.create:
         raise UnknownConversation(request.conversation_id)
     else:
-        tenant_id = await tenant_of(session, request.scope)
-    await lock_tenants(session, [tenant_id])
+        tenant_id = await tenant_of(session, request.scope, lock=True)
     attach = await _attach(session, row, request, prepared.base_hash, [item.content_hash for item in prepared.messages])
     parent_key, parent_position, displaced = attach.parent_key, attach.parent_position, attach.displaced
     new_items = prepared.messages[attach.skipped :]
@@ -116,14 +127,28 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
         first = prepare_message(attach.first, run_id=request.run_id, summary=request.summary)
         new_items = [first, *new_items[attach.replaced :]]
     # Before the entries take their keys: the order of the keys is the order of the documents' creators.
-    await lock_contents(session, tenant_id, (item.content_hash for item in new_items if item.terms))
+    # With them, in one statement, where the conversation is stored (a new one reads the highest key first).
+    locks = content_locks(session, tenant_id, (item.content_hash for item in new_items if item.terms))
+    if locks is not None and (row is None or not new_items):
+        await session.run(locks[0], *locks[1])
+        locks = None
     created_seq = await entries.max_entry_key(session) if row is None else 0
     ids = [new_id() for _ in new_items]
-    members = await entries.insert_chain(session, new_items, ids, parent_key, parent_position) if new_items else []
+    known_runs = row.known_runs if row is not None else None
+    known_terms = row.known_terms if row is not None else None
+    # The documents `add_members` looks up are read with the insert, after the content locks.
+    read = documents_with(session.dialect, tenant_id, list(dict.fromkeys(item.content_hash for item in new_items)))
+    members, found = (
+        await entries.insert_chain(session, new_items, ids, parent_key, parent_position, known_runs, read, locks)
+        if new_items
+        else ([], [])
+    )
     new_head = members[-1].entry_key if members else (row.head_key if row is not None else None)
     head_id = ids[-1] if ids else (row.head_id if row is not None else None)
     length = (members[-1].position if members else (row.head_position if row is not None else -1)) + 1
     branched = row is not None and bool(members) and parent_key != row.head_key
+    applied = (request.idempotency_key, new_head, length, len(members))
+    recorded = False
     if row is None:
         conv_key = await entries.insert_conversation(
             session, _new_columns(request), tenant_id=tenant_id, head_key=new_head, created_seq=created_seq
@@ -131,8 +156,25 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     else:
         conv_key = row.conv_key
         if members or request.usage is not None:
-            await _move_head(session, row, new_head, branched=branched, usage=request.usage, run_id=request.run_id)
-    if await add_members(session, conv_key, tenant_id, members, merge=not session.dialect.supports_concurrent_writes):
+            await _move_head(
+                session,
+                row,
+                new_head,
+                branched=branched,
+                usage=request.usage,
+                run_id=request.run_id,
+                applied=Batch('applied_writes', statements.APPLIED_COLUMNS, [(conv_key, *applied)]),
+            )
+            recorded = True
+    if await add_members(
+        session,
+        conv_key,
+        tenant_id,
+        members,
+        merge=not session.dialect.supports_concurrent_writes,
+        terms=known_terms,
+        stored=read_documents(found) if read is not None and members else None,
+    ):
         merging.append(tenant_id)
     if row is not None and members and branched:
         if displaced is not None and await _replaces_earlier_attempt(session, request, displaced):
@@ -144,7 +186,8 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     if row is None and fence_key is not None:
         assert request.fence is not None
         await _raise_fence(session, conv_key, fence_key, request.fence.attempt)
-    await session.run(statements.RECORD_APPLIED, conv_key, request.idempotency_key, new_head, length, len(members))
+    if not recorded:
+        await insert_rows(session, 'applied_writes', statements.APPLIED_COLUMNS, [(conv_key, *applied)])
     return AppendResult(conversation_id=request.conversation_id, head_id=head_id, length=length, stored=len(members))
 
 
@@ -219,7 +262,7 @@ async def _attach(
         )
     if row is None or row.head_key is None:
         return _Attach(None, -1, 0)
-    chain = await entries.head_chain(session, row.head_key, base - 1)
+    chain = row.chain if row.chain is not None else await entries.head_chain(session, row.head_key, base - 1)
     by_position = {position: (key, content) for key, position, content in chain}
     parent_key: int | None = None
     parent_position = base - 1
@@ -307,9 +350,11 @@ async def _move_head(
     branched: bool,
     usage: RunUsage | None,
     run_id: str | None,
+    applied: Batch,
 ) -> None:
     """Move the head (keeping the old one in `branches` when the new entries branched), add usage, new
-    revision (one that says which run appended since when: `_lineage`)."""
+    revision (one that says which run appended since when: `_lineage`); record the append as `applied`
+    in the same statement (nothing the write does after it reads that row)."""
     if branched and row.head_key is not None:
         await entries.write_branches(
             session, row.conv_key, [key for key in row.branch_keys if key != row.head_key] + [row.head_key]
@@ -320,7 +365,9 @@ async def _move_head(
         counted.incr(usage)
         total = dump_usage(counted)
     updated_at = now()
-    await session.run(
+    await insert_then(
+        session,
+        [applied],
         statements.MOVE_HEAD,
         row.conv_key,
         new_head,

@@ -4,15 +4,15 @@ More in docs/store.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry
 
 from ..index._terms import Member, PreparedMessage
-from ..sql._bulk import allocate_keys, insert_rows
+from ..sql._bulk import Batch, allocate_keys, insert_rows, insert_then
 from ..sql._schema import CONVERSATION_ID_UNIQUE
-from ..sql._session import Session
+from ..sql._session import Row, Session, Statement
 from . import _statements as statements
 from ._columns import RecordColumns
 from ._rows import ConversationRow
@@ -61,15 +61,29 @@ def lost_creation_race(error: BaseException) -> bool:
 
 
 async def conversation_row(
-    session: Session, conversation_id: str, *, idempotency_key: str | None = None
+    session: Session,
+    conversation_id: str,
+    *,
+    idempotency_key: str | None = None,
+    fence_key: str | None = None,
+    lock_tenant: bool = False,
+    chain_from: int | None = None,
+    runs: Collection[str] = (),
+    terms: Collection[str] = (),
 ) -> ConversationRow | None:
     """Lock the conversation's row until the transaction ends (where rows are locked), then read it.
 
     Locking comes first, alone: a `FOR UPDATE` that waited for another writer returns that writer's
     version of the locked row, but rows it joins would come from the snapshot taken before the wait
     (and miss the head entry that writer added). The read after it is a new statement, so under
-    READ COMMITTED it sees everything committed up to the moment the lock was granted. It also reads
-    what an `idempotency_key` recorded, saving `append` a round trip.
+    READ COMMITTED it sees everything committed up to the moment the lock was granted.
+
+    The read also takes what `append` needs next, saving it round trips: what an `idempotency_key`
+    recorded, the highest attempt a `fence_key` recorded, the tenant's shared lock (`lock_tenant`:
+    the lock every write takes right after its row's, `_tenants.lock_tenants`), and where statements
+    are round trips the head's chain from position `chain_from` (`head_chain`; the conversation's
+    own entries, which its locked row keeps from changing) and the keys of the stored `runs` and
+    `terms` among those the write may intern (`_bulk.intern`).
     """
     dialect = session.dialect
     conv_key = await session.value(
@@ -81,15 +95,36 @@ async def conversation_row(
     branches = dialect.array_of(
         'SELECT b.entry_key AS value FROM conversation_branches b WHERE b.conv_key = c.conv_key ORDER BY b.ordinal'
     )
+    params: list[Any] = [conv_key, idempotency_key]
+    fence, fenced = 'NULL', ''
+    if fence_key is not None:
+        params.append(fence_key)
+        fence = 'f.length'
+        fenced = f'LEFT JOIN applied_writes f ON f.conv_key = c.conv_key AND f.idempotency_key = ${len(params)} '
+    lock = (dialect.lock_tenant_in('c.tenant_id') if lock_tenant else None) or 'NULL'
+    chain = 'NULL'
+    if chain_from is not None and dialect.statements_are_round_trips:
+        params.append(chain_from)
+        chain = dialect.array_of(
+            statements.head_chain('c.head_key', f'${len(params)}', 'ROW(e.entry_key, e.position, e.content_hash)')
+        )
+    interned = {'runs': 'NULL', 'terms': 'NULL'}
+    for table, values in (('runs', runs), ('terms', terms)):
+        if values and dialect.statements_are_round_trips:
+            params.append(dialect.array(values))
+            column, key = ('term', 'term_id') if table == 'terms' else ('run_id', 'run_key')
+            match = dialect.in_array(len(params), 'text')
+            interned[table] = dialect.array_of(
+                f'SELECT ROW(x.{column}, x.{key}) FROM {table} x WHERE x.{column} {match}'  # noqa: S608
+            )
     found = await session.one(
         'SELECT c.tenant_id, c.scope, c.head_key, h.entry_id, coalesce(h.position, -1), c.revision, c.usage, '  # noqa: S608
-        f'{branches}, w.length, wh.entry_id '
+        f'{branches}, w.length, wh.entry_id, {fence}, {lock}, {chain}, {interned["runs"]}, {interned["terms"]} '
         'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
         'LEFT JOIN applied_writes w ON w.conv_key = c.conv_key AND w.idempotency_key = $2 '
-        'LEFT JOIN entries wh ON wh.entry_key = w.head_key '
+        f'LEFT JOIN entries wh ON wh.entry_key = w.head_key {fenced}'
         'WHERE c.conv_key = $1',
-        conv_key,
-        idempotency_key,
+        *params,
     )
     assert found is not None
     return ConversationRow(
@@ -103,6 +138,10 @@ async def conversation_row(
         usage=found[6],
         branch_keys=[int(key) for key in dialect.read_array(found[7])],
         applied=None if found[8] is None else (found[9], int(found[8])),
+        fence_attempt=None if found[10] is None else int(found[10]),
+        chain=None if found[12] is None else _chain(dialect.read_array(found[12]), chain_from),
+        known_runs=_interned(dialect.read_array(found[13]) if found[13] is not None else ()),
+        known_terms=_interned(dialect.read_array(found[14]) if found[14] is not None else ()),
     )
 
 
@@ -124,16 +163,38 @@ async def entry_keys(session: Session, entry_ids: Sequence[str]) -> dict[str, tu
 
 async def head_chain(session: Session, head_key: int, min_position: int) -> list[tuple[int, int, bytes]]:
     """`(entry_key, position, content_hash)` of the head's chain from `min_position` up to the head, oldest first."""
-    rows = await session.rows(statements.HEAD_CHAIN, head_key, max(min_position, 0))
-    return [(int(row[0]), int(row[1]), bytes(row[2])) for row in rows if row[1] >= min_position]
+    return _chain(await session.rows(statements.HEAD_CHAIN, head_key, max(min_position, 0)), min_position)
+
+
+def _interned(rows: Iterable[Row]) -> dict[str, int]:
+    return {str(row[0]): int(row[1]) for row in rows}
+
+
+def _chain(rows: Iterable[Row], min_position: int | None) -> list[tuple[int, int, bytes]]:
+    """`head_chain`'s rows from `min_position` on."""
+    return [(int(row[0]), int(row[1]), bytes(row[2])) for row in rows if min_position is None or row[1] >= min_position]
 
 
 async def insert_chain(
-    session: Session, items: Sequence[PreparedMessage], ids: Sequence[str], parent_key: int | None, parent_position: int
-) -> list[Member]:
-    """Insert `items` (with entry ids `ids`) as a chain of messages after `parent_key`; the members they add."""
-    runs = await intern_runs(session, (item.run_id for item in items))
-    keys = await allocate_keys(session, 'entries', len(items))
+    session: Session,
+    items: Sequence[PreparedMessage],
+    ids: Sequence[str],
+    parent_key: int | None,
+    parent_position: int,
+    known_runs: Mapping[str, int] | None = None,
+    then: Statement | None = None,
+    locks: Statement | None = None,
+) -> tuple[list[Member], list[Row]]:
+    """Insert `items` (with entry ids `ids`) as a chain of messages after `parent_key`; the members they add,
+    and the rows of `then` (a read sent with the insert: `_bulk.insert_then`). `known_runs`: run keys this
+    transaction read already (`_bulk.intern`). `locks`: the content locks, taken before the keys are
+    allocated, with them (`_bulk.allocate_keys`), unless a run is new: then before its insert too, so
+    that nothing this write inserts comes before them, as without the fold."""
+    if locks is not None and any(item.run_id is not None and item.run_id not in (known_runs or {}) for item in items):
+        await session.rows(locks[0], *locks[1])
+        locks = None
+    runs = await intern_runs(session, (item.run_id for item in items), known_runs)
+    keys = await allocate_keys(session, 'entries', len(items), locks)
     rows: list[tuple[Any, ...]] = []
     members: list[Member] = []
     for index, (item, key, entry_id) in enumerate(zip(items, keys, ids, strict=True)):
@@ -144,8 +205,10 @@ async def insert_chain(
             Member(entry_key=key, position=position, run_key=run_key, content_hash=item.content_hash, prepared=item)
         )
         parent_key = key
-    await insert_rows(session, 'entries', _ENTRY_COLUMNS, rows)
-    return members
+    if then is None:
+        await insert_rows(session, 'entries', _ENTRY_COLUMNS, rows)
+        return members, []
+    return members, await insert_then(session, [Batch('entries', _ENTRY_COLUMNS, rows)], then[0], *then[1])
 
 
 async def insert_entries(

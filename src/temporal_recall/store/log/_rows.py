@@ -6,7 +6,7 @@ conversation's index membership.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ('ConversationRow',)
 
@@ -25,3 +25,12 @@ class ConversationRow:
     branch_keys: list[int]
     applied: tuple[str | None, int] | None = None
     """`(head entry id, length)` recorded for the idempotency key asked about, if it was applied."""
+    fence_attempt: int | None = None
+    """The highest attempt recorded for the fence key asked about, if any."""
+    chain: list[tuple[int, int, bytes]] | None = None
+    """`(entry_key, position, content_hash)` of the head's chain from the position asked about, oldest
+    first, where the read folded it in (`_entries.conversation_row`); otherwise `None`."""
+    known_runs: dict[str, int] = field(default_factory=dict[str, int])
+    """Run keys the read took along (`_entries.conversation_row`), for `_bulk.intern`."""
+    known_terms: dict[str, int] = field(default_factory=dict[str, int])
+    """Term ids the read took along (`_entries.conversation_row`), for `_bulk.intern`."""

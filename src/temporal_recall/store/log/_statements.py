@@ -11,15 +11,15 @@ from typing import Any
 from ._columns import RecordColumns
 
 __all__ = (
+    'APPLIED_COLUMNS',
     'DELETE_CONVERSATION_ROWS',
     'HEAD_CHAIN',
-    'HIGHEST_ATTEMPT',
     'HISTORY',
     'INSERT_CONVERSATION',
     'MOVE_HEAD',
-    'RECORD_APPLIED',
     'UNREACHABLE',
     'UPDATE_CONVERSATION',
+    'head_chain',
     'record_values',
 )
 
@@ -37,16 +37,23 @@ ORDER BY chain.n DESC
 """The history ending at entry `$1`, oldest first, at most `$2` entries: one recursive query."""
 
 
-HEAD_CHAIN = """
+def head_chain(head: str, min_position: str, columns: str) -> str:
+    """The chain ending at entry key `head` (an SQL expression), down to position `min_position`: `columns`
+    of its entries (`e`), oldest first. One recursive query, written once for `HEAD_CHAIN` and the
+    conversation row's read that folds it in (`_entries.conversation_row`)."""
+    return f"""
 WITH RECURSIVE chain(k) AS (
-    SELECT CAST($1 AS BIGINT)
+    SELECT CAST({head} AS BIGINT)
     UNION ALL
     SELECT e.parent_key FROM chain JOIN entries e ON e.entry_key = chain.k
-    WHERE e.parent_key IS NOT NULL AND e.position > $2
+    WHERE e.parent_key IS NOT NULL AND e.position > {min_position}
 )
-SELECT e.entry_key, e.position, e.content_hash FROM chain JOIN entries e ON e.entry_key = chain.k
+SELECT {columns} FROM chain JOIN entries e ON e.entry_key = chain.k
 ORDER BY e.position
-"""
+"""  # noqa: S608 (fixed expressions and placeholders)
+
+
+HEAD_CHAIN = head_chain('$1', '$2', 'e.entry_key, e.position, e.content_hash')
 """`(entry_key, position, content_hash)` of the chain ending at entry key `$1`, down to position `$2`."""
 
 UNREACHABLE = """
@@ -120,10 +127,12 @@ MOVE_HEAD = (
 )
 """An append's change to its conversation: the new head, the usage so far and a new revision."""
 
-HIGHEST_ATTEMPT = 'SELECT length FROM applied_writes WHERE conv_key = $1 AND idempotency_key = $2'
-"""The highest attempt a fence row recorded (fences keep it in `length`)."""
-
-RECORD_APPLIED = (
-    'INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored) VALUES ($1, $2, $3, $4, $5)'
+APPLIED_COLUMNS = (
+    ('conv_key', 'bigint'),
+    ('idempotency_key', 'text'),
+    ('head_key', 'bigint'),
+    ('length', 'int'),
+    ('stored', 'int'),
 )
-"""What an idempotency key's append did, returned again to a retry of the same key."""
+"""The row of `applied_writes` recording what an idempotency key's append did, returned again to a retry
+of the same key (inserted with the head's move, `sql._bulk.insert_then`)."""

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from types import MappingProxyType
 
+from ..sql._bulk import numbered_from
 from ..sql._migrations import Migration
 from ..sql._schema import CONVERSATION_ID_UNIQUE, render
-from ..sql._session import Dialect, Session
+from ..sql._session import Dialect, Session, Statement
 
 __all__ = ('MIGRATIONS', 'POSTGRESQL', 'PostgresDialect')
 
@@ -26,11 +27,25 @@ class PostgresDialect(Dialect):
         }
     )
 
-    async def allocate_keys(self, session: Session, table: str, column: str, count: int) -> list[int]:
-        rows = await session.rows(
-            'SELECT nextval(pg_get_serial_sequence($1, $2)) FROM generate_series(1, $3)', table, column, count
+    async def allocate_keys(
+        self, session: Session, table: str, column: str, count: int, after: Statement | None = None
+    ) -> list[int]:
+        if after is None:
+            rows = await session.rows(
+                'SELECT nextval(pg_get_serial_sequence($1, $2)) FROM generate_series(1, $3)', table, column, count
+            )
+            return sorted(int(row[0]) for row in rows)
+        # The keys are computed from the row that counts `after`'s rows (a subquery each row of `done`
+        # runs again), so they come after all of them: `after`'s volatile calls are kept and run in order.
+        keys = await session.value(
+            'SELECT ARRAY(SELECT nextval(pg_get_serial_sequence($1, $2)) FROM generate_series(1, $3 + 0 * done.n)) '  # noqa: S608
+            f'FROM (SELECT count(*) AS n FROM ({numbered_from(after[0], 4)}) AS locks) AS done',
+            table,
+            column,
+            count,
+            *after[1],
         )
-        return sorted(int(row[0]) for row in rows)
+        return sorted(int(key) for key in keys)
 
     def reset_keys(self, table: str, column: str, start: int = 1) -> Sequence[str]:
         return (f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), {int(start)}, false)",)
@@ -39,8 +54,10 @@ class PostgresDialect(Dialect):
         return f'LOCK TABLE {", ".join(tables)} IN EXCLUSIVE MODE'
 
     def lock_tenants(self, *, exclusive: bool) -> str | None:
-        function = 'pg_advisory_xact_lock' if exclusive else 'pg_advisory_xact_lock_shared'
-        return f'SELECT {function}({_TENANTS}, {_KEY.format("t")}) FROM unnest($1::bigint[]) AS t'  # noqa: S608
+        return f'SELECT {_lock_tenant("t", exclusive=exclusive)} FROM unnest($1::bigint[]) AS t'  # noqa: S608
+
+    def lock_tenant_in(self, tenant: str) -> str | None:
+        return _lock_tenant(tenant, exclusive=False)
 
     def lock_new_contents(self) -> str | None:
         # Evaluated in the arrays' order, which the caller sorted by key: one order for every writer.
@@ -58,6 +75,11 @@ _TENANTS, _CONTENTS, _MERGES = 0x7265_6301, 0x7265_6302, 0x7265_6303
 
 _KEY = 'CAST({} % 2147483647 AS int)'
 """A tenant id as the second key of an advisory lock (a collision only makes two tenants share a lock)."""
+
+
+def _lock_tenant(tenant: str, *, exclusive: bool) -> str:
+    function = 'pg_advisory_xact_lock' if exclusive else 'pg_advisory_xact_lock_shared'
+    return f'{function}({_TENANTS}, {_KEY.format(tenant)})'
 
 
 POSTGRESQL = PostgresDialect()

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..sql._bulk import insert_rows
+from ..sql._bulk import Batch, insert_rows, insert_then
 from ..sql._session import Backend, Dialect, Row, Session
 from ._blocks import postings_by_term
-from ._writes import NewPostings, append_to_blocks, check_postings, spans, unplaced_rows
+from ._writes import NewPostings, append_to_blocks, segment_rows
 from ._writes import remove_postings as remove_from_blocks
 
 __all__ = (
@@ -86,18 +86,21 @@ async def add_postings(
         await _fold(session, tenant_id, list(zip(terms.tolist(), counts.tolist(), strict=True)), documents)
         return False
     segment = int(min(new.doc_ids))
-    rows: list[tuple[object, ...]] = []
-    for span in spans(new):
-        check_postings(span)
-        rows += [(tenant_id, segment, *row[1:4], row[6]) for row in unplaced_rows(tenant_id, span)]
-    await insert_rows(session, 'pending_postings', _PENDING_COLUMNS, rows, order_by='d.term_id, d.first_doc')
-    await insert_rows(
-        session, 'index_segments', _SEGMENT_COLUMNS, [(tenant_id, segment, *documents, len(new.term_ids))]
+    rows = segment_rows(tenant_id, segment, new)
+    # The tenant's pending segments other than this one, plus this one: the same whether the count sees
+    # this write's rows or not, so it goes with the inserts (`insert_then`).
+    [pending] = await insert_then(
+        session,
+        [
+            Batch('pending_postings', _PENDING_COLUMNS, rows, order_by='d.term_id, d.first_doc'),
+            Batch('index_segments', _SEGMENT_COLUMNS, [(tenant_id, segment, *documents, len(new.term_ids))]),
+        ],
+        'SELECT count(*) + 1, coalesce(sum(postings), 0) + $3 FROM index_segments WHERE tenant_id = $1 '
+        'AND segment <> $2',
+        tenant_id,
+        segment,
+        len(new.term_ids),
     )
-    pending = await session.one(
-        'SELECT count(*), coalesce(sum(postings), 0) FROM index_segments WHERE tenant_id = $1', tenant_id
-    )
-    assert pending is not None
     due = int(pending[0]) >= MERGE_SEGMENTS or int(pending[1]) >= MERGE_POSTINGS
     if due and merge:
         await merge_pending(session, tenant_id)

@@ -4,9 +4,10 @@ More in docs/store.md.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from itertools import groupby
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,6 +24,7 @@ __all__ = (
     'block_rows',
     'check_postings',
     'remove_postings',
+    'segment_rows',
     'spans',
     'unplaced_rows',
 )
@@ -189,6 +191,50 @@ def block_rows(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> list[t
 def unplaced_rows(tenant_id: int, new: NewPostings) -> list[tuple[Any, ...]]:
     """The block rows holding `new` (one `spans` part) as if its terms had no blocks yet: a segment's rows."""
     return block_rows(tenant_id, new, ())
+
+
+_ONE = struct.Struct('<3I')
+"""A block of one posting as `_blocks.encode` stores it (its offset is 0)."""
+
+
+def segment_rows(tenant_id: int, segment: int, new: NewPostings) -> list[tuple[Any, ...]]:
+    """`(tenant_id, segment, term_id, first_doc, last_doc, postings)`: the rows of `unplaced_rows`, checked
+    (`check_postings`), as segment `segment` of a write holds them, by term.
+
+    A step's write (`SMALL_WRITE`) is placed here without arrays or a call per block: most of its
+    terms have one posting, a block `_ONE` packs. Measured for 30 postings: 133 µs as `unplaced_rows`
+    of each `spans` part, checked, against 16 µs.
+    """
+    if len(new.term_ids) > SMALL_WRITE or not all(isinstance(column, list) for column in new):
+        rows: list[tuple[Any, ...]] = []
+        for span in spans(new):
+            check_postings(span)
+            rows += [(tenant_id, segment, *row[1:4], row[6]) for row in unplaced_rows(tenant_id, span)]
+        return rows
+    doc_ids = cast('list[int]', new.doc_ids)
+    lowest, highest = min(doc_ids), max(doc_ids)
+    if highest - lowest >= _OFFSETS // 2:  # Documents of allocated ids: more than one `spans` part.
+        return segment_rows(tenant_id, segment, NewPostings(*(np.asarray(column) for column in new)))
+    if max(max(cast('list[int]', new.frequencies)), max(cast('list[int]', new.lengths))) >= _OFFSETS:
+        check_postings(new)  # raises
+    by_term: dict[int, list[tuple[int, int, int]]] = {}
+    for term_id, doc_id, frequency, length in zip(*new, strict=True):
+        by_term.setdefault(term_id, []).append((doc_id, frequency, length))
+    rows = []
+    for term_id in sorted(by_term):
+        postings = by_term[term_id]
+        if len(postings) == 1:
+            doc_id, frequency, length = postings[0]
+            rows.append((tenant_id, segment, term_id, doc_id, doc_id, _ONE.pack(0, frequency, length)))
+            continue
+        for at in range(0, len(postings), _blocks.BLOCK):
+            block = postings[at : at + _blocks.BLOCK]
+            first = block[0][0]
+            doc_ids_, frequencies, lengths = zip(*block, strict=True)
+            rows.append(
+                (tenant_id, segment, term_id, first, block[-1][0], encode(first, doc_ids_, frequencies, lengths))
+            )
+    return rows
 
 
 def spans(new: NewPostings) -> list[NewPostings]:

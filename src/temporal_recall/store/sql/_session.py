@@ -6,9 +6,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, TypeVar
 
-__all__ = ('Backend', 'Dialect', 'Row', 'Session')
+__all__ = ('Backend', 'Dialect', 'Row', 'Session', 'Statement')
 
 Row = Sequence[Any]
+Statement = tuple[str, Sequence[Any]]
+"""A statement (placeholders `$1`...) and its parameters."""
 _T = TypeVar('_T')
 
 
@@ -37,6 +39,11 @@ class Dialect:
     condition and probes with `LATERAL`, and each statement is a network round trip: the engine
     sends one set-oriented statement. Without it (an in-process database with a simple planner) the
     engine fixes the join order itself and runs one simple statement per term or group."""
+    statements_are_round_trips: ClassVar[bool] = True
+    """Each statement is a network round trip (and a plan on the server), so the engine folds a read it
+    will need anyway into a statement it sends already (the head's chain into the conversation row's
+    read). Without it (an in-process database) the read is a statement of its own, which costs about
+    what folding it in would."""
     supports_concurrent_writes: ClassVar[bool] = True
     """Writers run side by side, rather than one at a time: they keep apart by the locks the dialect
     spells (`lock_tenants`, `lock_new_contents`, `try_lock_merge`) and by writing rows of their own."""
@@ -139,9 +146,13 @@ class Dialect:
 
     # --- Operations SQL has no common spelling for ------------------------------------------------
 
-    async def allocate_keys(self, session: Session, table: str, column: str, count: int) -> list[int]:
+    async def allocate_keys(
+        self, session: Session, table: str, column: str, count: int, after: Statement | None = None
+    ) -> list[int]:
         """`count` fresh keys of `table`'s generated `column`, ascending, distinct from any a concurrent
-        writer gets: rows inserted with them keep allocation order."""
+        writer gets: rows inserted with them keep allocation order. `after` (a query and its parameters:
+        the content locks) runs to its end before any key is allocated, in the same statement where the
+        dialect can."""
         raise NotImplementedError
 
     def reset_keys(self, table: str, column: str, start: int = 1) -> Sequence[str]:
@@ -158,6 +169,12 @@ class Dialect:
         ends: shared by writes that add to their index, which run side by side; exclusive by those that
         take from it (a delete, a scope change, a conversation created over stored entries) and wait for
         every writer of the tenant. `None` where writers take turns anyway (docs/store.md, "Concurrency")."""
+        raise NotImplementedError
+
+    def lock_tenant_in(self, tenant: str) -> str | None:
+        """An expression that, evaluated once in a select list, takes the shared lock of tenant `tenant` (an SQL
+        expression) as `lock_tenants(exclusive=False)` does, so a statement a write sends anyway takes it;
+        `None` where writers take turns."""
         raise NotImplementedError
 
     def lock_new_contents(self) -> str | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..sql._migrations import Migration
 from ..sql._schema import render
-from ..sql._session import Dialect, Session
+from ..sql._session import Dialect, Session, Statement
 
 __all__ = ('MIGRATIONS', 'SQLITE', 'SqliteDialect')
 
@@ -23,6 +23,7 @@ class SqliteDialect(Dialect):
     supports_array_parameters = False
     supports_join_planning = False
     supports_concurrent_writes = False
+    statements_are_round_trips = False
 
     ddl = MappingProxyType(
         {
@@ -80,7 +81,11 @@ class SqliteDialect(Dialect):
         # One pass over the subquery: SQLite would run a correlated `NOT EXISTS` once per row.
         return f'DELETE FROM {table} WHERE {key} NOT IN (SELECT {key} FROM {referrer} WHERE {key} IS NOT NULL)'  # noqa: S608
 
-    async def allocate_keys(self, session: Session, table: str, column: str, count: int) -> list[int]:
+    async def allocate_keys(
+        self, session: Session, table: str, column: str, count: int, after: Statement | None = None
+    ) -> list[int]:
+        if after is not None:
+            await session.rows(after[0], *after[1])
         # One writer at a time: continue the AUTOINCREMENT counter, which inserting the keys advances.
         last = await session.value('SELECT seq FROM sqlite_sequence WHERE name = $1', table)
         start = 1 + (0 if last is None else int(last))
@@ -96,6 +101,9 @@ class SqliteDialect(Dialect):
         return None  # A write transaction already keeps every other writer out.
 
     def lock_tenants(self, *, exclusive: bool) -> str | None:
+        return None
+
+    def lock_tenant_in(self, tenant: str) -> str | None:
         return None
 
     def lock_new_contents(self) -> str | None:
