@@ -149,6 +149,8 @@ async def test_a_retried_model_activity_that_answers_differently_supersedes_the_
         assert _hashes(stored) == _hashes(persisted.messages)
         record = await store.read_record('conv-ia-retried')
         assert record is not None and len(record.branches) == 1
+        # Each attempt's model request is counted; the tool call it carried the result of, once.
+        assert (record.usage.requests, record.usage.tool_calls) == (3, 1)
         superseded = [entry.message for entry in await store.read_history(record.branches[0])]
         assert superseded[:-1] == stored[:-1] or _hashes(superseded[:-1]) == _hashes(stored[:-1])
         assert superseded[-1].parts == [TextPart('answer from attempt 1')]  # type: ignore[union-attr]

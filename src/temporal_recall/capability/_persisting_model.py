@@ -32,12 +32,14 @@ both as the same messages (`store/log/_pending.py`) and keeps what the activity 
 head then follows the run, and the activity's write is a branch it left behind. Steps whose new
 messages are unchanged by that preparation cost nothing extra.
 
-Keys and retries. Writes are keyed by workflow id, workflow run id, activity id and attempt. A
-step's write has one key per attempt and attaches after the same stored response each time: a retry
-finds its request's messages stored (by content hash) and adds only its response, so a retry that
-answered differently becomes the head and the earlier answer a branch the head left behind (which
-the store records as superseded). The messages written alone after a failed call have one key per
-activity. Every write carries a `Fence` (the activity's identity
+Keys and retries. Writes are keyed by workflow id, workflow run id and activity id. The first
+attempt writes the request's new messages and its response under the activity's key (`prefix`),
+as does a failed call's write of the messages alone. A retried attempt writes the messages under
+that key again (stored and counted once, whichever attempt got there first) and then its response
+under a key of its own attempt, after the request: each attempt's model request is counted in the
+conversation's usage, the tool calls whose results the request carried once, and a retry that
+answered differently becomes the head, the earlier answer a branch the head left behind (which the
+store records as superseded). Every write carries a `Fence` (the activity's identity
 and attempt): the store refuses writes from an attempt lower than one it has seen, so a cut-off
 worker that is still running cannot move the head back. Such an attempt fails with a retryable
 `SupersededAttempt` (Temporal has already discarded it).
@@ -393,12 +395,17 @@ class _Step:
         """What this step's response is stored after: the attach point's message and the messages written after it."""
         return ViewCheck(length=len(self.view), start=max(self.base - 1, 0), digest=view_digest(self._written_hashes))
 
-    def _request(self, key: str, messages: Sequence[ModelMessage], usage: RunUsage | None) -> AppendRequest:
-        """A write of `messages` after the request's last complete response (the attach point)."""
+    def _request(
+        self, key: str, messages: Sequence[ModelMessage], usage: RunUsage | None, *, base: int | None = None
+    ) -> AppendRequest:
+        """A write of `messages` after the request's last complete response (the attach point), or after
+        the first `base` messages of the request (its own, for a response written alone)."""
         from ..store.protocol import AppendRequest
 
-        base = self.base
-        base_length, base_hash = in_stored_conversation(self.window, base, self._written_hashes[0] if base else None)
+        base = self.base if base is None else base
+        # `_written_hashes` begins at the attach point's message and runs to the request's last.
+        known = self._written_hashes[base - 1 - max(self.base - 1, 0)] if base else None
+        base_length, base_hash = in_stored_conversation(self.window, base, known)
         return AppendRequest(
             conversation_id=self.conversation_id,
             scope=self.scope,
@@ -428,33 +435,46 @@ class _Step:
     async def write_prefix(self) -> None:
         """Store the request's new messages alone (the model gave no final response); one that does not
         attach is left to the workflow side, which writes the run's history at its next boundary."""
-        new = self.view[self.base :]
-        if not new:
-            return
         try:
-            await self._append(self._request('prefix', new, self._tool_usage()), write='prefix')
+            await self._append_prefix()
         except HistoryMismatch:
             return
         except (StoreUnavailable, EmbeddingUnavailable) as error:
             _raise_retryable(error)
 
-    async def write_step(self, response: ModelResponse) -> str | None:
-        """Store the request's new messages and the response in one write (retrying a failed one): the
-        response's content hash, or `None` when the store refused it (the workflow side writes the step).
+    async def _append_prefix(self) -> None:
+        """The request's new messages, with the usage of the tool calls they carry the results of, under
+        the activity's own key."""
+        new = self.view[self.base :]
+        if new:
+            await self._append(self._request('prefix', new, self._tool_usage()), write='prefix')
 
-        One write per model request, not one before the call and one after: each write is a
-        transaction with its own fixed cost (the conversation's row, its head, the fence, the record
-        of the key), which dominated a step's cost when there were two (issue 42).
+    async def write_step(self, response: ModelResponse) -> str | None:
+        """Store the request's new messages and the response (retrying a failed write): the response's
+        content hash, or `None` when the store refused it (the workflow side writes the step).
+
+        The first attempt writes both in one write, under the activity's own key (`prefix`): each write
+        is a transaction with its own fixed cost (the conversation's row, its head, the fence, the
+        record of the key), which dominated a step's cost when every request wrote twice (issue 42).
+        A retried attempt writes the messages under that key again, which an earlier attempt may
+        have applied already (then it stores nothing and counts nothing), and its response under a
+        key of its own: each attempt's model request is counted, the tool calls whose results it
+        carried once.
         """
         usage = RunUsage(requests=1)
         usage.incr(response.usage)
-        tools = self._tool_usage()
-        if tools is not None:
-            usage.incr(tools)
-        request = self._request(f'{self.attempt}/response', [*self.view[self.base :], response], usage)
+        if self.attempt == 1:
+            tools = self._tool_usage()
+            if tools is not None:
+                usage.incr(tools)
+            request = self._request('prefix', [*self.view[self.base :], response], usage)
+        else:
+            request = self._request(f'{self.attempt}/response', [response], usage, base=len(self.view))
         delay = RESPONSE_WRITE_BACKOFF
         for remaining in range(RESPONSE_WRITE_ATTEMPTS - 1, -1, -1):
             try:
+                if self.attempt > 1:
+                    await self._append_prefix()
                 await self._append(request, write='response')
             except HistoryMismatch:
                 return None
