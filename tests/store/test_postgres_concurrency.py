@@ -167,3 +167,38 @@ async def test_deletes_racing_forks_keep_what_the_forks_share(stores: list[Postg
     # The forks of a round share the source's first three entries; the fourth, and every entry of a
     # round without a surviving fork, went with the source.
     assert (await row_counts(stores[0]))['entries'] == 3 * rounds_with_forks
+
+
+async def test_stores_in_two_schemas_of_one_database_never_share_a_lock() -> None:
+    """Advisory locks belong to the whole database; each store's are its schema's own.
+
+    A merge try-lock held in one schema must not make another schema's merge of the same tenant id
+    step aside (nor a tenant's lock make its writers wait), while a second store on the same schema
+    is kept out: the control that shows the check can fail.
+    """
+    from temporal_recall.store.postgres._dialect import POSTGRESQL
+
+    one, other = PostgresSite(postgres_url()), PostgresSite(postgres_url())
+    first = await one.open()
+    same = await one.open()
+    elsewhere = await other.open()
+    try:
+        try_lock = POSTGRESQL.try_lock_merge()
+        assert try_lock is not None
+
+        async def holding(session) -> tuple[bool, bool]:  # type: ignore[no-untyped-def]
+            assert await session.value(try_lock, 1)
+
+            async def attempt(other_session) -> bool:  # type: ignore[no-untyped-def]
+                return bool(await other_session.value(try_lock, 1))
+
+            in_same_schema = await same._backend.run_write(attempt)  # pyright: ignore[reportPrivateUsage]
+            in_other_schema = await elsewhere._backend.run_write(attempt)  # pyright: ignore[reportPrivateUsage]
+            return in_same_schema, in_other_schema
+
+        assert await first._backend.run_write(holding) == (False, True)  # pyright: ignore[reportPrivateUsage]
+    finally:
+        for store in (first, same, elsewhere):
+            await store.close()
+        await one.close()
+        await other.close()

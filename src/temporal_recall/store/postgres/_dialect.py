@@ -70,8 +70,13 @@ class PostgresDialect(Dialect):
         return f'SELECT pg_try_advisory_xact_lock({_MERGES}, {_KEY.format("$1::bigint")})'
 
 
-_TENANTS, _CONTENTS, _MERGES = 0x7265_6301, 0x7265_6302, 0x7265_6303
-"""The advisory lock spaces (the first key of two) of the store's tenant, content and merge locks."""
+_TENANTS, _CONTENTS, _MERGES = (
+    f"hashtext(current_schema() || '/temporal_recall/{space}')" for space in ('tenants', 'contents', 'merges')
+)
+"""The advisory lock spaces (the first key of two) of the store's tenant, content and merge locks, one
+set per schema (the store's, the connections' `search_path`). Advisory locks belong to the whole
+database: with fixed spaces, stores in two schemas of one database waited for each other's locks
+on equal tenant ids, and one's merge try-lock made the other's merge step aside."""
 
 _KEY = 'CAST({} % 2147483647 AS int)'
 """A tenant id as the second key of an advisory lock (a collision only makes two tenants share a lock)."""
