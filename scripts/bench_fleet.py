@@ -16,7 +16,8 @@ history load (`continue_history=False`: the workflows differ only in the capabil
 agent then of the other, the order flipping every round. It prints workflows/s (the batch over the
 time from its first start to its last result), the p50/p99 model-request latency (from each
 history, a model-request activity's scheduling to its completion: queueing, the 50 ms and, with
-persistence, the writes), and the ratio with/without.
+persistence, the writes), the CPU per workflow that the Temporal server, the workers and PostgreSQL
+spent in the batch (`bench/_process_cpu.py`, from /proc), and the ratio with/without.
 
 `--faults` runs once, with persistence, on a PostgreSQL cluster of its own (initdb and pg_ctl in a
 temp dir, on a free port, as the `postgres` user when run as root): when a quarter of the workflows
@@ -36,7 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -47,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for bench/
 
 from bench._fleet import Fleet
 from bench._pg_cluster import own_cluster
+from bench._process_cpu import ROLES, cpu_by_process, spent_per_role
 from bench._provenance import DEFAULT_POSTGRES_URL, header, postgres_schema
 from bench.fleet_agent import LATENCY, MESSAGES_PER_RUN, TOOL_CALLS, WITH, WITHOUT, expected_kinds, prompt_for
 from temporalio.api.enums.v1 import EventType
@@ -69,6 +71,8 @@ class Batch:
     latencies: list[float]
     """Each model request's scheduling-to-completion time, seconds."""
     count: int
+    cpu: dict[str, float] | None = None
+    """CPU seconds per role over the batch (`bench._process_cpu`), when sampled."""
 
     @property
     def rate(self) -> float:
@@ -77,6 +81,11 @@ class Batch:
     def describe(self) -> str:
         p50, p99 = percentile(self.latencies, 50), percentile(self.latencies, 99)
         return f'{self.rate:5.2f} workflows/s, model request p50 {p50 * 1000:4.0f} ms p99 {p99 * 1000:5.0f} ms'
+
+    def describe_cpu(self) -> str:
+        """CPU ms per workflow by role, e.g. `Temporal server 57, workers 94, PostgreSQL 18`."""
+        cpu = self.cpu or {}
+        return ', '.join(f'{role} {cpu.get(role, 0.0) / self.count * 1000:.0f}' for role in ROLES)
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -124,14 +133,19 @@ async def start_batch(client: Client, task_queue: str, agent: str, ids: list[str
     )
 
 
-async def run_batch(client: Client, task_queue: str, agent: str, ids: list[str]) -> Batch:
+async def run_batch(
+    client: Client, task_queue: str, agent: str, ids: list[str], workers: Collection[int] = ()
+) -> Batch:
+    """Start `ids` at once and wait for them all; with `workers` (their pids), the CPU each role spent."""
+    before = cpu_by_process(workers) if workers else None
     started = time.perf_counter()
     handles = await start_batch(client, task_queue, agent, ids)
     async with asyncio.timeout(RESULT_SECONDS):
         await asyncio.gather(*(handle.result() for handle in handles))
     seconds = time.perf_counter() - started
+    cpu = None if before is None else spent_per_role(before, cpu_by_process(workers))
     latencies = [value for handle in handles for value in await model_request_latencies(handle)]
-    return Batch(seconds=seconds, latencies=latencies, count=len(ids))
+    return Batch(seconds=seconds, latencies=latencies, count=len(ids), cpu=cpu)
 
 
 @contextlib.asynccontextmanager
@@ -171,13 +185,16 @@ async def measure(args: argparse.Namespace, client: Client, address: str, tmp: P
             rates: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
             for number in range(args.rounds):
                 order = list(VARIANTS) if number % 2 == 0 else list(reversed(VARIANTS))
-                line = []
+                line, cpu = [], []
                 for variant in order:
                     ids = [f'{backend}-{tag}-{number}-{variant}-{n}' for n in range(args.workflows)]
-                    batch = await run_batch(client, running.task_queue, VARIANTS[variant], ids)
+                    pids = [worker.process.pid for worker in running.workers]
+                    batch = await run_batch(client, running.task_queue, VARIANTS[variant], ids, pids)
                     rates[variant].append(batch.rate)
                     line.append(f'{variant}: {batch.describe()}')
+                    cpu.append(f'{variant}: {batch.describe_cpu()}')
                 print(f'  round {number + 1}  ' + ' | '.join(line), flush=True)
+                print('           CPU ms per workflow, ' + ' | '.join(cpu), flush=True)
         without, with_ = statistics.fmean(rates['without']), statistics.fmean(rates['with'])
         print(
             f'  mean   without {without:.2f} workflows/s, with {with_:.2f}: with/without {with_ / without:.2f}x '
