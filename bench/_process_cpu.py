@@ -13,7 +13,7 @@ import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-__all__ = ('ROLES', 'cpu_by_process', 'spent_per_role')
+__all__ = ('ROLES', 'cpu_by_process', 'process_cpu', 'spent_per_role')
 
 ROLES = ('Temporal server', 'workers', 'PostgreSQL')
 
@@ -30,7 +30,13 @@ def _stat(pid: int) -> tuple[str, float] | None:
     except OSError:
         return None
     name, rest = stat[stat.index('(') + 1 : stat.rindex(')')], stat.rsplit(')', 1)[1].split()
-    return name, (int(rest[11]) + int(rest[12])) / _TICKS
+    return name, (int(rest[11]) + int(rest[12])) / _TICKS  # utime, stime
+
+
+def process_cpu(pid: int) -> float | None:
+    """The CPU seconds (user + system) `pid` has spent; `None` once it is gone."""
+    stat = _stat(pid)
+    return None if stat is None else stat[1]
 
 
 def cpu_by_process(workers: Collection[int]) -> dict[ProcessKey, float]:

@@ -46,13 +46,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'src'))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for bench/
 
+from bench._process_cpu import process_cpu
 from bench._provenance import DEFAULT_POSTGRES_URL, header, postgres_schema
 from bench.fleet_agent import WITH, WITHOUT, build, prompt_for
 
 from temporal_recall import ConversationRecall, RecallDeps, open_store
 
 BACKENDS = ('sqlite', 'postgresql')
-CLOCK_TICKS = os.sysconf('SC_CLK_TCK')
 
 
 @dataclass
@@ -101,11 +101,9 @@ class ServerClock:
             await connection.close()
         seconds: dict[int, float] = {}
         for (pid,) in rows:
-            try:
-                fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
-            except FileNotFoundError:
-                continue  # the backend ended just now
-            seconds[pid] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+            spent = process_cpu(pid)
+            if spent is not None:  # else the backend ended just now
+                seconds[pid] = spent
         return seconds or None
 
     @staticmethod
