@@ -20,7 +20,7 @@ from pydantic_ai.embeddings import Embedder
 from temporal_recall.embeddings._vectors import embed_texts
 from temporal_recall.errors import ConfigurationError, UnknownConversation
 from temporal_recall.models import SearchRequest
-from temporal_recall.search._assemble import build_hits
+from temporal_recall.search._assemble import build_hits, fill_page
 from temporal_recall.search._bm25 import ScoredDocument
 from temporal_recall.search._fusion import Fused, fuse
 from temporal_recall.search._query import Query
@@ -61,8 +61,11 @@ async def search_by_meaning(
     if nearest is None:
         raise ConfigurationError(f'{type(reader).__name__} holds no vectors: search it with mode="bm25".')
     embedded = await embed_texts(embedder, [request.query], input_type='query')
-    fetch = options.limit
-    while True:
+    arms: dict[int, list[Arm]] = {}
+    held = 0
+
+    async def fused_page(fetch: int) -> tuple[list[ScoredDocument], bool]:
+        nonlocal arms, held
         depth = max(fetch, ARM_DEPTH)
         found = await nearest(target, embedded.model, embedded.vectors[0], depth)
         if found is None:
@@ -77,19 +80,16 @@ async def search_by_meaning(
         else:
             alone: list[Arm] = ['semantic']
             fused, arms = list(rankings['semantic']), {doc_id: alone for doc_id, _ in near}
-        ranked = fused[:fetch]
-        rows = await reader.documents(
-            target,
-            [scored.doc_id for scored in ranked],
-            context=options.context_lines,
-            limit=options.limit,
-            exclude_run_id=request.exclude_run_id,
-        )
-        if len(rows) >= options.limit or len(fused) <= fetch:
-            break
-        fetch *= 4
-    kept = {row.doc_id for row in rows}
-    ranked = [scored for scored in ranked if scored.doc_id in kept]
+        return fused, len(fused) <= fetch
+
+    ranked, rows = await fill_page(
+        reader,
+        target,
+        fused_page,
+        limit=options.limit,
+        context_lines=options.context_lines,
+        exclude_run_id=request.exclude_run_id,
+    )
     hits = build_hits(
         ranked,
         rows,

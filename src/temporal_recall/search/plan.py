@@ -27,7 +27,7 @@ from temporal_recall._tracing import SEARCH, note, span
 from temporal_recall.embeddings._source import EmbedderSource, as_embedder
 from temporal_recall.errors import InvalidSearchParameters, UnknownConversation
 from temporal_recall.models import SearchRequest
-from temporal_recall.search._assemble import build_hits
+from temporal_recall.search._assemble import build_hits, fill_page
 from temporal_recall.search._bm25 import (
     BM25Parameters,
     ScoredDocument,
@@ -158,23 +158,19 @@ async def _search(reader: IndexReader, request: SearchRequest, embedder: Embedde
             lexical=lexical,
             lexical_documents=stats.document_count,
         )
-    fetch = options.limit
-    while True:
+
+    async def lexical_page(fetch: int) -> tuple[list[ScoredDocument], bool]:
         ranked = _rank_columns(stats, found.columns, frequencies, query.terms, options.parameters, fetch)
-        # One row per occurrence, documents in ranked order: `limit` counts occurrences.
-        rows = await reader.documents(
-            target,
-            [scored.doc_id for scored in ranked],
-            context=options.context_lines,
-            limit=options.limit,
-            exclude_run_id=request.exclude_run_id,
-        )
-        # Excluded occurrences leave gaps: widen the ranking until the page is full or nothing is left.
-        if len(rows) >= options.limit or len(ranked) < fetch or fetch >= matched:
-            break
-        fetch *= 4
-    kept = {row.doc_id for row in rows}
-    ranked = [scored for scored in ranked if scored.doc_id in kept]
+        return ranked, len(ranked) < fetch or fetch >= matched
+
+    ranked, rows = await fill_page(
+        reader,
+        target,
+        lexical_page,
+        limit=options.limit,
+        context_lines=options.context_lines,
+        exclude_run_id=request.exclude_run_id,
+    )
     hits = build_hits(ranked, rows, query.terms, context_lines=options.context_lines)
     return SearchResult(
         query=request.query[:200],
