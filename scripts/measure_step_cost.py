@@ -8,8 +8,10 @@ A script that prints numbers, never a timed test (issue 42, item 2).
 The agent is `bench/fleet_agent.py`'s (4 model requests: three tool calls, then an answer; 8
 messages), with no model latency and without `TemporalDurability`: a plain `agent.run`, each in a
 conversation of its own. Without persistence the store is never touched; with it,
-`ConversationRecall(store=...)` writes every model request's messages through the store's `append`.
-For each backend the two variants alternate (which goes first flips every round), and each cell is
+`ConversationRecall(store=...)` writes every model request's messages through the store's `append`;
+"nothing stored" is the capability over `bench.fleet_agent.NothingStored`, a store that acknowledges
+each append and keeps nothing: the capability's own cost, the least any store could add to it.
+For each backend the three variants alternate (the order reverses every round), and each cell is
 the process CPU time (`time.process_time`, every thread of this process) per run: its median, and
 its mean in brackets, and the CPU spent inside the store's `append` per run (nothing else runs
 while a run waits for it), which the summary gives as a share of what persistence adds. On
@@ -48,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for bench/
 
 from bench._process_cpu import process_cpu
 from bench._provenance import DEFAULT_POSTGRES_URL, header, postgres_schema
-from bench.fleet_agent import WITH, WITHOUT, build, prompt_for
+from bench.fleet_agent import FLOOR, WITH, WITHOUT, NothingStored, build, prompt_for
 
 from temporal_recall import ConversationRecall, RecallDeps, open_store
 
@@ -164,11 +166,12 @@ def agents_for(store: Any) -> dict[str, Any]:
     return {
         'without': build(WITHOUT, recall=None, latency=0, durable=False),
         'with': build(WITH, recall=ConversationRecall(store=store), latency=0, durable=False),
+        'nothing stored': build(FLOOR, recall=ConversationRecall(store=NothingStored()), latency=0, durable=False),
     }
 
 
 async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, list[dict[str, Cell]]]:
-    """Per backend, per round, both variants: alternated within each backend's store."""
+    """Per backend, per round, every variant: alternated within each backend's store."""
     results: dict[str, list[dict[str, Cell]]] = {}
     for backend in args.backends:
         async with opened(backend, args.postgres, tmp) as (store, server):
@@ -178,7 +181,7 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, list[dict[st
                 await batch(agent, args.warmup, None)
             rounds: list[dict[str, Cell]] = []
             for number in range(args.rounds):
-                order = ('without', 'with') if number % 2 == 0 else ('with', 'without')
+                order = list(agents) if number % 2 == 0 else list(reversed(agents))
                 cells = {variant: await batch(agents[variant], args.runs, server, clock) for variant in order}
                 rounds.append(cells)
                 print(f'{backend:10} round {number + 1}: ' + describe_round(cells), flush=True)
@@ -187,9 +190,11 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, list[dict[st
 
 
 def describe_round(cells: dict[str, Cell]) -> str:
-    without, with_ = cells['without'], cells['with']
+    without, with_, floor = cells['without'], cells['with'], cells['nothing stored']
     ratio = statistics.median(with_.cpu) / statistics.median(without.cpu)
     line = f'without {without.describe()} ms | with {with_.describe()} ms | with/without {ratio:.2f}x'
+    floor_ratio = statistics.median(floor.cpu) / statistics.median(without.cpu)
+    line += f' | nothing stored {floor.describe()} ms ({floor_ratio:.2f}x)'
     line += f' | append {with_.append_seconds / len(with_.cpu) * 1000:.1f} ms per run'
     server = with_.server_per_run()
     if server is not None:
@@ -328,13 +333,16 @@ class Summary:
     with_: float
     append: float
     """Process CPU inside `append` per run with persistence."""
+    floor: float
+    """The capability over a store that keeps nothing (`NothingStored`)."""
 
     def describe(self) -> str:
         added = self.with_ - self.without
         return (
             f'  {self.backend:10} without {self.without * 1000:6.1f} ms | with {self.with_ * 1000:6.1f} ms | '
             f'with/without {self.with_ / self.without:.2f}x | append {self.append * 1000:.1f} ms per run, '
-            f'{self.append / added if added > 0 else float("nan"):.0%} of the {added * 1000:.1f} ms added'
+            f'{self.append / added if added > 0 else float("nan"):.0%} of the {added * 1000:.1f} ms added | '
+            f'nothing stored {self.floor * 1000:.1f} ms ({self.floor / self.without:.2f}x)'
         )
 
 
@@ -347,6 +355,7 @@ def summary(results: dict[str, list[dict[str, Cell]]]) -> list[Summary]:
                 without=statistics.median(statistics.median(cells['without'].cpu) for cells in rounds),
                 with_=statistics.median(statistics.median(cells['with'].cpu) for cells in rounds),
                 append=statistics.median(cells['with'].append_seconds / len(cells['with'].cpu) for cells in rounds),
+                floor=statistics.median(statistics.median(cells['nothing stored'].cpu) for cells in rounds),
             )
         )
     return rows
@@ -388,7 +397,7 @@ async def main(argv: list[str] | None = None) -> None:
         (Path(tmp) / 'profile').mkdir()
         results = await measure(args, Path(tmp))
         rows = summary(results)
-        print('\nmedian over rounds (target: with at most 1.5x without)')
+        print('\nmedian over rounds (target: with at most 1.5x without; nothing stored: the least any store could add)')
         for row in rows:
             print(row.describe())
         if args.profile_runs:

@@ -8,9 +8,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from bench.fleet_agent import WITH, build, expected_kinds, prompt_for
+from bench.fleet_agent import FLOOR, WITH, NothingStored, build, expected_kinds, prompt_for
 
 from temporal_recall import ConversationRecall, RecallDeps, RunPromptOutput, open_store
 
@@ -70,6 +71,32 @@ async def test_the_store_check_passes_a_clean_run_and_names_a_branched_conversat
     assert 'the store holds 24 entries, not 2 x 8' in problems, problems
 
 
+async def test_the_nothing_stored_floor_takes_the_same_writes_as_a_real_store(tmp_path: Path) -> None:
+    """The floor is only a floor if the capability does over `NothingStored` what it does over a store:
+    the same appends, of the same messages, at the same places."""
+    seen: list[list[tuple[str, int, int]]] = []
+    nothing = NothingStored()
+    async with await open_store(str(tmp_path / 'real.db')) as store:
+        for recall_store in (store, nothing):
+            calls: list[tuple[str, int, int]] = []
+            original = recall_store.append
+
+            async def append(request: Any, original: Any = original, calls: list[Any] = calls) -> Any:
+                calls.append((request.conversation_id, request.base_length, len(request.messages)))
+                return await original(request)
+
+            recall_store.append = append  # type: ignore[method-assign]
+            agent = build(FLOOR, recall=ConversationRecall(store=recall_store), latency=0, durable=False)
+            for conversation_id in ('first', 'second'):
+                await agent.run(prompt_for(conversation_id), conversation_id=conversation_id, deps=RecallDeps())
+            seen.append(calls)
+        stored = await store.load('first')
+    real, floor = seen
+    assert floor == real and len(real) == 8, (real, floor)  # one write per model request, 4 per run
+    assert nothing.appends == 8
+    assert stored is not None and len(stored.messages) == len(expected_kinds())
+
+
 def test_the_expected_run_is_a_prompt_three_tool_calls_and_an_answer() -> None:
     assert expected_kinds() == ['user-prompt'] + ['tool-call', 'tool-return'] * 3 + ['text']
 
@@ -87,12 +114,16 @@ def run_script(*argv: str, timeout: float) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 @pytest.mark.temporal
-def test_a_tiny_sqlite_run_prints_both_variants_and_the_ratio() -> None:
+def test_a_tiny_sqlite_run_prints_every_variant_and_the_ratios() -> None:
     done = run_script('--backends', 'sqlite', '--workflows', '2', '--rounds', '1', timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     line = r'\d+\.\d\d workflows/s, model request p50 +\d+ ms p99 +\d+ ms'
-    assert re.search(rf'^  round 1  without: +{line} \| with: +{line}$', done.stdout, re.M), done.stdout
-    assert re.search(r'^  mean   without .* with/without \d+\.\d\dx', done.stdout, re.M), done.stdout
+    assert re.search(
+        rf'^  round 1  without: +{line} \| with: +{line} \| nothing stored: +{line}$', done.stdout, re.M
+    ), done.stdout
+    assert re.search(
+        r'^  mean   without .* with/without \d+\.\d\dx .*; nothing stored \d+\.\d\d: \d+\.\d\dx', done.stdout, re.M
+    ), done.stdout
 
 
 @pytest.mark.slow
