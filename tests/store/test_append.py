@@ -235,3 +235,32 @@ async def test_negative_base_length_is_refused(recall_store: AnyStore) -> None:
     )
     with pytest.raises(HistoryMismatch):
         await recall_store.append(request)
+
+
+async def test_given_content_hashes_are_used_instead_of_serialising_again(
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from temporal_recall.store.index import _terms
+
+    hashes = [hex_hash(message) for message in turn(1)]
+
+    def no_second_serialisation(message: m.ModelMessage) -> str:
+        raise AssertionError('the store hashed a message whose hash it was given')
+
+    monkeypatch.setattr(_terms, 'content_hash', no_second_serialisation)
+    first = await recall_store.append(delta(turn(1), content_hashes=hashes))
+    assert (first.length, first.stored) == (2, 2)
+    monkeypatch.undo()
+    # Filed under those hashes: a delta after them attaches, and the same messages resent store nothing.
+    assert (await recall_store.append(delta(turn(2), base=turn(1)))).length == 4
+    assert (await recall_store.append(delta([*turn(1), *turn(2)]))).stored == 0
+    assert await history(recall_store) == [*turn(1), *turn(2)]
+
+
+async def test_content_hashes_that_do_not_match_the_messages_one_for_one_are_refused(
+    recall_store: AnyStore,
+) -> None:
+    counts = await row_counts(recall_store)
+    with pytest.raises(ValueError, match='holds 1 hashes for 2 messages'):
+        await recall_store.append(delta(turn(1), content_hashes=[hex_hash(turn(1)[0])]))
+    assert await row_counts(recall_store) == counts

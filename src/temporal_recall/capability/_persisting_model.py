@@ -387,8 +387,13 @@ class _Step:
     @cached_property
     def _written_hashes(self) -> list[str]:
         """The content hashes of the attach point's message and the messages written after it, computed
-        once: the write's base hash and the marker's digest are both made of them."""
+        once: the write's base hash, the marker's digest and the store's rows are all made of them."""
         return [content_hash(message) for message in self.view[max(self.base - 1, 0) :]]
+
+    @property
+    def _new_hashes(self) -> list[str]:
+        """The content hashes of the request's new messages (`view[base:]`), from `_written_hashes`."""
+        return self._written_hashes[1:] if self.base else self._written_hashes
 
     @property
     def digest(self) -> ViewCheck:
@@ -396,10 +401,17 @@ class _Step:
         return ViewCheck(length=len(self.view), start=max(self.base - 1, 0), digest=view_digest(self._written_hashes))
 
     def _request(
-        self, key: str, messages: Sequence[ModelMessage], usage: RunUsage | None, *, base: int | None = None
+        self,
+        key: str,
+        messages: Sequence[ModelMessage],
+        hashes: Sequence[str],
+        usage: RunUsage | None,
+        *,
+        base: int | None = None,
     ) -> AppendRequest:
-        """A write of `messages` after the request's last complete response (the attach point), or after
-        the first `base` messages of the request (its own, for a response written alone)."""
+        """A write of `messages` (with their content `hashes`) after the request's last complete response
+        (the attach point), or after the first `base` messages of the request (its own, for a response
+        written alone)."""
         from ..store.protocol import AppendRequest
 
         base = self.base if base is None else base
@@ -419,6 +431,7 @@ class _Step:
             summary=self.capability.summary,
             # A chat UI that keeps its own history sends back earlier turns without some fields.
             base_resent_hash=resent_hash(self.view[base - 1]) if base else None,
+            content_hashes=hashes,
         )
 
     def _tool_usage(self) -> RunUsage | None:
@@ -447,7 +460,7 @@ class _Step:
         the activity's own key."""
         new = self.view[self.base :]
         if new:
-            await self._append(self._request('prefix', new, self._tool_usage()), write='prefix')
+            await self._append(self._request('prefix', new, self._new_hashes, self._tool_usage()), write='prefix')
 
     async def write_step(self, response: ModelResponse) -> str | None:
         """Store the request's new messages and the response (retrying a failed write): the response's
@@ -463,13 +476,17 @@ class _Step:
         """
         usage = RunUsage(requests=1)
         usage.incr(response.usage)
+        # Hashed once: the store files the response under it, and the marker carries it.
+        stored_hash = content_hash(response)
         if self.attempt == 1:
             tools = self._tool_usage()
             if tools is not None:
                 usage.incr(tools)
-            request = self._request('prefix', [*self.view[self.base :], response], usage)
+            request = self._request(
+                'prefix', [*self.view[self.base :], response], [*self._new_hashes, stored_hash], usage
+            )
         else:
-            request = self._request(f'{self.attempt}/response', [response], usage, base=len(self.view))
+            request = self._request(f'{self.attempt}/response', [response], [stored_hash], usage, base=len(self.view))
         delay = RESPONSE_WRITE_BACKOFF
         for remaining in range(RESPONSE_WRITE_ATTEMPTS - 1, -1, -1):
             try:
@@ -484,7 +501,6 @@ class _Step:
                 await asyncio.sleep(delay)
                 delay *= 2
                 continue
-            stored_hash = content_hash(response)
             if not activity.in_activity():
                 # In-process the capability's hooks may read the response before a stream is closed
                 # (and marked): tell the run's capability directly.

@@ -43,10 +43,11 @@ log = logging.getLogger('temporal_recall.embeddings')
 def _documents(request: AppendRequest) -> dict[tuple[str, str], str]:
     """The request's documents by `(content_hash, role)`: what the index makes of its messages."""
     found: dict[tuple[str, str], str] = {}
-    for message in request.messages:
+    hashes = request.content_hashes
+    for index, message in enumerate(request.messages):
         if request.summary is not None and request.summary(message):
             continue  # stored marked as a summary: never indexed, so never embedded
-        content = content_hash(message)
+        content = content_hash(message) if hashes is None else hashes[index]
         for role, text in document_texts(message):
             found.setdefault((content, role), text)
     return found

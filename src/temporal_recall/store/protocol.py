@@ -86,6 +86,11 @@ class AppendRequest:
     """`content.resent_hash` of the message the delta follows, for a history a chat UI sent back:
     the attach point then also matches a message of an earlier run that differs only in what a UI
     round trip changes (see `_append`)."""
+    content_hashes: Sequence[str] | None = None
+    """`content.content_hash` of each of `messages`, in order, when the caller computed them already (the
+    capability does, for the marker its model request returns): the store files the messages under
+    these instead of serialising each one again. Only for callers that made them with `content_hash`
+    from these very messages; `None` (the default) makes the store compute them."""
 
 
 @dataclass(frozen=True, kw_only=True)

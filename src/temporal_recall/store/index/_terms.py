@@ -94,13 +94,19 @@ def message_run_id(message: ModelMessage) -> str | None:
 
 
 def prepare_message(
-    message: ModelMessage, *, run_id: str | None = None, summary: SummaryRule | None = None
+    message: ModelMessage,
+    *,
+    run_id: str | None = None,
+    summary: SummaryRule | None = None,
+    known_hash: str | None = None,
 ) -> PreparedMessage:
     """Serialize, hash and tokenize `message`; `run_id` defaults to the one pydantic-ai stamped on it.
 
     `summary` is the application's own summary rule (`ConversationRecall(summary=...)`): a message it
     accepts is stored marked `unindexed`, which every later indexing of the entry (a fork, a
-    reindex) respects without the rule.
+    reindex) respects without the rule. `known_hash`: the message's `content_hash`, when the caller
+    has it (`AppendRequest.content_hashes`); a message is otherwise serialised twice, once for the
+    row and once, canonically, for its hash.
 
     Raises:
         MessageNotSerializable: If pydantic-ai's adapter cannot dump the message.
@@ -108,7 +114,7 @@ def prepare_message(
     unindexed = summary is not None and bool(summary(message))
     try:
         message_json = dump_message(message)
-        digest = content_hash(message)
+        digest = content_hash(message) if known_hash is None else known_hash
     except MessageNotSerializable:
         raise
     except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as error:  # e.g. a lone surrogate

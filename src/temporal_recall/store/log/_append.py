@@ -42,12 +42,24 @@ class Prepared:
 
 def prepare(request: AppendRequest) -> Prepared:
     """Check and serialise `request` outside the transaction (which holds the write lock while it runs)."""
+    hashes = request.content_hashes
+    if hashes is not None and len(hashes) != len(request.messages):
+        raise ValueError(
+            f'AppendRequest.content_hashes holds {len(hashes)} hashes for {len(request.messages)} messages; '
+            'give one per message, in order, or None.'
+        )
     return Prepared(
         request=request,
         base_hash=_base_hash(request),
         fence_key=fence_row_key(request),
         messages=[
-            prepare_message(message, run_id=request.run_id, summary=request.summary) for message in request.messages
+            prepare_message(
+                message,
+                run_id=request.run_id,
+                summary=request.summary,
+                known_hash=None if hashes is None else hashes[index],
+            )
+            for index, message in enumerate(request.messages)
         ],
     )
 
