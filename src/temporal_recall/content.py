@@ -186,8 +186,23 @@ def held_hashes(messages: Sequence[ModelMessage]) -> list[tuple[str, int]]:
 
 
 def content_hash(message: ModelMessage) -> str:
-    """Hex digest identifying what the message says, stable across re-instantiation and re-sending."""
-    return hashlib.sha256(canonical_json(message).encode()).hexdigest()
+    """Hex digest identifying what the message says, stable across re-instantiation and re-sending.
+
+    Raises:
+        MessageNotSerializable: If the message cannot be serialized, or holds text that is not valid
+            Unicode (a lone surrogate), which no store can hold either.
+    """
+    return _digest(canonical_json(message), message)
+
+
+def _digest(canonical: str, message: ModelMessage) -> str:
+    try:
+        return hashlib.sha256(canonical.encode()).hexdigest()
+    except UnicodeEncodeError as error:
+        raise MessageNotSerializable(
+            f'A {type(message).__name__} holds text that is not valid Unicode ({error}); a lone surrogate '
+            'usually comes from decoding half of a character pair. Replace it before the message is stored.'
+        ) from error
 
 
 def resent_hash(message: ModelMessage) -> str:
@@ -209,7 +224,7 @@ def resent_hash(message: ModelMessage) -> str:
             part.pop(key, None)
         if kind == 'tool-call':
             part['args'] = _parsed_args(part.get('args'))
-    return hashlib.sha256(_dumps(data).encode()).hexdigest()
+    return _digest(_dumps(data), message)
 
 
 def _parsed_args(args: Any) -> Any:

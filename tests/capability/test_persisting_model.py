@@ -22,12 +22,14 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, RunUsage
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
 from temporal_recall import ConversationRecall, RecallDeps
 from temporal_recall.capability import _persisting_model as persisting
 from temporal_recall.capability._persisting_model import MARKER_KEY, PersistingModel, take_marker
 from temporal_recall.content import content_hash
-from temporal_recall.errors import StoreUnavailable
+from temporal_recall.errors import MessageNotSerializable, StoreUnavailable
 from temporal_recall.store import SqliteConversationStore
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -287,3 +289,62 @@ async def test_a_stream_stores_the_prompt_and_the_answer_in_one_write(store: Sql
     returned = streamed.get()
     marker = take_marker(returned)
     assert marker is not None and marker.content_hash == content_hash(stored[1])
+
+
+class Recording:
+    """The real store, keeping every request it was asked to append."""
+
+    def __init__(self, store: SqliteConversationStore) -> None:
+        self._store = store
+        self.requests: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def append(self, request: Any) -> Any:
+        self.requests.append(request)
+        return await self._store.append(request)
+
+
+async def test_the_store_files_the_step_under_the_hashes_made_for_the_marker(
+    store: SqliteConversationStore, monkeypatch: pytest.MonkeyPatch
+):
+    from temporal_recall.store.index import _terms
+
+    def not_again(message: ModelMessage) -> str:
+        raise AssertionError('the store serialised a message the step had hashed already')
+
+    monkeypatch.setattr(_terms, 'content_hash', not_again)
+    recording = Recording(store)
+    first = await _request(recording, [user('hello')], answer('hi there'))
+    markers = [take_marker(first)]  # as the capability takes it, before the response joins the history
+    second = await _request(recording, [user('hello'), first, user('and then?')], answer('then this'))
+    markers.append(take_marker(second))
+    monkeypatch.undo()
+    assert len(recording.requests) == 2
+    for request in recording.requests:
+        assert request.content_hashes == [content_hash(message) for message in request.messages]
+    assert [marker and marker.content_hash for marker in markers] == [r.content_hashes[-1] for r in recording.requests]
+    stored = await _stored(store)
+    assert [content_hash(message) for message in stored] == [
+        hash_ for request in recording.requests for hash_ in request.content_hashes
+    ]
+
+
+def _unserializable_answer() -> ModelResponse:
+    """An answer no store can hold: its text has a lone surrogate (half of a UTF-16 pair)."""
+    return answer('half a pair: \ud83d')
+
+
+async def test_an_unserializable_response_fails_a_plain_run_with_the_stores_error(store: SqliteConversationStore):
+    with pytest.raises(MessageNotSerializable, match='lone surrogate'):
+        await _request(store, [user('hello')], _unserializable_answer())
+    # The step is one write, refused whole before it reached the store.
+    assert await _stored(store) == []
+
+
+async def test_an_unserializable_response_fails_its_activity_for_good(store: SqliteConversationStore):
+    # Another attempt would meet the same response: Temporal must not retry it (forever, by default).
+    with pytest.raises(ApplicationError) as failed:
+        await ActivityEnvironment().run(_request, store, [user('hello')], _unserializable_answer())
+    assert failed.value.non_retryable and failed.value.type == 'MessageNotSerializable'

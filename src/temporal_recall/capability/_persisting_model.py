@@ -66,8 +66,8 @@ import asyncio
 import hashlib
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Generator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
@@ -174,6 +174,21 @@ def take_marker(response: ModelResponse) -> Marker | None:
         else None
     )
     return Marker(content_hash=str(stored), metadata_was_none=was_none, view=check)
+
+
+@contextmanager
+def _failing_for_good() -> Generator[None]:
+    """Inside an activity, let a `RecallError` that another attempt would meet again (another scope's
+    conversation, an unserializable message) fail the activity for good; a mismatch, an outage and
+    every error outside an activity pass as they are."""
+    try:
+        yield
+    except (HistoryMismatch, StoreUnavailable, EmbeddingUnavailable):
+        raise
+    except RecallError as error:
+        if not activity.in_activity():
+            raise
+        raise non_retryable(error) from None
 
 
 def _raise_retryable(error: StoreUnavailable | EmbeddingUnavailable) -> NoReturn:
@@ -476,17 +491,18 @@ class _Step:
         """
         usage = RunUsage(requests=1)
         usage.incr(response.usage)
-        # Hashed once: the store files the response under it, and the marker carries it.
-        stored_hash = content_hash(response)
-        if self.attempt == 1:
-            tools = self._tool_usage()
-            if tools is not None:
-                usage.incr(tools)
-            request = self._request(
-                'prefix', [*self.view[self.base :], response], [*self._new_hashes, stored_hash], usage
-            )
-        else:
-            request = self._request(f'{self.attempt}/response', [response], [stored_hash], usage, base=len(self.view))
+        with _failing_for_good():
+            # Hashed once: the store files the response under it, and the marker carries it.
+            stored_hash = content_hash(response)
+            if self.attempt == 1:
+                tools = self._tool_usage()
+                if tools is not None:
+                    usage.incr(tools)
+                messages = [*self.view[self.base :], response]
+                request = self._request('prefix', messages, [*self._new_hashes, stored_hash], usage)
+            else:
+                base = len(self.view)
+                request = self._request(f'{self.attempt}/response', [response], [stored_hash], usage, base=base)
         delay = RESPONSE_WRITE_BACKOFF
         for remaining in range(RESPONSE_WRITE_ATTEMPTS - 1, -1, -1):
             try:
@@ -511,15 +527,8 @@ class _Step:
     async def _append(self, request: AppendRequest, *, write: str) -> AppendResult:
         store = await store_for(self.capability.store)
         embedder = embedder_for(self.capability.embedder)
-        try:
+        with _failing_for_good():
             result = await embedded_append(store, embedder, request, lambda: traced_append(store, request, write=write))
-        except (HistoryMismatch, StoreUnavailable, EmbeddingUnavailable):
-            raise
-        except RecallError as error:
-            if not activity.in_activity():
-                raise
-            # Deterministic (another scope's conversation, an unserializable message): retrying cannot help.
-            raise non_retryable(error) from None
         if result.fenced:
             raise ApplicationError(
                 f'Attempt {self.attempt} of {self.unit} was superseded by a later attempt, which already wrote '
