@@ -131,6 +131,12 @@ DAMAGE: dict[str, tuple[Sequence[str], str, str]] = {
         'content_hash',
         'whose hash is not the stored content hash',
     ),
+    'message that is not valid Unicode': (
+        # A JSON escape of half a UTF-16 pair: the row loads, but no message can hold it.
+        ["UPDATE entries SET message = replace(message, 'invoice', 'invoice\\ud800')"],
+        'content_hash',
+        'cannot be read',
+    ),
     'edited codec body': (
         ['UPDATE message_bodies SET body = body || body'],
         'content_hash',

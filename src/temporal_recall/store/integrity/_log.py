@@ -9,6 +9,7 @@ from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from temporal_recall._body_references import references_in
 from temporal_recall.content import content_hash, load_message
+from temporal_recall.errors import MessageNotSerializable
 
 from ..sql._keys import hash_bytes, scope_key
 from ..sql._session import Session
@@ -41,7 +42,7 @@ async def check_entries(session: Session, report: CheckReport) -> None:
                 report.add('chain', where, f'is at position {position} under a parent at {parent_position}')
             try:
                 actual = hash_bytes(content_hash(load_message(message)))
-            except ValueError as error:
+            except (ValueError, MessageNotSerializable) as error:
                 report.add('content_hash', where, f'holds a message that cannot be read ({error})')
                 continue
             if stored_bytes(stored_hash) != actual:
