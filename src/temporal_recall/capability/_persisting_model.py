@@ -179,8 +179,9 @@ def take_marker(response: ModelResponse) -> Marker | None:
 @contextmanager
 def _failing_for_good() -> Generator[None]:
     """Inside an activity, let a `RecallError` that another attempt would meet again (another scope's
-    conversation, an unserializable message) fail the activity for good; a mismatch, an outage and
-    every error outside an activity pass as they are."""
+    conversation, an unserializable message, a run without a conversation id) fail the activity for
+    good; a mismatch, an outage and every error outside an activity pass as they are. Around a whole
+    model request, so every step's hashing and writing is covered, whichever path it takes."""
     try:
         yield
     except (HistoryMismatch, StoreUnavailable, EmbeddingUnavailable):
@@ -253,20 +254,21 @@ class PersistingModel(WrapperModel):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        step = self._begin(messages, model_request_parameters, get_current_run_context())
-        async with _prefix_kept_on_failure(step):
-            response = await self.wrapped.request(messages, model_settings, model_request_parameters)
-        if step is None:
+        with _failing_for_good():
+            step = self._begin(messages, model_request_parameters, get_current_run_context())
+            async with _prefix_kept_on_failure(step):
+                response = await self.wrapped.request(messages, model_settings, model_request_parameters)
+            if step is None:
+                return response
+            if response.state != 'complete':
+                await step.write_prefix()
+                return response
+            # A copy: the model may hand out a response object it keeps (a scripted model does).
+            response = replace(response, model_id=response.model_id or self.wrapped.model_id)
+            stored_hash = await step.write_step(step.stamped(response))
+            if stored_hash is not None:
+                response.metadata = _marked(response.metadata, stored_hash, step.digest)
             return response
-        if response.state != 'complete':
-            await step.write_prefix()
-            return response
-        # A copy: the model may hand out a response object it keeps (a scripted model does).
-        response = replace(response, model_id=response.model_id or self.wrapped.model_id)
-        stored_hash = await step.write_step(step.stamped(response))
-        if stored_hash is not None:
-            response.metadata = _marked(response.metadata, stored_hash, step.digest)
-        return response
 
     @asynccontextmanager
     async def request_stream(
@@ -276,24 +278,25 @@ class PersistingModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
         run_context: RunContext[Any] | None = None,
     ) -> AsyncGenerator[StreamedResponse]:
-        step = self._begin(messages, model_request_parameters, run_context or get_current_run_context())
-        async with (
-            _prefix_kept_on_failure(step),
-            self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context) as stream,
-        ):
-            yield stream
-        # Only a stream consumed to its end gets here; a failed or abandoned one raised at the yield.
-        if step is None:
-            return
-        response = stream.get()
-        if response.state != 'complete':
-            await step.write_prefix()
-            return
-        response.model_id = response.model_id or self.wrapped.model_id
-        stored_hash = await step.write_step(step.stamped(response))
-        if stored_hash is not None:
-            # `get()` builds a new response each time from the stream's fields: mark the stream.
-            stream.metadata = _marked(stream.metadata, stored_hash, step.digest)
+        with _failing_for_good():
+            step = self._begin(messages, model_request_parameters, run_context or get_current_run_context())
+            async with (
+                _prefix_kept_on_failure(step),
+                self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context) as stream,
+            ):
+                yield stream
+            # Only a stream consumed to its end gets here; a failed or abandoned one raised at the yield.
+            if step is None:
+                return
+            response = stream.get()
+            if response.state != 'complete':
+                await step.write_prefix()
+                return
+            response.model_id = response.model_id or self.wrapped.model_id
+            stored_hash = await step.write_step(step.stamped(response))
+            if stored_hash is not None:
+                # `get()` builds a new response each time from the stream's fields: mark the stream.
+                stream.metadata = _marked(stream.metadata, stored_hash, step.digest)
 
     def _begin(
         self, messages: list[ModelMessage], parameters: ModelRequestParameters, ctx: RunContext[Any] | None
@@ -491,18 +494,17 @@ class _Step:
         """
         usage = RunUsage(requests=1)
         usage.incr(response.usage)
-        with _failing_for_good():
-            # Hashed once: the store files the response under it, and the marker carries it.
-            stored_hash = content_hash(response)
-            if self.attempt == 1:
-                tools = self._tool_usage()
-                if tools is not None:
-                    usage.incr(tools)
-                messages = [*self.view[self.base :], response]
-                request = self._request('prefix', messages, [*self._new_hashes, stored_hash], usage)
-            else:
-                base = len(self.view)
-                request = self._request(f'{self.attempt}/response', [response], [stored_hash], usage, base=base)
+        # Hashed once: the store files the response under it, and the marker carries it.
+        stored_hash = content_hash(response)
+        if self.attempt == 1:
+            tools = self._tool_usage()
+            if tools is not None:
+                usage.incr(tools)
+            messages = [*self.view[self.base :], response]
+            request = self._request('prefix', messages, [*self._new_hashes, stored_hash], usage)
+        else:
+            base = len(self.view)
+            request = self._request(f'{self.attempt}/response', [response], [stored_hash], usage, base=base)
         delay = RESPONSE_WRITE_BACKOFF
         for remaining in range(RESPONSE_WRITE_ATTEMPTS - 1, -1, -1):
             try:
@@ -527,8 +529,7 @@ class _Step:
     async def _append(self, request: AppendRequest, *, write: str) -> AppendResult:
         store = await store_for(self.capability.store)
         embedder = embedder_for(self.capability.embedder)
-        with _failing_for_good():
-            result = await embedded_append(store, embedder, request, lambda: traced_append(store, request, write=write))
+        result = await embedded_append(store, embedder, request, lambda: traced_append(store, request, write=write))
         if result.fenced:
             raise ApplicationError(
                 f'Attempt {self.attempt} of {self.unit} was superseded by a later attempt, which already wrote '
