@@ -54,31 +54,39 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteConversationStore]:
 
 
 class Flaky:
-    """The real store, failing the first `failures` appends as if it were unreachable."""
+    """The real store, failing the first `failures` appends as if it were unreachable; it keeps every
+    request it was asked to append."""
 
     def __init__(self, store: SqliteConversationStore, failures: int) -> None:
         self._store = store
         self.failures = failures
         self.appends = 0
+        self.requests: list[Any] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
     async def append(self, request: Any) -> Any:
         self.appends += 1
+        self.requests.append(request)
         if self.failures:
             self.failures -= 1
             raise StoreUnavailable('the store is unreachable for a moment')
         return await self._store.append(request)
 
 
+def _persisting(store: Any, scripted: FunctionModel) -> tuple[PersistingModel, RunContext[RecallDeps]]:
+    """`scripted` wrapped as the capability over `store` wraps a model, and a run context of conversation `c`."""
+    capability: ConversationRecall[Any] = ConversationRecall(store=store)
+    model = PersistingModel(scripted, capability)
+    return model, RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+
+
 async def _request(store: Any, messages: list[ModelMessage], response: ModelResponse) -> ModelResponse:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return response
 
-    capability: ConversationRecall[Any] = ConversationRecall(store=store)
-    model = PersistingModel(FunctionModel(respond, model_name='scripted'), capability)
-    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    model, ctx = _persisting(store, FunctionModel(respond, model_name='scripted'))
     with set_current_run_context(ctx):
         return await model.request(messages, None, PARAMS)
 
@@ -138,9 +146,7 @@ async def test_a_failed_response_write_is_retried_inside_the_request(
         flaky.failures = 2  # the store goes away while the model answers
         return answer('hi there')
 
-    capability: ConversationRecall[Any] = ConversationRecall(store=flaky)
-    model = PersistingModel(FunctionModel(respond, model_name='scripted'), capability)
-    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    model, ctx = _persisting(flaky, FunctionModel(respond, model_name='scripted'))
     with set_current_run_context(ctx):
         returned = await model.request([user('hello')], None, PARAMS)
     assert calls == [1] and flaky.appends == 3  # two failures, then the prompt and the response
@@ -158,9 +164,7 @@ async def test_a_response_write_that_keeps_failing_fails_the_request(
         flaky.failures = 100
         return answer('hi there')
 
-    capability: ConversationRecall[Any] = ConversationRecall(store=flaky)
-    model = PersistingModel(FunctionModel(respond, model_name='scripted'), capability)
-    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    model, ctx = _persisting(flaky, FunctionModel(respond, model_name='scripted'))
     with set_current_run_context(ctx), pytest.raises(StoreUnavailable):
         await model.request([user('hello')], None, PARAMS)
     assert flaky.appends == persisting.RESPONSE_WRITE_ATTEMPTS
@@ -219,9 +223,7 @@ async def test_a_failed_model_call_still_stores_the_prompt_it_was_sent(store: Sq
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         raise ModelDown('the provider is down')
 
-    capability: ConversationRecall[Any] = ConversationRecall(store=store)
-    model = PersistingModel(FunctionModel(respond, model_name='scripted'), capability)
-    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    model, ctx = _persisting(store, FunctionModel(respond, model_name='scripted'))
     with set_current_run_context(ctx), pytest.raises(ModelDown):
         await model.request([user('hello')], None, PARAMS)
     assert [content_hash(m) for m in await _stored(store)] == [content_hash(user('hello'))]
@@ -239,9 +241,7 @@ async def test_a_cancelled_model_call_still_stores_the_prompt_it_was_sent(store:
         await asyncio.Event().wait()  # never answers
         raise AssertionError('unreachable')
 
-    capability: ConversationRecall[Any] = ConversationRecall(store=store)
-    model = PersistingModel(FunctionModel(respond, model_name='scripted'), capability)
-    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    model, ctx = _persisting(store, FunctionModel(respond, model_name='scripted'))
 
     async def call() -> None:
         with set_current_run_context(ctx):
@@ -260,9 +260,7 @@ async def test_a_failed_stream_still_stores_the_prompt_it_was_sent(store: Sqlite
         yield 'half an ans'
         raise ModelDown('the connection dropped')
 
-    capability: ConversationRecall[Any] = ConversationRecall(store=store)
-    model = PersistingModel(FunctionModel(stream_function=stream, model_name='scripted'), capability)
-    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    model, ctx = _persisting(store, FunctionModel(stream_function=stream, model_name='scripted'))
     with set_current_run_context(ctx), pytest.raises(ModelDown):
         async with model.request_stream([user('hello')], None, PARAMS, ctx) as streamed:
             async for _ in streamed:
@@ -276,9 +274,7 @@ async def test_a_stream_stores_the_prompt_and_the_answer_in_one_write(store: Sql
         yield 'there'
 
     counting = Flaky(store, failures=0)
-    capability: ConversationRecall[Any] = ConversationRecall(store=counting)
-    model = PersistingModel(FunctionModel(stream_function=stream, model_name='scripted'), capability)
-    ctx = RunContext(deps=RecallDeps(), model=model, usage=RunUsage(), run_id='run-1', conversation_id='c')
+    model, ctx = _persisting(counting, FunctionModel(stream_function=stream, model_name='scripted'))
     with set_current_run_context(ctx):
         async with model.request_stream([user('hello')], None, PARAMS, ctx) as streamed:
             async for _ in streamed:
@@ -291,21 +287,6 @@ async def test_a_stream_stores_the_prompt_and_the_answer_in_one_write(store: Sql
     assert marker is not None and marker.content_hash == content_hash(stored[1])
 
 
-class Recording:
-    """The real store, keeping every request it was asked to append."""
-
-    def __init__(self, store: SqliteConversationStore) -> None:
-        self._store = store
-        self.requests: list[Any] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    async def append(self, request: Any) -> Any:
-        self.requests.append(request)
-        return await self._store.append(request)
-
-
 async def test_the_store_files_the_step_under_the_hashes_made_for_the_marker(
     store: SqliteConversationStore, monkeypatch: pytest.MonkeyPatch
 ):
@@ -315,7 +296,7 @@ async def test_the_store_files_the_step_under_the_hashes_made_for_the_marker(
         raise AssertionError('the store serialised a message the step had hashed already')
 
     monkeypatch.setattr(_terms, 'content_hash', not_again)
-    recording = Recording(store)
+    recording = Flaky(store, failures=0)
     first = await _request(recording, [user('hello')], answer('hi there'))
     markers = [take_marker(first)]  # as the capability takes it, before the response joins the history
     second = await _request(recording, [user('hello'), first, user('and then?')], answer('then this'))
