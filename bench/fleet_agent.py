@@ -35,6 +35,7 @@ from temporal_recall.store import AppendRequest, AppendResult
 
 __all__ = (
     'FLOOR',
+    'FLOOR_LABEL',
     'LATENCY',
     'MESSAGES_PER_RUN',
     'TOOL_CALLS',
@@ -56,6 +57,8 @@ MESSAGES_PER_RUN = 2 + 2 * TOOL_CALLS
 """The prompt, a call and its return per tool call, and the answer."""
 WITHOUT, WITH, FLOOR = 'fleet_without', 'fleet_recalls', 'fleet_nostore'
 """Agent names, of equal length so the variants' activity payloads are the same size."""
+FLOOR_LABEL = 'nothing stored'
+"""How the benchmarks name the `FLOOR` agent's figures."""
 
 _LINES = (
     'order parcel depot invoice refund courier address delivery window customer account ticket warehouse',

@@ -52,7 +52,17 @@ from bench._fleet import Fleet
 from bench._pg_cluster import own_cluster
 from bench._process_cpu import ROLES, cpu_by_process, spent_per_role
 from bench._provenance import DEFAULT_POSTGRES_URL, header, postgres_schema
-from bench.fleet_agent import FLOOR, LATENCY, MESSAGES_PER_RUN, TOOL_CALLS, WITH, WITHOUT, expected_kinds, prompt_for
+from bench.fleet_agent import (
+    FLOOR,
+    FLOOR_LABEL,
+    LATENCY,
+    MESSAGES_PER_RUN,
+    TOOL_CALLS,
+    WITH,
+    WITHOUT,
+    expected_kinds,
+    prompt_for,
+)
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
@@ -60,8 +70,7 @@ from temporal_recall import RunPromptInput, RunPromptOutput, RunPromptWorkflow, 
 from temporal_recall.testing import connect, dev_server
 
 BACKENDS = ('postgresql', 'sqlite')
-FLOOR_VARIANT = 'nothing stored'
-VARIANTS = {'without': WITHOUT, 'with': WITH, FLOOR_VARIANT: FLOOR}
+VARIANTS = {'without': WITHOUT, 'with': WITH, FLOOR_LABEL: FLOOR}
 """Batches of each round, in this order and then reversed; the floor's get lines of their own."""
 RESULT_SECONDS = 900.0
 """How long a batch may take before the run gives up (a fault run waits out activity timeouts)."""
@@ -195,7 +204,7 @@ async def measure(args: argparse.Namespace, client: Client, address: str, tmp: P
                     pids = [worker.process.pid for worker in running.workers]
                     batches[variant] = await run_batch(client, running.task_queue, VARIANTS[variant], ids, pids)
                     rates[variant].append(batches[variant].rate)
-                measured = [variant for variant in order if variant != FLOOR_VARIANT]
+                measured = [variant for variant in order if variant != FLOOR_LABEL]
                 print(
                     f'  round {number + 1}  '
                     + ' | '.join(f'{variant}: {batches[variant].describe()}' for variant in measured),
@@ -206,8 +215,8 @@ async def measure(args: argparse.Namespace, client: Client, address: str, tmp: P
                     + ' | '.join(f'{variant}: {batches[variant].describe_cpu()}' for variant in measured),
                     flush=True,
                 )
-                floor = batches[FLOOR_VARIANT]
-                print(f'           {FLOOR_VARIANT}: {floor.describe()} | CPU ms per workflow, {floor.describe_cpu()}')
+                floor = batches[FLOOR_LABEL]
+                print(f'           {FLOOR_LABEL}: {floor.describe()} | CPU ms per workflow, {floor.describe_cpu()}')
         without, with_, floor_rate = (statistics.fmean(rates[variant]) for variant in VARIANTS)
         print(
             f'  mean   without {without:.2f} workflows/s, with {with_:.2f}: with/without {with_ / without:.2f}x '
@@ -215,8 +224,8 @@ async def measure(args: argparse.Namespace, client: Client, address: str, tmp: P
             flush=True,
         )
         print(
-            f'  floor  {FLOOR_VARIANT} {floor_rate:.2f} workflows/s: {floor_rate / without:.2f}x without, the most '
-            f'any store could give; with/{FLOOR_VARIANT} {with_ / floor_rate:.2f}x',
+            f'  floor  {FLOOR_LABEL} {floor_rate:.2f} workflows/s: {floor_rate / without:.2f}x without, the most '
+            f'any store could give; with/{FLOOR_LABEL} {with_ / floor_rate:.2f}x',
             flush=True,
         )
     return 0

@@ -50,13 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for bench/
 
 from bench._process_cpu import process_cpu
 from bench._provenance import DEFAULT_POSTGRES_URL, header, postgres_schema
-from bench.fleet_agent import FLOOR, WITH, WITHOUT, NothingStored, build, prompt_for
+from bench.fleet_agent import FLOOR, FLOOR_LABEL, WITH, WITHOUT, NothingStored, build, prompt_for
 
 from temporal_recall import ConversationRecall, RecallDeps, open_store
 
 BACKENDS = ('sqlite', 'postgresql')
-FLOOR_VARIANT = 'nothing stored'
-"""The capability over `NothingStored`: its own cost, the least any store could add to an agent's."""
 
 
 @dataclass
@@ -168,7 +166,7 @@ def agents_for(store: Any) -> dict[str, Any]:
     return {
         'without': build(WITHOUT, recall=None, latency=0, durable=False),
         'with': build(WITH, recall=ConversationRecall(store=store), latency=0, durable=False),
-        FLOOR_VARIANT: build(FLOOR, recall=ConversationRecall(store=NothingStored()), latency=0, durable=False),
+        FLOOR_LABEL: build(FLOOR, recall=ConversationRecall(store=NothingStored()), latency=0, durable=False),
     }
 
 
@@ -205,9 +203,9 @@ def describe_round(cells: dict[str, Cell]) -> str:
 
 
 def describe_floor(cells: dict[str, Cell]) -> str:
-    floor, without = cells[FLOOR_VARIANT], cells['without']
+    floor, without = cells[FLOOR_LABEL], cells['without']
     ratio = statistics.median(floor.cpu) / statistics.median(without.cpu)
-    return f'{FLOOR_VARIANT} {floor.describe()} ms | {FLOOR_VARIANT}/without {ratio:.2f}x'
+    return f'{FLOOR_LABEL} {floor.describe()} ms | {FLOOR_LABEL}/without {ratio:.2f}x'
 
 
 class AppendProfiler:
@@ -353,8 +351,8 @@ class Summary:
 
     def describe_floor(self) -> str:
         return (
-            f'  {self.backend:10} {FLOOR_VARIANT} {self.floor * 1000:6.1f} ms | {FLOOR_VARIANT}/without '
-            f'{self.floor / self.without:.2f}x, the least any store could add | with/{FLOOR_VARIANT} '
+            f'  {self.backend:10} {FLOOR_LABEL} {self.floor * 1000:6.1f} ms | {FLOOR_LABEL}/without '
+            f'{self.floor / self.without:.2f}x, the least any store could add | with/{FLOOR_LABEL} '
             f'{self.with_ / self.floor:.2f}x'
         )
 
@@ -368,7 +366,7 @@ def summary(results: dict[str, list[dict[str, Cell]]]) -> list[Summary]:
                 without=statistics.median(statistics.median(cells['without'].cpu) for cells in rounds),
                 with_=statistics.median(statistics.median(cells['with'].cpu) for cells in rounds),
                 append=statistics.median(cells['with'].append_seconds / len(cells['with'].cpu) for cells in rounds),
-                floor=statistics.median(statistics.median(cells[FLOOR_VARIANT].cpu) for cells in rounds),
+                floor=statistics.median(statistics.median(cells[FLOOR_LABEL].cpu) for cells in rounds),
             )
         )
     return rows
