@@ -19,6 +19,7 @@ from temporal_recall.search._results import (
     Arm,
     ContextMessage,
     SearchHit,
+    SearchOptions,
     SearchResult,
 )
 from temporal_recall.store.protocol import DocumentRow, IndexReader, SearchTarget
@@ -35,17 +36,18 @@ async def fill_page(
     reader: IndexReader,
     target: SearchTarget,
     rank: Ranking,
+    options: SearchOptions,
     *,
-    limit: int,
-    context_lines: int,
     exclude_run_id: str | None,
 ) -> tuple[list[ScoredDocument], list[DocumentRow]]:
-    """The page of a ranking: its rows (one per occurrence, documents in ranked order, `limit` counting
-    occurrences), and the ranked documents that kept a row, in order.
+    """The page of a ranking: its rows (one per occurrence, documents in ranked order, `options.limit`
+    counting occurrences, with `options.context_lines` around each), and the ranked documents that
+    kept a row, in order.
 
     Occurrences `exclude_run_id` leaves out make gaps: the ranking is widened (four times deeper each
     time) until the page is full or the ranking has nothing more. One rule for every search mode.
     """
+    limit = options.limit
     fetch = limit
     while True:
         ranked, exhausted = await rank(fetch)
@@ -53,7 +55,7 @@ async def fill_page(
         rows = await reader.documents(
             target,
             [scored.doc_id for scored in ranked],
-            context=context_lines,
+            context=options.context_lines,
             limit=limit,
             exclude_run_id=exclude_run_id,
         )

@@ -82,14 +82,7 @@ async def search_by_meaning(
             fused, arms = list(rankings['semantic']), {doc_id: alone for doc_id, _ in near}
         return fused, len(fused) <= fetch
 
-    ranked, rows = await fill_page(
-        reader,
-        target,
-        fused_page,
-        limit=options.limit,
-        context_lines=options.context_lines,
-        exclude_run_id=request.exclude_run_id,
-    )
+    ranked, rows = await fill_page(reader, target, fused_page, options, exclude_run_id=request.exclude_run_id)
     hits = build_hits(
         ranked,
         rows,

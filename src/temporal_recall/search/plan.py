@@ -163,14 +163,7 @@ async def _search(reader: IndexReader, request: SearchRequest, embedder: Embedde
         ranked = _rank_columns(stats, found.columns, frequencies, query.terms, options.parameters, fetch)
         return ranked, len(ranked) < fetch or fetch >= matched
 
-    ranked, rows = await fill_page(
-        reader,
-        target,
-        lexical_page,
-        limit=options.limit,
-        context_lines=options.context_lines,
-        exclude_run_id=request.exclude_run_id,
-    )
+    ranked, rows = await fill_page(reader, target, lexical_page, options, exclude_run_id=request.exclude_run_id)
     hits = build_hits(ranked, rows, query.terms, context_lines=options.context_lines)
     return SearchResult(
         query=request.query[:200],
