@@ -12,7 +12,7 @@ from temporal_recall.content import load_message
 
 from ..postings._segments import add_postings
 from ..postings._writes import NewPostings
-from ..sql._bulk import CHUNK, Batch, allocate_keys, insert_returning, insert_rows, insert_then, intern, run_batch
+from ..sql._bulk import CHUNK, Batch, Tail, allocate_keys, insert_returning, insert_rows, insert_then, intern, run_batch
 from ..sql._session import Dialect, Row, Session, Statement
 from ._terms import IndexTerms, Member, document_id, encode_term_ids, index_documents
 
@@ -120,6 +120,7 @@ async def _create_documents(
     *,
     merge: bool,
     terms: Mapping[str, int] | None = None,
+    tail: Tail | None = None,
 ) -> tuple[_Documents, bool]:
     """Create the documents (and postings) for `new` (a member once per role), each numbered by the
     entry that created it (`document_id`); returns them and whether the tenant's segments are due a merge.
@@ -190,7 +191,7 @@ async def _create_documents(
         [terms.length for _, terms in made for _ in terms.frequencies],
     )
     due = await add_postings(
-        session, tenant_id, postings, (len(made), sum(terms.length for _, terms in made)), merge=merge
+        session, tenant_id, postings, (len(made), sum(terms.length for _, terms in made)), merge=merge, tail=tail
     )
     return created, due
 
@@ -199,9 +200,11 @@ async def _join(
     session: Session,
     conv_key: int,
     joining: Sequence[tuple[Member, int, int, int]],
+    tail: Tail | None = None,
 ) -> None:
-    """Membership rows (with their occurrence counts) and the conversation's counters. Nothing any other
-    writer of the tenant writes: documents are shared, but joining one writes only the membership."""
+    """Membership rows (with their occurrence counts) and the conversation's counters (to `tail`, when
+    given). Nothing any other writer of the tenant writes: documents are shared, but joining one writes
+    only the membership."""
     joined = (len(joining), sum(length for _, _, length, _ in joining))
     members = Batch(
         'conversation_documents',
@@ -211,6 +214,11 @@ async def _join(
             for member, doc_id, _, count in joining
         ],
     )
+    if tail is not None:
+        tail.batches.append(members)
+        tail.increment('document_count', joined[0])
+        tail.increment('total_length', joined[1])
+        return
     await insert_then(
         session,
         [members],
@@ -268,6 +276,7 @@ async def add_members(
     merge: bool = True,
     terms: Mapping[str, int] | None = None,
     stored: Mapping[bytes, Sequence[tuple[int, int, str]]] | None = None,
+    tail: Tail | None = None,
 ) -> bool:
     """Index `members` (in order) into the conversation, creating the tenant's documents they lack.
 
@@ -281,7 +290,9 @@ async def add_members(
     keeps other writers out); otherwise returns whether they are due, for a merge off the write path.
     `terms`: term ids this transaction read already (`_bulk.intern`). `stored`: the tenant's documents
     of every member's content, read by this transaction after its content locks (`documents_with`), so
-    no writer can have created one of them since.
+    no writer can have created one of them since. `tail`: the conversation's row's update (`conv_key`'s),
+    which the new segment's rows, its count and the membership rows and counters join, for the caller
+    to send at its end; the merge is then the caller's (`postings._segments.merge_if_due`).
     """
     first: dict[bytes, Member] = {}
     counts: Counter[bytes] = Counter()
@@ -298,7 +309,7 @@ async def add_members(
     else:
         docs = {content: list(stored[content]) for content in first if content in stored}
     new = await _terms_of(session, [member for content, member in first.items() if content not in docs])
-    created, due = await _create_documents(session, tenant_id, new, merge=merge, terms=terms)
+    created, due = await _create_documents(session, tenant_id, new, merge=merge, terms=terms, tail=tail)
     late = [content for member, _, _ in new if (content := member.content_hash) not in created]
     docs.update(created)
     if late:  # Made by a concurrent writer after our first read.
@@ -325,5 +336,5 @@ async def add_members(
         (first[content], doc_id, length, counts[content]) for content, doc_id, length in documents if doc_id not in held
     ]
     if joining:
-        await _join(session, conv_key, joining)
+        await _join(session, conv_key, joining, tail)
     return due

@@ -14,8 +14,9 @@ from temporal_recall.errors import HistoryMismatch, UnknownConversation
 from ..index._documents import add_members, content_locks, documents_with, read_documents
 from ..index._superseded import extend_head, follow_supersessions, record_supersession
 from ..index._terms import PreparedMessage, prepare_message
+from ..postings._segments import merge_if_due
 from ..protocol import AppendRequest, AppendResult, fence_row_key
-from ..sql._bulk import Batch, insert_rows, insert_then
+from ..sql._bulk import Batch, Tail
 from ..sql._keys import hash_bytes, run_id_of
 from ..sql._session import Backend, Session
 from . import _entries as entries
@@ -159,34 +160,39 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     head_id = ids[-1] if ids else (row.head_id if row is not None else None)
     length = (members[-1].position if members else (row.head_position if row is not None else -1)) + 1
     branched = row is not None and bool(members) and parent_key != row.head_key
-    applied = (request.idempotency_key, new_head, length, len(members))
-    recorded = False
     if row is None:
         conv_key = await entries.insert_conversation(
             session, _new_columns(request), tenant_id=tenant_id, head_key=new_head, created_seq=created_seq
         )
     else:
         conv_key = row.conv_key
-        if members or request.usage is not None:
-            await _move_head(
-                session,
-                row,
-                new_head,
-                branched=branched,
-                usage=request.usage,
-                run_id=request.run_id,
-                applied=Batch('applied_writes', statements.APPLIED_COLUMNS, [(conv_key, *applied)]),
-            )
-            recorded = True
-    if await add_members(
+    # The write's last rows read nothing of each other: they go in one statement (`Tail`), sent
+    # before anything reads the membership they add.
+    tail = Tail('conversations', ('conv_key', conv_key))
+    tail.batches.append(
+        Batch(
+            'applied_writes',
+            statements.APPLIED_COLUMNS,
+            [(conv_key, request.idempotency_key, new_head, length, len(members))],
+        )
+    )
+    if row is not None and (members or request.usage is not None):
+        await _move_head(
+            session, row, new_head, branched=branched, usage=request.usage, run_id=request.run_id, tail=tail
+        )
+    merge = not session.dialect.supports_concurrent_writes
+    due = await add_members(
         session,
         conv_key,
         tenant_id,
         members,
-        merge=not session.dialect.supports_concurrent_writes,
+        merge=merge,
         terms=known_terms,
         stored=read_documents(found) if read is not None and members else None,
-    ):
+        tail=tail,
+    )
+    counts = await tail.send(session)
+    if due or (counts is not None and await merge_if_due(session, tenant_id, counts, merge=merge)):
         merging.append(tenant_id)
     if row is not None and members and branched:
         if displaced is not None and await _replaces_earlier_attempt(session, request, displaced):
@@ -198,8 +204,6 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
     if row is None and fence_key is not None:
         assert request.fence is not None
         await _raise_fence(session, conv_key, fence_key, request.fence.attempt)
-    if not recorded:
-        await insert_rows(session, 'applied_writes', statements.APPLIED_COLUMNS, [(conv_key, *applied)])
     return AppendResult(conversation_id=request.conversation_id, head_id=head_id, length=length, stored=len(members))
 
 
@@ -362,11 +366,11 @@ async def _move_head(
     branched: bool,
     usage: RunUsage | None,
     run_id: str | None,
-    applied: Batch,
+    tail: Tail,
 ) -> None:
     """Move the head (keeping the old one in `branches` when the new entries branched), add usage, new
-    revision (one that says which run appended since when: `_lineage`); record the append as `applied`
-    in the same statement (nothing the write does after it reads that row)."""
+    revision (one that says which run appended since when: `_lineage`): the conversation's row's new
+    values go to `tail`, which the write sends at its end (nothing it does before reads them)."""
     if branched and row.head_key is not None:
         await entries.write_branches(
             session, row.conv_key, [key for key in row.branch_keys if key != row.head_key] + [row.head_key]
@@ -377,14 +381,10 @@ async def _move_head(
         counted.incr(usage)
         total = dump_usage(counted)
     updated_at = now()
-    await insert_then(
-        session,
-        [applied],
-        statements.MOVE_HEAD,
-        row.conv_key,
-        new_head,
-        total,
-        appended_revision(row.revision, row.head_position + 1, run_id),
-        updated_at.isoformat(),
-        timestamp_order(updated_at),
+    tail.assign.update(
+        head_key=new_head,
+        usage=total,
+        revision=appended_revision(row.revision, row.head_position + 1, run_id),
+        updated_at=updated_at.isoformat(),
+        updated_order=timestamp_order(updated_at),
     )

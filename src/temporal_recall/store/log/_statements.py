@@ -16,7 +16,6 @@ __all__ = (
     'HEAD_CHAIN',
     'HISTORY',
     'INSERT_CONVERSATION',
-    'MOVE_HEAD',
     'UNREACHABLE',
     'UPDATE_CONVERSATION',
     'head_chain',
@@ -120,12 +119,6 @@ UPDATE_CONVERSATION = (
     'format_version = $12 WHERE conv_key = $1'
 )
 """Parameters: conversation key, tenant id, head key, then `record_values`."""
-
-MOVE_HEAD = (
-    'UPDATE conversations SET head_key = $2, usage = $3, revision = $4, updated_at = $5, updated_order = $6 '
-    'WHERE conv_key = $1'
-)
-"""An append's change to its conversation: the new head, the usage so far and a new revision."""
 
 APPLIED_COLUMNS = (
     ('conv_key', 'bigint'),

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..sql._bulk import Batch, insert_rows, insert_then
+from ..sql._bulk import Batch, Tail, insert_rows, insert_then
 from ..sql._session import Backend, Dialect, Row, Session
 from ._blocks import postings_by_term
 from ._writes import NewPostings, append_to_blocks, segment_rows
@@ -22,6 +23,7 @@ __all__ = (
     'MERGE_POSTINGS',
     'MERGE_SEGMENTS',
     'add_postings',
+    'merge_if_due',
     'merge_off_path',
     'merge_pending',
     'remove_postings',
@@ -66,7 +68,13 @@ _SEGMENT_COLUMNS = (
 
 
 async def add_postings(
-    session: Session, tenant_id: int, new: NewPostings, documents: tuple[int, int], *, merge: bool
+    session: Session,
+    tenant_id: int,
+    new: NewPostings,
+    documents: tuple[int, int],
+    *,
+    merge: bool,
+    tail: Tail | None = None,
 ) -> bool:
     """Add the postings of a write's new documents (`documents`: their count and total length) to the index.
 
@@ -75,7 +83,8 @@ async def add_postings(
     segments at read time until a merge folds them (`merge_pending`). With `merge` (the caller keeps
     the tenant's other writers out, or there are none) a due merge runs here, and a large write goes
     to the blocks directly; otherwise returns whether the segments are due a merge, for the caller to
-    start one after its commit (`merge_off_path`).
+    start one after its commit (`merge_off_path`). With `tail`, the segment's rows and its count go
+    there, sent with the rest of the caller's write, which settles the merge itself (`merge_if_due`).
     """
     if not len(new.term_ids):
         return False
@@ -85,27 +94,58 @@ async def add_postings(
         terms, counts = np.unique(np.asarray(new.term_ids, dtype=np.int64), return_counts=True)
         await _fold(session, tenant_id, list(zip(terms.tolist(), counts.tolist(), strict=True)), documents)
         return False
-    segment = int(min(new.doc_ids))
-    rows = segment_rows(tenant_id, segment, new)
-    # The tenant's pending segments other than this one, plus this one: the same whether the count sees
-    # this write's rows or not, so it goes with the inserts (`insert_then`).
-    [pending] = await insert_then(
-        session,
-        [
-            Batch('pending_postings', _PENDING_COLUMNS, rows, order_by='d.term_id, d.first_doc'),
-            Batch('index_segments', _SEGMENT_COLUMNS, [(tenant_id, segment, *documents, len(new.term_ids))]),
-        ],
-        'SELECT count(*) + 1, coalesce(sum(postings), 0) + $3 FROM index_segments WHERE tenant_id = $1 '
-        'AND segment <> $2',
-        tenant_id,
-        segment,
-        len(new.term_ids),
-    )
-    due = int(pending[0]) >= MERGE_SEGMENTS or int(pending[1]) >= MERGE_POSTINGS
+    batches, count = _segment_writes(tenant_id, new, documents)
+    if tail is not None:
+        if tail.reads is not None:
+            raise AssertionError('A tail carries one segment count; send it before adding another segment.')
+        tail.batches += batches
+        tail.reads = (count.expressions, count.params)
+        return False
+    # The count goes with the inserts (`insert_then`): it is the same whether it sees them or not.
+    [counts] = await insert_then(session, batches, count.sql, *count.params)
+    return await merge_if_due(session, tenant_id, counts, merge=merge)
+
+
+async def merge_if_due(session: Session, tenant_id: int, counts: Row, *, merge: bool) -> bool:
+    """After a segment's insert, given its `_SegmentCount`'s `counts`: with `merge` (the caller keeps the
+    tenant's other writers out), a due merge runs here; otherwise returns whether one is due."""
+    due = int(counts[0]) >= MERGE_SEGMENTS or int(counts[1]) >= MERGE_POSTINGS
     if due and merge:
         await merge_pending(session, tenant_id)
         return False
     return due
+
+
+@dataclass(frozen=True)
+class _SegmentCount:
+    """The tenant's pending segments and postings with a new segment, read by the statement that inserts
+    it: scalar subqueries (placeholders `$1`... for `params`) that do not depend on the segment's rows,
+    so they may see them or not. They count the tenant's other segments, plus this one."""
+
+    params: tuple[int, int, int]
+    expressions: tuple[str, str] = (
+        '(SELECT count(*) + 1 FROM index_segments WHERE tenant_id = $1 AND segment <> $2)',
+        '(SELECT coalesce(sum(postings), 0) + $3 FROM index_segments WHERE tenant_id = $1 AND segment <> $2)',
+    )
+
+    @property
+    def sql(self) -> str:
+        return f'SELECT {", ".join(self.expressions)}'
+
+
+def _segment_writes(tenant_id: int, new: NewPostings, documents: tuple[int, int]) -> tuple[list[Batch], _SegmentCount]:
+    """The rows of a write's segment, and the count that says whether a merge is due (`merge_if_due`)."""
+    segment = int(min(new.doc_ids))
+    batches = [
+        Batch(
+            'pending_postings',
+            _PENDING_COLUMNS,
+            segment_rows(tenant_id, segment, new),
+            order_by='d.term_id, d.first_doc',
+        ),
+        Batch('index_segments', _SEGMENT_COLUMNS, [(tenant_id, segment, *documents, len(new.term_ids))]),
+    ]
+    return batches, _SegmentCount((tenant_id, segment, len(new.term_ids)))
 
 
 async def merge_off_path(backend: Backend, tenant_id: int) -> None:
