@@ -10,7 +10,7 @@ from typing import Any
 
 from temporal_recall.content import load_message
 
-from ..postings._segments import add_postings
+from ..postings._segments import add_postings, merge_if_due
 from ..postings._writes import NewPostings
 from ..sql._bulk import CHUNK, Batch, Tail, allocate_keys, insert_returning, insert_rows, insert_then, intern, run_batch
 from ..sql._session import Dialect, Row, Session, Statement
@@ -23,6 +23,7 @@ __all__ = (
     'documents_with',
     'lock_contents',
     'read_documents',
+    'send_tail',
 )
 
 _BLOBS = 500
@@ -196,6 +197,14 @@ async def _create_documents(
     return created, due
 
 
+async def send_tail(session: Session, tail: Tail, tenant_id: int, *, merge: bool) -> bool:
+    """Send an append's last writes (`tail`, which `add_members(tail=...)` added to): with `merge` (the
+    caller keeps the tenant's other writers out), a merge its segment made due runs here; otherwise
+    returns whether one is due, for a merge after the commit."""
+    counts = await tail.send(session)
+    return counts is not None and await merge_if_due(session, tenant_id, counts, merge=merge)
+
+
 async def _join(
     session: Session,
     conv_key: int,
@@ -292,7 +301,7 @@ async def add_members(
     of every member's content, read by this transaction after its content locks (`documents_with`), so
     no writer can have created one of them since. `tail`: the conversation's row's update (`conv_key`'s),
     which the new segment's rows, its count and the membership rows and counters join, for the caller
-    to send at its end; the merge is then the caller's (`postings._segments.merge_if_due`).
+    to send at its end (`send_tail`, which settles the merge).
     """
     first: dict[bytes, Member] = {}
     counts: Counter[bytes] = Counter()

@@ -11,10 +11,9 @@ from pydantic_ai.usage import RunUsage
 from temporal_recall.content import load_message, resent_hash
 from temporal_recall.errors import HistoryMismatch, UnknownConversation
 
-from ..index._documents import add_members, content_locks, documents_with, read_documents
+from ..index._documents import add_members, content_locks, documents_with, read_documents, send_tail
 from ..index._superseded import extend_head, follow_supersessions, record_supersession
 from ..index._terms import PreparedMessage, prepare_message
-from ..postings._segments import merge_if_due
 from ..protocol import AppendRequest, AppendResult, fence_row_key
 from ..sql._bulk import Batch, Tail
 from ..sql._keys import hash_bytes, run_id_of
@@ -191,8 +190,7 @@ async def apply(session: Session, prepared: Prepared, merging: list[int]) -> App
         stored=read_documents(found) if read is not None and members else None,
         tail=tail,
     )
-    counts = await tail.send(session)
-    if due or (counts is not None and await merge_if_due(session, tenant_id, counts, merge=merge)):
+    if await send_tail(session, tail, tenant_id, merge=merge) or due:
         merging.append(tenant_id)
     if row is not None and members and branched:
         if displaced is not None and await _replaces_earlier_attempt(session, request, displaced):
