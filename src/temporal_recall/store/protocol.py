@@ -90,7 +90,18 @@ class AppendRequest:
     """`content.content_hash` of each of `messages`, in order, when the caller computed them already (the
     capability does, for the marker its model request returns): the store files the messages under
     these instead of serialising each one again. Only for callers that made them with `content_hash`
-    from these very messages; `None` (the default) makes the store compute them."""
+    from these very messages; `None` (the default) makes the store compute them.
+
+    Checked here, when the request is made: everything that reads the request (the store, the
+    embedding of its documents before the write) may pair them with `messages` one for one."""
+
+    def __post_init__(self) -> None:
+        hashes = self.content_hashes
+        if hashes is not None and len(hashes) != len(self.messages):
+            raise ValueError(
+                f'AppendRequest.content_hashes holds {len(hashes)} hashes for {len(self.messages)} messages; '
+                'give one per message, in order, or None.'
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

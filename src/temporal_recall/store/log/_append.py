@@ -42,12 +42,7 @@ class Prepared:
 
 def prepare(request: AppendRequest) -> Prepared:
     """Check and serialise `request` outside the transaction (which holds the write lock while it runs)."""
-    hashes = request.content_hashes
-    if hashes is not None and len(hashes) != len(request.messages):
-        raise ValueError(
-            f'AppendRequest.content_hashes holds {len(hashes)} hashes for {len(request.messages)} messages; '
-            'give one per message, in order, or None.'
-        )
+    hashes = request.content_hashes  # as many as the messages (`AppendRequest.__post_init__`)
     return Prepared(
         request=request,
         base_hash=_base_hash(request),
