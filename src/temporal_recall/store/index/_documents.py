@@ -12,7 +12,7 @@ from temporal_recall.content import load_message
 
 from ..postings._segments import add_postings, merge_if_due
 from ..postings._writes import NewPostings
-from ..sql._bulk import CHUNK, Batch, Tail, allocate_keys, insert_returning, insert_rows, insert_then, intern, run_batch
+from ..sql._bulk import CHUNK, Batch, Tail, allocate_keys, insert_returning, insert_rows, intern, run_batch
 from ..sql._session import Dialect, Row, Session, Statement
 from ._terms import IndexTerms, Member, document_id, encode_term_ids, index_documents
 
@@ -223,19 +223,12 @@ async def _join(
             for member, doc_id, _, count in joining
         ],
     )
-    if tail is not None:
-        tail.batches.append(members)
-        tail.increment('document_count', joined[0])
-        tail.increment('total_length', joined[1])
-        return
-    await insert_then(
-        session,
-        [members],
-        'UPDATE conversations SET document_count = document_count + $1, total_length = total_length + $2 '
-        'WHERE conv_key = $3',
-        *joined,
-        conv_key,
-    )
+    writes = Tail('conversations', ('conv_key', conv_key)) if tail is None else tail
+    writes.batches.append(members)
+    writes.increment('document_count', joined[0])
+    writes.increment('total_length', joined[1])
+    if tail is None:  # Sent now, as one statement where arrays bind.
+        await writes.send(session)
 
 
 _MEMBER_COLUMNS = (

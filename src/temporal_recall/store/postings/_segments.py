@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -94,20 +93,20 @@ async def add_postings(
         terms, counts = np.unique(np.asarray(new.term_ids, dtype=np.int64), return_counts=True)
         await _fold(session, tenant_id, list(zip(terms.tolist(), counts.tolist(), strict=True)), documents)
         return False
-    batches, count = _segment_writes(tenant_id, new, documents)
+    batches, params = _segment_writes(tenant_id, new, documents)
     if tail is not None:
         if tail.reads is not None:
             raise AssertionError('A tail carries one segment count; send it before adding another segment.')
         tail.batches += batches
-        tail.reads = (count.expressions, count.params)
+        tail.reads = (_SEGMENT_COUNT, params)
         return False
     # The count goes with the inserts (`insert_then`): it is the same whether it sees them or not.
-    [counts] = await insert_then(session, batches, count.sql, *count.params)
+    [counts] = await insert_then(session, batches, f'SELECT {", ".join(_SEGMENT_COUNT)}', *params)
     return await merge_if_due(session, tenant_id, counts, merge=merge)
 
 
 async def merge_if_due(session: Session, tenant_id: int, counts: Row, *, merge: bool) -> bool:
-    """After a segment's insert, given its `_SegmentCount`'s `counts`: with `merge` (the caller keeps the
+    """After a segment's insert, given what `_SEGMENT_COUNT` read: with `merge` (the caller keeps the
     tenant's other writers out), a due merge runs here; otherwise returns whether one is due."""
     due = int(counts[0]) >= MERGE_SEGMENTS or int(counts[1]) >= MERGE_POSTINGS
     if due and merge:
@@ -116,25 +115,19 @@ async def merge_if_due(session: Session, tenant_id: int, counts: Row, *, merge: 
     return due
 
 
-@dataclass(frozen=True)
-class _SegmentCount:
-    """The tenant's pending segments and postings with a new segment, read by the statement that inserts
-    it: scalar subqueries (placeholders `$1`... for `params`) that do not depend on the segment's rows,
-    so they may see them or not. They count the tenant's other segments, plus this one."""
-
-    params: tuple[int, int, int]
-    expressions: tuple[str, str] = (
-        '(SELECT count(*) + 1 FROM index_segments WHERE tenant_id = $1 AND segment <> $2)',
-        '(SELECT coalesce(sum(postings), 0) + $3 FROM index_segments WHERE tenant_id = $1 AND segment <> $2)',
-    )
-
-    @property
-    def sql(self) -> str:
-        return f'SELECT {", ".join(self.expressions)}'
+_SEGMENT_COUNT = (
+    '(SELECT count(*) + 1 FROM index_segments WHERE tenant_id = $1 AND segment <> $2)',
+    '(SELECT coalesce(sum(postings), 0) + $3 FROM index_segments WHERE tenant_id = $1 AND segment <> $2)',
+)
+"""The tenant's pending segments and postings with a new one (parameters: tenant, segment, its postings),
+read by the statement that inserts it: scalar subqueries that count the tenant's other segments plus
+this one, so they are the same whether they see its rows or not."""
 
 
-def _segment_writes(tenant_id: int, new: NewPostings, documents: tuple[int, int]) -> tuple[list[Batch], _SegmentCount]:
-    """The rows of a write's segment, and the count that says whether a merge is due (`merge_if_due`)."""
+def _segment_writes(
+    tenant_id: int, new: NewPostings, documents: tuple[int, int]
+) -> tuple[list[Batch], tuple[int, int, int]]:
+    """The rows of a write's segment, and the parameters of its `_SEGMENT_COUNT`."""
     segment = int(min(new.doc_ids))
     batches = [
         Batch(
@@ -145,7 +138,7 @@ def _segment_writes(tenant_id: int, new: NewPostings, documents: tuple[int, int]
         ),
         Batch('index_segments', _SEGMENT_COLUMNS, [(tenant_id, segment, *documents, len(new.term_ids))]),
     ]
-    return batches, _SegmentCount((tenant_id, segment, len(new.term_ids)))
+    return batches, (tenant_id, segment, len(new.term_ids))
 
 
 async def merge_off_path(backend: Backend, tenant_id: int) -> None:
