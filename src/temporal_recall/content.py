@@ -15,28 +15,29 @@ carry.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
 
 import pydantic
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelMessagesTypeAdapter,
-    ModelRequest,
-    _merge_consecutive_messages,  # pyright: ignore[reportPrivateUsage]  # No public accessor in pydantic-ai 2.68.
-)
+from pydantic_ai import messages as pydantic_ai_messages
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest
 from pydantic_core import PydanticSerializationError
 
+from ._message_fields import CONTENT_FIELDS, MESSAGE_FIELDS, PART_FIELDS
+from ._pydantic_ai_private import merge_consecutive_messages
 from .errors import MessageNotSerializable
 
 __all__ = (
+    'CANONICAL_FORM',
     'HASH_ALGORITHM',
     'as_one_request',
     'canonical_json',
     'content_hash',
     'dump_message',
+    'form_1_hashes',
     'held_hashes',
     'load_message',
     'resent_hash',
@@ -47,11 +48,19 @@ __all__ = (
 HASH_ALGORITHM = 'sha256'
 """Named in stored rows' schema docs; changing it is a schema migration, not a refactor."""
 
+CANONICAL_FORM = 2
+"""The version of the canonical form `content_hash` digests. Form 1 was pydantic-ai's whole serialization
+less the stamps, and so moved when a release added a field; form 2 is pinned to the fields of 2.68
+(`_message_fields`), and gives every message 2.68 could hold the hash form 1 gave it then."""
+
 _MESSAGE_STAMPS = frozenset({'timestamp', 'run_id', 'conversation_id'})
 """Fields pydantic-ai fills in when a message is created or sent, not part of what was said."""
 
 _REQUEST_STAMPS = frozenset({'instructions'})
 """A request's resolved instructions are re-rendered per run; the conversation did not change."""
+
+_RESPONSE_STAMPS = frozenset({'duration', 'request_timestamp'})
+"""When a response was asked for and how long it took (pydantic-ai 2.78): a retry says the same in other times."""
 
 _PART_STAMPS = frozenset({'timestamp'})
 
@@ -115,24 +124,116 @@ def _dumps(data: dict[str, Any]) -> str:
 
 
 def _canonical(message: ModelMessage) -> dict[str, Any]:
+    """The message in canonical form 2: what was said, in the fields pydantic-ai 2.68 defined (see
+    `_message_fields`), plus any field added since that holds more than its default."""
+    data = _serialized(message)
+    kind = data.get('kind')
+    for key in _MESSAGE_STAMPS | (_RESPONSE_STAMPS if kind == 'response' else _REQUEST_STAMPS):
+        data.pop(key, None)
+    _pinned(data, MESSAGE_FIELDS.get(kind), _added_defaults('kind', kind))
+    parts: list[dict[str, Any]] = []
+    for part in data.get('parts', []):
+        part_kind = part.get('part_kind')
+        if part_kind in _BOOKKEEPING_PART_KINDS:
+            continue
+        part = {key: value for key, value in part.items() if key not in _PART_STAMPS}
+        _pinned(part, PART_FIELDS.get(part_kind), _added_defaults('part_kind', part_kind))
+        if part_kind == 'user-prompt' and isinstance(part.get('content'), list):
+            for item in part['content']:
+                if isinstance(item, dict) and isinstance(item.get('kind'), str):
+                    _pinned(item, CONTENT_FIELDS.get(item['kind']), _added_defaults('kind', item['kind']))
+        parts.append(part)
+    data['parts'] = parts
+    return data
+
+
+def _serialized(message: ModelMessage) -> dict[str, Any]:
     try:
-        data: dict[str, Any] = ModelMessagesTypeAdapter.dump_python([message], mode='json')[0]
+        return ModelMessagesTypeAdapter.dump_python([message], mode='json')[0]
     except (PydanticSerializationError, ValueError, TypeError) as error:
         raise MessageNotSerializable(
             f'A {type(message).__name__} could not be serialized for hashing ({error}).'
         ) from error
-    for key in _MESSAGE_STAMPS:
-        data.pop(key, None)
-    if data.get('kind') == 'request':
-        for key in _REQUEST_STAMPS:
-            data.pop(key, None)
-    parts: list[dict[str, Any]] = []
-    for part in data.get('parts', []):
-        if part.get('part_kind') in _BOOKKEEPING_PART_KINDS:
+
+
+def _pinned(data: dict[str, Any], pinned: frozenset[str] | None, defaults: dict[str, Any]) -> None:
+    """Drop, in place, each field outside `pinned` that holds its default (`None` when pydantic-ai gives none)."""
+    for key in [key for key in data if key not in (pinned or ()) and key not in ('kind', 'part_kind')]:
+        if data[key] == defaults.get(key):
+            del data[key]
+
+
+@functools.cache
+def _added_defaults(discriminator: str, kind: str | None) -> dict[str, Any]:
+    """The serialized defaults of the installed pydantic-ai's message classes of `kind`, by field name.
+
+    Only plain values count (`None`, text, numbers, an empty list or dict); a field whose default is
+    made anew each time (an id, a time) is never at it. Pure and cached: it reads class definitions only.
+    """
+    defaults: dict[str, Any] = {}
+    for cls in _message_classes().get((discriminator, kind), ()):
+        for field in dataclasses.fields(cls):
+            if field.default is not dataclasses.MISSING:
+                value: Any = field.default
+            elif field.default_factory in (list, dict):
+                value = field.default_factory()
+            else:
+                continue
+            if value is None or isinstance(value, str | int | float | bool | list | dict):
+                defaults.setdefault(field.name.lstrip('_'), value)
+    return defaults
+
+
+@functools.cache
+def _message_classes() -> dict[tuple[str, str], list[type]]:
+    """pydantic-ai's message, part and content classes by their discriminator (`kind` or `part_kind`) and its value."""
+    classes: dict[tuple[str, str], list[type]] = {}
+    for value in vars(pydantic_ai_messages).values():
+        if not (isinstance(value, type) and dataclasses.is_dataclass(value)):
             continue
-        parts.append({key: value for key, value in part.items() if key not in _PART_STAMPS})
-    data['parts'] = parts
-    return data
+        for field in dataclasses.fields(value):
+            if field.name in ('kind', 'part_kind') and isinstance(field.default, str):
+                classes.setdefault((field.name, field.default), []).append(value)
+                break
+    return classes
+
+
+def form_1_hashes(message: ModelMessage) -> tuple[str, str]:
+    """The hashes canonical form 1 gave `message` (as pydantic-ai 2.68 held it, then as the installed
+    release serializes it), for step markers recorded before form 2.
+
+    Form 1 was the release's whole serialization less the stamps, so it moved with pydantic-ai:
+    under 2.68 it is form 2 of the message as 2.68 held it (output tool calls and returns not yet
+    stamped with `tool_kind='output'`, no `ui_visibility`); under a later release it is that
+    release's serialization. Only a marker with no form of its own is compared with these.
+    """
+    as_268 = _canonical(_as_pydantic_ai_268(message))
+    whole = _serialized(message)
+    for key in _MESSAGE_STAMPS | (_REQUEST_STAMPS if whole.get('kind') == 'request' else frozenset[str]()):
+        whole.pop(key, None)
+    whole['parts'] = [
+        {key: value for key, value in part.items() if key not in _PART_STAMPS}
+        for part in whole.get('parts', [])
+        if part.get('part_kind') not in _BOOKKEEPING_PART_KINDS
+    ]
+    return _digest(_dumps(as_268), message), _digest(_dumps(whole), message)
+
+
+def _as_pydantic_ai_268(message: ModelMessage) -> ModelMessage:
+    """`message` without what pydantic-ai 2.78 stamps on tool parts in workflow code and 2.68 did not."""
+    parts = [_unstamped(part) for part in message.parts]
+    if all(new is old for new, old in zip(parts, message.parts, strict=True)):
+        return message
+    return dataclasses.replace(message, parts=parts)  # pyright: ignore[reportArgumentType]
+
+
+def _unstamped(part: Any) -> Any:
+    changes: dict[str, Any] = {}
+    if getattr(part, 'tool_kind', None) == 'output':
+        changes['tool_kind'] = None
+    if getattr(part, 'ui_visibility', None) is not None:
+        changes['ui_visibility'] = None
+    return dataclasses.replace(part, **changes) if changes else part
 
 
 def said_parts(message: ModelMessage) -> list[str]:
@@ -158,7 +259,7 @@ def as_one_request(requests: Sequence[ModelRequest]) -> ModelRequest | None:
     (their instructions differ)."""
     if len(requests) == 1:
         return requests[0]
-    merged = _merge_consecutive_messages(list(requests))
+    merged = merge_consecutive_messages(list(requests))
     return merged[0] if len(merged) == 1 and isinstance(merged[0], ModelRequest) else None
 
 

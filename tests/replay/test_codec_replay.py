@@ -2,7 +2,8 @@
 
 `codec/one_prompt_with_tool.json` holds references only; `codec/bodies.db` holds what they point to. It
 was recorded before persistence moved into the model-request activities and is never re-recorded;
-`codec/in_activity/` holds today's pair (re-record with `.venv/bin/python -m tests.replay.record_histories codec`).
+`codec/in_activity/` holds the pair recorded under pydantic-ai 2.68, `codec/pydantic_ai_2_78/` the one
+779acbc recorded under 2.78 (both kept as they are), and the newest pair (re-record with `.venv/bin/python -m tests.replay.record_histories codec`).
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from ..workflows import agents
 from .conftest import StoreThatMustNotBeCalled, store_plugin
 from .test_replay import AGENTS
 
-RECORDINGS = [Path(__file__).parent / 'codec', Path(__file__).parent / 'codec' / 'in_activity']
+CODEC = Path(__file__).parent / 'codec'
+RECORDINGS = [CODEC, CODEC / 'in_activity', CODEC / 'pydantic_ai_2_78']
 
 
-@pytest.fixture(params=RECORDINGS, ids=['before-in-activity', 'in-activity'])
+@pytest.fixture(params=RECORDINGS, ids=['before-in-activity', 'in-activity', 'pydantic-ai-2.78'])
 def recording(request: pytest.FixtureRequest) -> Path:
     return request.param
 

@@ -47,6 +47,7 @@ from temporalio.exceptions import ApplicationError
 from .._metrics import record_step_write
 from .._store_provider import StoreProvider, store_for
 from .._tracing import traced_append
+from ..content import form_1_hashes
 from ..embeddings._index import embedded_append
 from ..embeddings._source import EmbedderSource, as_embedder, embedder_for
 from ..errors import (
@@ -65,7 +66,7 @@ from ..models import HistoryWindow, RecallDeps, SearchRequest, StepDelta, StepWr
 from ..search import Role, SearchMode, SummaryRule
 from ..text._documents import RECALL_TOOL_NAME
 from ._delta import Delta, DeltaTracker
-from ._persisting_model import PersistingModel, ViewCheck, in_stored_conversation, persistable, take_marker
+from ._persisting_model import Marker, PersistingModel, in_stored_conversation, persistable, take_marker
 from ._resend import without_repeated_prompts
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         self._tracker = DeltaTracker()
         self._sequence = 0
         self._usage_reported = RunUsage()
-        self._stored_in_activity: dict[int, tuple[ModelResponse, str, ViewCheck | None]] = {}
+        self._stored_in_activity: dict[int, tuple[ModelResponse, Marker]] = {}
         self._stored_in_process: set[str] = set()
         self._in_activity = False
         self._wrapper_wrote = False
@@ -206,7 +207,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         # The marker comes back in the activity's result, so it replays; users never see it.
         marker = take_marker(response)
         if marker is not None:
-            self._stored_in_activity[id(response)] = (response, marker.content_hash, marker.view)
+            self._stored_in_activity[id(response)] = (response, marker)
         return response
 
     def note_stored_in_process(self, content_hash: str) -> None:
@@ -224,12 +225,28 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             return False
         found = self._stored_in_activity.get(id(message))
         if found is not None and found[0] is message:
-            if self._tracker.hash_of(message) != found[1]:
-                return False
-            view = found[2]
-            before = persistable(history[:index])
-            return view is None or view.matches([self._tracker.hash_of(m) for m in before])
+            return self._marker_matches(found[1], history, index)
         return self._tracker.hash_of(message) in self._stored_in_process
+
+    def _marker_matches(self, marker: Marker, history: Sequence[ModelMessage], index: int) -> bool:
+        """Whether the run holds `history[index]`, and what came before it, as its activity stored them.
+
+        A marker of form 1 (recorded before content hashes were pinned to pydantic-ai 2.68's fields) was
+        made under the release that recorded it: it is compared with the hashes form 1 gave there, so a
+        workflow started before an upgrade of pydantic-ai or of this package decides as it did.
+        """
+        before = persistable(history[:index])
+        view = marker.view
+        if marker.form >= 2:
+            if self._tracker.hash_of(history[index]) != marker.content_hash:
+                return False
+            return view is None or view.matches([self._tracker.hash_of(m) for m in before])
+        for variant in range(2):
+            if form_1_hashes(history[index])[variant] != marker.content_hash:
+                continue
+            if view is None or view.matches([form_1_hashes(m)[variant] for m in before]):
+                return True
+        return False
 
     def _absorb_stored_steps(self, history: Sequence[ModelMessage]) -> bool:
         """Note what the run's own model requests stored: everything up to the last response one of them wrote.

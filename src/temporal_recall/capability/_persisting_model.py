@@ -73,7 +73,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from pydantic_ai import RunContext
-from pydantic_ai._run_context import get_current_run_context  # No public accessor in pydantic-ai 2.68.
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.models import ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
@@ -82,9 +81,10 @@ from pydantic_ai.usage import RunUsage
 from temporalio import activity, workflow
 from temporalio.exceptions import ApplicationError
 
+from .._pydantic_ai_private import get_current_run_context, stamp_tool_call_parts
 from .._store_provider import store_for
 from .._tracing import traced_append
-from ..content import content_hash, resent_hash
+from ..content import CANONICAL_FORM, content_hash, resent_hash
 from ..embeddings._index import embedded_append
 from ..embeddings._source import embedder_for
 from ..errors import EmbeddingUnavailable, HistoryMismatch, RecallError, StoreUnavailable, non_retryable
@@ -119,6 +119,8 @@ class Marker:
     """Whether the response's `metadata` was `None` before the marker was added (restored on removal)."""
     view: ViewCheck | None = None
     """What the step wrote before the response (`None` in histories recorded before it was added)."""
+    form: int = 1
+    """The canonical form its hashes were made in (`content.CANONICAL_FORM`); 1 in histories recorded before form 2."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,8 @@ def persistable(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
 
 def _marked(metadata: dict[str, Any] | None, stored_hash: str, view: ViewCheck) -> dict[str, Any]:
     check = {'length': view.length, 'start': view.start, 'digest': view.digest}
-    return {**(metadata or {}), MARKER_KEY: {'hash': stored_hash, 'metadata_was_none': metadata is None, 'view': check}}
+    marker = {'hash': stored_hash, 'metadata_was_none': metadata is None, 'view': check, 'form': CANONICAL_FORM}
+    return {**(metadata or {}), MARKER_KEY: marker}
 
 
 def take_marker(response: ModelResponse) -> Marker | None:
@@ -173,7 +176,8 @@ def take_marker(response: ModelResponse) -> Marker | None:
         if isinstance(view, dict)
         else None
     )
-    return Marker(content_hash=str(stored), metadata_was_none=was_none, view=check)
+    form = raw.get('form', 1) if isinstance(raw, dict) else 1
+    return Marker(content_hash=str(stored), metadata_was_none=was_none, view=check, form=int(form))
 
 
 @contextmanager
@@ -263,8 +267,11 @@ class PersistingModel(WrapperModel):
             if response.state != 'complete':
                 await step.write_prefix()
                 return response
-            # A copy: the model may hand out a response object it keeps (a scripted model does).
+            # A copy: the model may hand out a response object it keeps (a scripted model does). Stamped
+            # as pydantic-ai stamps it after the request (in workflow code under Temporal): the model id,
+            # and each tool call's kind and UI visibility, so the stored copy and the run's hash alike.
             response = replace(response, model_id=response.model_id or self.wrapped.model_id)
+            response = stamp_tool_call_parts(response, model_request_parameters)
             stored_hash = await step.write_step(step.stamped(response))
             if stored_hash is not None:
                 response.metadata = _marked(response.metadata, stored_hash, step.digest)

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic_ai._conversation_marks import mark_stored
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.run import AgentRunResult
 
+from temporal_recall._pydantic_ai_private import mark_stored
 from temporal_recall.content import held_hashes
 
 from ._lineage import own_appends
