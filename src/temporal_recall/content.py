@@ -127,13 +127,13 @@ def _canonical(message: ModelMessage) -> dict[str, Any]:
     """The message in canonical form 2: what was said, in the fields pydantic-ai 2.68 defined (see
     `_message_fields`), plus any field added since that holds more than its default."""
     data = _serialized(message)
-    kind = data.get('kind')
+    kind = str(data.get('kind'))
     for key in _MESSAGE_STAMPS | (_RESPONSE_STAMPS if kind == 'response' else _REQUEST_STAMPS):
         data.pop(key, None)
     _pinned(data, MESSAGE_FIELDS.get(kind), _added_defaults('kind', kind))
     parts: list[dict[str, Any]] = []
     for part in data.get('parts', []):
-        part_kind = part.get('part_kind')
+        part_kind = str(part.get('part_kind'))
         if part_kind in _BOOKKEEPING_PART_KINDS:
             continue
         part = {key: value for key, value in part.items() if key not in _PART_STAMPS}
@@ -164,7 +164,7 @@ def _pinned(data: dict[str, Any], pinned: frozenset[str] | None, defaults: dict[
 
 
 @functools.cache
-def _added_defaults(discriminator: str, kind: str | None) -> dict[str, Any]:
+def _added_defaults(discriminator: str, kind: str) -> dict[str, Any]:
     """The serialized defaults of the installed pydantic-ai's message classes of `kind`, by field name.
 
     Only plain values count (`None`, text, numbers, an empty list or dict); a field whose default is
@@ -175,7 +175,7 @@ def _added_defaults(discriminator: str, kind: str | None) -> dict[str, Any]:
         for field in dataclasses.fields(cls):
             if field.default is not dataclasses.MISSING:
                 value: Any = field.default
-            elif field.default_factory in (list, dict):
+            elif field.default_factory is list or field.default_factory is dict:
                 value = field.default_factory()
             else:
                 continue

@@ -26,7 +26,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Literal, Protocol, TypeAlias
+from typing import Any, Final, Literal, Protocol, TypeAlias
 
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
@@ -107,6 +107,10 @@ class ConversationInfo:
     """The conversation it was forked from, if the caller's scope can read that one: a fork of another
     tenant's conversation (or of one since deleted) shows `None`, so a listing never names a
     conversation its reader could not open."""
+    title: str | None = None
+    """What the conversation is about, as `ConversationStore.update` set it (`None` until then)."""
+    metadata: dict[str, Any] | None = None
+    """The app's own metadata, as `ConversationStore.update` set it."""
 
     @classmethod
     def of(cls, record: ConversationRecord, *, forked_from: str | None) -> ConversationInfo:
@@ -117,6 +121,8 @@ class ConversationInfo:
             head_id=record.head_id,
             branches=len(record.branches),
             forked_from=forked_from,
+            title=record.title,
+            metadata=record.metadata,
         )
 
 

@@ -60,7 +60,9 @@ async def fill_store(path: Path) -> dict[str, str]:
             result = await agent.run(prompt, conversation_id=conversation_id)
             run_ids[conversation_id] = result.run_id
             await store.save(result, scope=scope)
-        follow_up = await agent.run('Thanks! Deliver after 5pm please.', conversation=await store.load('support-42'))
+        conversation = await store.load('support-42')
+        await store.update('support-42', title='Order A-1042', expected_title=None)  # kept by the save below
+        follow_up = await agent.run('Thanks! Deliver after 5pm please.', conversation=conversation)
         await store.save(follow_up)
     finally:
         await store.close()

@@ -110,7 +110,17 @@ def test_list_answers_the_tokens_scope_newest_first(api: Client) -> None:
     listed = response.json()['conversations']
     assert [c['conversation_id'] for c in listed] == ['support-42', 'acme-billing']  # support-42 was saved last
     assert {c['scope'] for c in listed} == {'acme'}
-    assert set(listed[0]) == {'conversation_id', 'scope', 'updated_at', 'head_id', 'branches', 'forked_from'}
+    assert set(listed[0]) == {
+        'conversation_id',
+        'scope',
+        'updated_at',
+        'head_id',
+        'branches',
+        'forked_from',
+        'title',
+        'metadata',
+    }
+    assert [(c['title'], c['metadata']) for c in listed] == [('Order A-1042', None), (None, None)]
     assert [c['conversation_id'] for c in api.get(f'{LIST}?limit=1', token=ACME).json()['conversations']] == [
         'support-42'
     ]

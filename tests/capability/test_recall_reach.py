@@ -23,6 +23,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from temporal_recall import ConversationRecall, search_messages
 
+from .._compaction import SUMMARY as COMPACTION_SUMMARY
+from .._compaction import SummarizeEarlierTurns
+
 SUMMARY = 'Summary of previous conversation:\n\nThe user shared a passphrase.'
 
 
@@ -110,5 +113,39 @@ async def test_runs_started_without_history_are_all_found(any_store: Any) -> Non
     assert await said(any_store, '東京タワー') == ['東京タワーは赤い', 'noted: 東京タワーは赤い']
     assert await said(any_store, 'Berlin') == ['the parcel went to Berlin', 'noted: the parcel went to Berlin']
     assert 'Grüße aus München' in await tool_finds(agent, 'München')
+    report = await any_store.check()
+    assert report.clean, report.findings
+
+
+def _noting(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """`recall_or_note`, acknowledging a request that carries no prompt (one a compaction left as it was)."""
+    last = messages[-1]
+    has_prompt = isinstance(last, ModelRequest) and any(
+        isinstance(p, UserPromptPart | ToolReturnPart) for p in last.parts
+    )
+    return recall_or_note(messages, info) if has_prompt else ModelResponse(parts=[TextPart('noted')])
+
+
+async def test_text_core_compaction_dropped_is_found(any_store: Any) -> None:
+    """pydantic-ai's own compaction (a `compact_history` capability the run asks for past 4 messages)
+    replaces the earlier turns in the run's history with a summary; the store keeps what it replaced."""
+    agent = Agent(
+        FunctionModel(_noting, model_name='recaller'),
+        capabilities=[SummarizeEarlierTurns(threshold=4), ConversationRecall(store=any_store, scope='acme')],
+    )
+    history: list[ModelMessage] = []
+    for prompt in ('the ZEBRA-93 passphrase is 42', 'order B-7 ships Friday', 'I live in Lyon'):
+        result = await agent.run(prompt, message_history=history, conversation_id='c')
+        history = result.all_messages()
+    compacted = [part for message in history for part in message.parts if isinstance(part, CompactionPart)]
+    assert [part.content for part in compacted] == [COMPACTION_SUMMARY]
+    assert not any('ZEBRA-93' in str(part) for message in history for part in message.parts)
+    assert await said(any_store, 'ZEBRA-93') == [
+        'the ZEBRA-93 passphrase is 42',
+        'noted: the ZEBRA-93 passphrase is 42',
+    ]
+    # The summary is stored, never a hit: the messages it stands for are.
+    assert await said(any_store, 'earlier orders') == []
+    assert 'the ZEBRA-93 passphrase is 42' in await tool_finds(agent, 'ZEBRA-93', history)
     report = await any_store.check()
     assert report.clean, report.findings

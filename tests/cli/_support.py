@@ -147,6 +147,9 @@ async def fill_store(path: Path) -> Filled:
             run_ids[conversation_id] = result.run_id
             await store.save(result, scope=scope)
         conversation = await store.load('support-42')
+        # Titled before the later writes to both conversations: a save and an append keep a title.
+        await store.update('support-42', title='Order A-1042 delivery', expected_title=None)
+        await store.update('acme-branchy', title='Invoice resend', metadata={'channel': 'email'})
         follow_up = await agent.run('Thanks! I prefer deliveries after 5pm.', conversation=conversation)
         await store.save(follow_up)
         # Another run sent under the same conversation without its history: it branches from the start,

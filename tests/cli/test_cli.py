@@ -312,11 +312,15 @@ def test_conversations_in_every_format(filled: Filled) -> None:
         'head_id': listed[0]['head_id'],
         'branches': 1,
         'forked_from': None,
+        'title': 'Invoice resend',
+        'metadata': {'channel': 'email'},
     }
+    assert [c['title'] for c in listed] == ['Invoice resend', 'Order A-1042 delivery', None, None]
     assert parse(as_yaml, 'yaml') == as_json.json()
     assert as_ndjson.ndjson() == listed
-    assert [row[-1] for row in table_rows(table.stdout)] == [c['conversation_id'] for c in listed]
-    assert table.stdout.split()[:4] == ['updated', 'scope', 'branches', 'conversation']
+    assert [row[3] for row in table_rows(table.stdout)] == [c['conversation_id'] for c in listed]
+    assert table.stdout.split()[:5] == ['updated', 'scope', 'branches', 'conversation', 'title']
+    assert 'Order A-1042 delivery' in table.stdout
 
 
 def test_conversations_scope_and_limit(filled: Filled) -> None:

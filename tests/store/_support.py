@@ -458,6 +458,9 @@ UNDO_VERSION_8 = (
 UNDO_VERSION_14 = ('DROP TABLE document_vectors', 'DROP TABLE vector_space')
 """What migration 14 added (the vectors of recall by meaning), taken away."""
 
+UNDO_VERSION_15 = ('ALTER TABLE conversations DROP COLUMN title', 'ALTER TABLE conversations DROP COLUMN metadata')
+"""What migration 15 added (conversation titles and metadata), taken away."""
+
 UNDO_SEGMENTS = (*UNDO_VERSION_11, *UNDO_VERSION_8)
 """What migrations 8 and 11 added, taken away (their pending postings go with them)."""
 

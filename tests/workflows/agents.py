@@ -21,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 from temporal_recall import ConversationRecall, RecallDeps
 from temporal_recall.testing import scripted_model, text, tool_call
 
+from .._compaction import SummarizeEarlierTurns
 from .._said import user_prompts
 
 
@@ -133,6 +134,13 @@ windowed_recall_agent = Agent(
     deps_type=RecallDeps,
     # The most common way apps bound context: the model is sent the last 3 messages of the history.
     capabilities=[ProcessHistory(lambda messages: messages[-3:]), ConversationRecall(), TemporalDurability()],
+)
+compacting_agent = Agent(
+    _counted(FunctionModel(_recall_then_answer, model_name='compacting')),
+    name='compacting',
+    deps_type=RecallDeps,
+    # pydantic-ai's own compaction: past 4 messages, the earlier turns become one summary in the run's history.
+    capabilities=[SummarizeEarlierTurns(threshold=4), ConversationRecall(), TemporalDurability()],
 )
 big_tool_agent = _durable(
     'big_tool', scripted_model(tool_call('big_report', {'size': 2_094_000}), text('done')), tools=(big_report,)

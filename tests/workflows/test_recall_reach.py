@@ -18,7 +18,13 @@ from temporal_recall.search import SearchResult
 from temporal_recall.store import open_store
 from temporal_recall.testing import running_worker
 
-from .agents import _recall_then_answer, recall_agent, windowed_recall_agent  # pyright: ignore[reportPrivateUsage]
+from .._compaction import SUMMARY as COMPACTION_SUMMARY
+from .agents import (  # pyright: ignore[reportPrivateUsage]
+    _recall_then_answer,
+    compacting_agent,
+    recall_agent,
+    windowed_recall_agent,
+)
 from .recall_workflows import RecallWorkflow
 
 pytestmark = pytest.mark.temporal
@@ -107,3 +113,30 @@ async def test_text_a_summary_replaced_is_found(
         ]
         answer = await _turn(temporal_client, worker.task_queue, 'recaller', 'conv-summary', 'recall ZEBRA-93')
         assert 'the ZEBRA-93 passphrase is 42' in answer
+
+
+async def test_text_core_compaction_dropped_is_found(temporal_client: Client, any_store_url: str) -> None:
+    """pydantic-ai's own compaction inside the workflow (past 4 messages the earlier turns become a summary):
+    the model's tool and workflow `recall()` still find what it dropped."""
+    async with running_worker(
+        temporal_client, agents=[compacting_agent], store=any_store_url, workflows=[RecallWorkflow]
+    ) as worker:
+        for prompt in ('the ZEBRA-93 passphrase is 42', 'order B-7 ships Friday', 'I live in Lyon'):
+            assert await _turn(temporal_client, worker.task_queue, 'compacting', 'conv-compact', prompt) == 'ok'
+        assert await _recalled(temporal_client, worker.task_queue, 'conv-compact', 'ZEBRA-93') == [
+            'the ZEBRA-93 passphrase is 42'
+        ]
+        assert await _recalled(temporal_client, worker.task_queue, 'conv-compact', 'earlier orders') == []
+        answer = await _turn(temporal_client, worker.task_queue, 'compacting', 'conv-compact', 'recall ZEBRA-93')
+        assert 'the ZEBRA-93 passphrase is 42' in answer
+    store = await open_store(any_store_url)
+    try:
+        conversation = await store.load('conv-compact')
+        assert conversation is not None
+        # The head holds the compacted history, summary first; what it replaced stays stored, searchable.
+        summaries = [p.content for m in conversation.messages for p in m.parts if isinstance(p, CompactionPart)]
+        assert summaries == [COMPACTION_SUMMARY]
+        report = await store.check()
+        assert report.clean, report.findings
+    finally:
+        await store.close()

@@ -153,6 +153,10 @@ class ConversationSummary(BaseModel):
     branches: int
     """How many branches the conversation has left (histories kept after a rewrite)."""
     forked_from: str | None
+    title: str | None = None
+    """What the conversation is about, as `ConversationStore.update` set it."""
+    metadata: dict[str, Any] | None = None
+    """The application's own metadata, as `ConversationStore.update` set it."""
 
 
 class ConversationList(BaseModel):

@@ -245,8 +245,8 @@ async def conversations(
         if not rows:
             where = '' if scope is None else f' in scope {scope!r}'
             return Text(f'No conversations{where}{" after this cursor" if after is not None else ""}.')
-        cells = [[r['updated_at'], r['scope'], r['branches'], r['conversation_id']] for r in rows]
-        return table('updated', 'scope', 'branches', 'conversation', rows=cells, wide='conversation')
+        cells = [[r['updated_at'], r['scope'], r['branches'], r['conversation_id'], r['title'] or ''] for r in rows]
+        return table('updated', 'scope', 'branches', 'conversation', 'title', rows=cells, wide='title')
 
     document = {'conversations': rows, 'total': page.total, 'next_cursor': page.next_cursor}
     emit(document, format, items=rows, human=human)

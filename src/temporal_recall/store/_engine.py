@@ -13,7 +13,12 @@ from typing import Any, ClassVar, NoReturn, Self
 import numpy as np
 from numpy.typing import NDArray
 from pydantic_ai.conversation import Conversation
-from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
+from pydantic_ai.conversation_store import (
+    ConversationConflict,
+    ConversationDetails,
+    ConversationEntry,
+    ConversationRecord,
+)
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.run import AgentRunResult
 
@@ -25,9 +30,10 @@ from .index._membership import rebuild_index
 from .index._terms import prepare_message
 from .index._vectors import VectorKey
 from .integrity import CheckReport, run_check
-from .log import _append, _entries, _write
+from .log import _append, _details, _entries, _write
 from .log import _reads as _log
 from .log._columns import record_columns, timestamp_order
+from .log._details import details_columns
 from .log._save import save_after_own_appends
 from .log._tenants import lock_tenants
 from .postings._merger import Merger
@@ -258,6 +264,36 @@ class EngineStore(CheckedStore, StoredBodies):
         await _write.write_record(
             self._backend, record, new_entries, prepared, columns, expected_revision, self._merger.due
         )
+
+    async def write_details(
+        self,
+        conversation_id: str,
+        details: ConversationDetails,
+        *,
+        expected_revision: str,
+        expected: ConversationDetails | None = None,
+    ) -> ConversationRecord:
+        """Replace the conversation's `title` or `metadata`, or both, keeping its revision and `updated_at`.
+
+        Checked and written in one `UPDATE` (see `log/_details`); no save or append writes these
+        columns, so an update outlives every later save.
+
+        Raises:
+            ConversationConflict: No record with `expected_revision` and the `expected` values is stored.
+            InvalidIdentifier: A title that is not text, or metadata that is not a JSON object.
+        """
+        check_id(conversation_id, 'conversation id')
+        details_columns(details, what='details')  # Refused before a transaction is opened.
+
+        async def body(session: Session) -> ConversationRecord:
+            await _details.write_details(
+                session, conversation_id, details, expected_revision=expected_revision, expected=expected or {}
+            )
+            record = await _log.read_record(session, conversation_id)
+            assert record is not None  # The update above found its row, in this transaction.
+            return record
+
+        return await self._backend.run_write(body)
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         """Delete a conversation and everything only it holds, in one transaction.

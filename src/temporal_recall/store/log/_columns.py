@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -116,6 +117,8 @@ def record_from_columns(
     revision: str,
     updated_at: str,
     format_version: int,
+    title: str | None = None,
+    metadata: str | None = None,
 ) -> ConversationRecord:
     version: Literal[1] = 1
     if format_version != version:
@@ -132,4 +135,6 @@ def record_from_columns(
         revision=revision,
         updated_at=load_timestamp(updated_at),
         format_version=version,
+        title=title,
+        metadata=None if metadata is None else json.loads(metadata),
     )

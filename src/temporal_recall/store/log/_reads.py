@@ -38,6 +38,8 @@ _RECORD_COLUMNS = {
     'revision': 'c.revision',
     'updated_at': 'c.updated_at',
     'format_version': 'c.format_version',
+    'title': 'c.title',
+    'metadata': 'c.metadata',
 }
 """`record_from_columns`' arguments and the columns they are read from, in select order (branches last)."""
 

@@ -35,6 +35,7 @@ RELEASED: tuple[tuple[int, str, bool], ...] = (
     (12, 'search sees every branch; only what a retried request replaced is marked superseded', True),
     (13, 'message bodies found by hash in any scope', False),
     (14, 'document vectors for recall by meaning', False),
+    (15, 'conversation titles and metadata', False),
 )
 """`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
 

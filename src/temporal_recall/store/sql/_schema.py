@@ -327,6 +327,13 @@ _V14: tuple[_Statement, ...] = (
     'CREATE TABLE vector_space (space INTEGER PRIMARY KEY, model TEXT NOT NULL, dimensions INTEGER NOT NULL)',
 )
 
+_V15: tuple[_Statement, ...] = (
+    # `ConversationStore.update` (pydantic-ai 2.78): what a conversation is about, and the app's own
+    # metadata (JSON). A save never writes them, so they outlive every save.
+    'ALTER TABLE conversations ADD COLUMN title TEXT',
+    'ALTER TABLE conversations ADD COLUMN metadata TEXT',
+)
+
 _VERSIONS: tuple[tuple[_Statement, ...], ...] = (
     _V1,
     _V2,
@@ -342,6 +349,7 @@ _VERSIONS: tuple[tuple[_Statement, ...], ...] = (
     _V12,
     _V13,
     _V14,
+    _V15,
 )
 """Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 
