@@ -6,9 +6,14 @@
 Run it after a deliberate, versioned change to workflow code, and commit the new files together
 with the change. Each scenario is one JSON file (a continue-as-new chain gives one file per run).
 
-The files directly under histories/ were recorded before persistence moved into the model-request
-activities (every step boundary scheduled a `store_step`); they are kept, never re-recorded, because
-workflows started then must still replay. New recordings go to histories/in_activity/.
+Every folder of recordings is kept as it is, never re-recorded, because workflows started under
+that code must still replay:
+- histories/ itself: before persistence moved into the model-request activities (a `store_step` per
+  boundary), under pydantic-ai 2.68;
+- histories/in_activity/: in-activity persistence, step markers in canonical form 1, under 2.68;
+- histories/pydantic_ai_2_78/: the same code (779acbc) under pydantic-ai 2.78;
+- histories/canonical_form_2/: markers in form 2, tool calls stamped in the activity, under 2.78.
+New recordings go to a new folder (`RECORDING` below); the recorder refuses to write over a file.
 """
 
 from __future__ import annotations
@@ -40,8 +45,10 @@ from temporal_recall.testing import connect, dev_server, export_history, running
 from ..workflows.agents import output_tool_agent, recall_agent, slow_tool_agent, streaming_agent, weather_agent
 from .workflows import RecallDirectlyWorkflow
 
-HISTORIES = Path(__file__).parent / 'histories' / 'in_activity'
-CODEC = Path(__file__).parent / 'codec' / 'in_activity'
+RECORDING = 'canonical_form_2'
+"""The folder today's code records into, under histories/ and codec/."""
+HISTORIES = Path(__file__).parent / 'histories' / RECORDING
+CODEC = Path(__file__).parent / 'codec' / RECORDING
 """A history recorded with `RecallDataCodec`, and the bodies database it references (its only source).
 codec/ itself holds the one recorded before in-activity persistence, with its own bodies.db."""
 AGENTS = [weather_agent, recall_agent, slow_tool_agent, output_tool_agent, streaming_agent]
@@ -49,6 +56,8 @@ AGENTS = [weather_agent, recall_agent, slow_tool_agent, output_tool_agent, strea
 
 def _save(name: str, history_json: str) -> None:
     HISTORIES.mkdir(exist_ok=True)
+    if (HISTORIES / f'{name}.json').exists():
+        raise SystemExit(f'{HISTORIES / name}.json exists: recorded histories are never re-recorded (see above).')
     # Pretty-printed so diffs of re-recorded histories are readable.
     (HISTORIES / f'{name}.json').write_text(json.dumps(json.loads(history_json), indent=1) + '\n')
     print(f'recorded {name}')
@@ -173,6 +182,8 @@ async def record_codec(server, store_url: str, folder: Path) -> None:
     finally:
         await plugin.codec.aclose()
     CODEC.mkdir(exist_ok=True)
+    if (CODEC / 'one_prompt_with_tool.json').exists():
+        raise SystemExit(f'{CODEC} holds a recording already: recorded histories are never re-recorded.')
     (CODEC / 'one_prompt_with_tool.json').write_text(json.dumps(json.loads(history), indent=1) + '\n')
     # One self-contained file (no WAL), holding only what this history references.
     target = CODEC / 'bodies.db'

@@ -1,9 +1,10 @@
 """A history recorded with RecallDataCodec replays with the bodies store as its only source of payloads.
 
 `codec/one_prompt_with_tool.json` holds references only; `codec/bodies.db` holds what they point to. It
-was recorded before persistence moved into the model-request activities and is never re-recorded;
-`codec/in_activity/` holds the pair recorded under pydantic-ai 2.68, `codec/pydantic_ai_2_78/` the one
-779acbc recorded under 2.78 (both kept as they are), and the newest pair (re-record with `.venv/bin/python -m tests.replay.record_histories codec`).
+was recorded before persistence moved into the model-request activities. `codec/in_activity/` holds the
+pair recorded under pydantic-ai 2.68, `codec/pydantic_ai_2_78/` the one 779acbc recorded under 2.78, and
+`codec/canonical_form_2/` the one with form-2 markers. None is ever re-recorded: a new pair goes to a new
+folder (`.venv/bin/python -m tests.replay.record_histories codec`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from .conftest import StoreThatMustNotBeCalled, store_plugin
 from .test_replay import AGENTS
 
 CODEC = Path(__file__).parent / 'codec'
-RECORDINGS = [CODEC, CODEC / 'in_activity', CODEC / 'pydantic_ai_2_78']
+RECORDINGS = [CODEC, CODEC / 'in_activity', CODEC / 'pydantic_ai_2_78', CODEC / 'canonical_form_2']
 
 
-@pytest.fixture(params=RECORDINGS, ids=['before-in-activity', 'in-activity', 'pydantic-ai-2.78'])
+@pytest.fixture(params=RECORDINGS, ids=['before-in-activity', 'in-activity', 'pydantic-ai-2.78', 'canonical-form-2'])
 def recording(request: pytest.FixtureRequest) -> Path:
     return request.param
 

@@ -1,8 +1,8 @@
 """Recorded histories replay against today's code, touching neither the store nor a model.
 
-Re-record with `.venv/bin/python -m tests.replay.record_histories` after a deliberate change. The
-files directly under histories/ predate in-activity persistence (a `store_step` per boundary) and
-are never re-recorded; histories/in_activity/ holds today's.
+Record into a new folder with `.venv/bin/python -m tests.replay.record_histories` after a deliberate
+change; no folder is ever re-recorded (record_histories.py lists what each holds: before in-activity
+persistence, in-activity under pydantic-ai 2.68, the same code under 2.78, and form-2 markers).
 """
 
 from __future__ import annotations
@@ -37,10 +37,16 @@ SCENARIOS = {
 }
 
 
-def test_every_scenario_has_a_recorded_history_from_before_and_after_in_activity_persistence():
+IN_ACTIVITY = ('in_activity', 'pydantic_ai_2_78', 'canonical_form_2')
+"""The folders recorded with in-activity persistence: under pydantic-ai 2.68, by the same code under 2.78,
+and with form-2 markers (tool calls stamped in the activity) under 2.78."""
+
+
+def test_every_scenario_has_a_recorded_history_from_every_era():
     assert {path.stem for path in FOLDER.glob('*.json')} >= SCENARIOS
-    new = {path.stem for path in (FOLDER / 'in_activity').glob('*.json')}
-    assert SCENARIOS | {'output_tool', 'streaming_with_tools', 'error_after_tool_calls'} <= new
+    for folder in IN_ACTIVITY:
+        recorded = {path.stem for path in (FOLDER / folder).glob('*.json')}
+        assert SCENARIOS | {'output_tool', 'streaming_with_tools', 'error_after_tool_calls'} <= recorded, folder
 
 
 def _store_steps(path: Path) -> int:
@@ -49,10 +55,15 @@ def _store_steps(path: Path) -> int:
 
 def test_the_old_histories_wrote_through_store_step_and_the_new_ones_only_where_no_activity_saw():
     assert _store_steps(FOLDER / 'one_prompt_with_tool.json') == 3
-    assert _store_steps(FOLDER / 'in_activity' / 'one_prompt_with_tool.json') == 0
-    assert _store_steps(FOLDER / 'in_activity' / 'streaming_with_tools.json') == 0
+    for folder in IN_ACTIVITY:
+        assert _store_steps(FOLDER / folder / 'one_prompt_with_tool.json') == 0
+        assert _store_steps(FOLDER / folder / 'streaming_with_tools.json') == 0
+        assert _store_steps(FOLDER / folder / 'error_after_tool_calls.json') == 1
+    # An output tool's return is written by one store_step; under 2.78, code that did not stamp the tool
+    # call in the activity wrote the response again too (and left a branch). Those histories replay as recorded.
     assert _store_steps(FOLDER / 'in_activity' / 'output_tool.json') == 1
-    assert _store_steps(FOLDER / 'in_activity' / 'error_after_tool_calls.json') == 1
+    assert _store_steps(FOLDER / 'pydantic_ai_2_78' / 'output_tool.json') == 2
+    assert _store_steps(FOLDER / 'canonical_form_2' / 'output_tool.json') == 1
 
 
 @pytest.mark.parametrize('path', HISTORIES, ids=[str(path.relative_to(FOLDER)) for path in HISTORIES])

@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic_ai.messages import ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from temporal_recall._body_references import references_in
-from temporal_recall.content import content_hash, load_message
+from temporal_recall.content import content_hash, form_1_hashes, load_message
 from temporal_recall.errors import MessageNotSerializable
 
 from ..sql._keys import hash_bytes, scope_key
@@ -46,7 +46,7 @@ async def check_entries(session: Session, report: CheckReport) -> None:
                 report.add('content_hash', where, f'holds a message that cannot be read ({error})')
                 continue
             if stored_bytes(stored_hash) != actual:
-                report.add('content_hash', where, 'holds a message whose hash is not the stored content hash')
+                report.add('content_hash', where, _hash_finding(stored_bytes(stored_hash), load_message(message)))
         report.entries += len(rows)
         if len(rows) < _PAGE:
             return
@@ -149,3 +149,14 @@ async def check_bodies(session: Session, report: CheckReport) -> None:
         references_in(value, referenced)
         for missing in sorted(digest for digest in referenced if (key, digest) not in stored):
             report.add('body', where, f'references body {missing}, which the store does not hold in its scope')
+
+
+def _hash_finding(stored: bytes, message: ModelMessage) -> str:
+    """What a stored hash that differs from the message's says: written in canonical form 1 under a
+    pydantic-ai release that added fields (harmless: README, "Upgrading pydantic-ai"), or wrong."""
+    if stored in {hash_bytes(digest) for digest in form_1_hashes(message)}:
+        return (
+            'holds a hash in canonical form 1, as a build before form 2 wrote it under a pydantic-ai release '
+            'after 2.68; it is still found and attached to, and a message written again gets its form-2 hash'
+        )
+    return 'holds a message whose hash is not the stored content hash'
