@@ -299,9 +299,14 @@ async def replay(
     so neither the store nor the model is called. A non-deterministic change raises
     `temporalio.workflow.NondeterminismError` (wrapped as the replay failure). Histories recorded
     with `message_codec_plugin` need the same plugin in `plugins`; it reads bodies from the store.
+
+    Deadlock detection is off (`debug_mode`; the sandbox stays): a replay checks what the workflow
+    decides, not how fast, and a workflow task that takes over 2 s on a busy CI machine would otherwise
+    fail a history that replays.
     """
     register_agents(agents, task_queue=None)
     replayer = Replayer(
+        debug_mode=True,
         workflows=[*(SHIPPED_WORKFLOWS if include_shipped_workflows else ()), *workflows],
         plugins=[
             PydanticAIPlugin(),

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m tests.replay.record_histories          # everything
     .venv/bin/python -m tests.replay.record_histories codec    # only the RecallDataCodec history
+    .venv/bin/python -m tests.replay.record_histories failed_turn    # only the conversation with a failed turn
 
 Run it after a deliberate, versioned change to workflow code, and commit the new files together
 with the change. Each scenario is one JSON file (a continue-as-new chain gives one file per run).
@@ -30,7 +31,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
 from temporal_recall import (
     ConversationInput,
@@ -42,7 +43,14 @@ from temporal_recall import (
 )
 from temporal_recall.testing import connect, dev_server, export_history, running_worker
 
-from ..workflows.agents import output_tool_agent, recall_agent, slow_tool_agent, streaming_agent, weather_agent
+from ..workflows.agents import (
+    flaky_agent,
+    output_tool_agent,
+    recall_agent,
+    slow_tool_agent,
+    streaming_agent,
+    weather_agent,
+)
 from .workflows import RecallDirectlyWorkflow
 
 RECORDING = 'canonical_form_2'
@@ -51,7 +59,7 @@ HISTORIES = Path(__file__).parent / 'histories' / RECORDING
 CODEC = Path(__file__).parent / 'codec' / RECORDING
 """A history recorded with `RecallDataCodec`, and the bodies database it references (its only source).
 codec/ itself holds the one recorded before in-activity persistence, with its own bodies.db."""
-AGENTS = [weather_agent, recall_agent, slow_tool_agent, output_tool_agent, streaming_agent]
+AGENTS = [weather_agent, recall_agent, slow_tool_agent, output_tool_agent, streaming_agent, flaky_agent]
 
 
 def _save(name: str, history_json: str) -> None:
@@ -128,6 +136,23 @@ async def record(client, store_url: str) -> None:
         del handle
 
 
+async def record_failed_turn(client, store_url: str) -> None:
+    """A `ConversationWorkflow` whose second turn's model request fails for good, then a third turn."""
+    async with running_worker(client, agents=AGENTS, store=store_url) as worker:
+        handle = await client.start_workflow(
+            ConversationWorkflow.run,
+            ConversationInput(conversation_id='replay-failed-turn', agent='flaky', turns_per_run=10),
+            id='replay-conversation-failed-turn',
+            task_queue=worker.task_queue,
+        )
+        for prompt in ('Weather in Oslo?', 'fail: and in Madrid?', 'And in Rome?'):
+            with contextlib.suppress(WorkflowUpdateFailedError):
+                await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt=prompt))
+        await handle.signal(ConversationWorkflow.close)
+        await handle.result()
+    _save('conversation_failed_turn', await export_history(client, 'replay-conversation-failed-turn'))
+
+
 async def record_killed_worker(server_address: str, client, store_url: str) -> None:
     """A run whose worker is SIGKILLed during a tool activity and recovered by a fresh worker."""
     queue = f'replay-killed-{uuid.uuid4()}'
@@ -202,6 +227,8 @@ async def main(scenarios: list[str]) -> None:
             if everything:
                 await record(client, store_url)
                 await record_killed_worker(server.address, client, store_url)
+            if everything or 'failed_turn' in scenarios:
+                await record_failed_turn(client, store_url)
             if everything or 'codec' in scenarios:
                 await record_codec(server, store_url, Path(tmp))
 

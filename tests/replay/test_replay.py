@@ -26,6 +26,7 @@ AGENTS = [
     agents.slow_tool_agent,
     agents.output_tool_agent,
     agents.streaming_agent,
+    agents.flaky_agent,
 ]
 SCENARIOS = {
     'one_prompt_with_tool',

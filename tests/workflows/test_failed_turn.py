@@ -1,4 +1,5 @@
-"""`RunPromptWorkflow`s on one conversation after one whose model request failed for good.
+"""`RunPromptWorkflow`s on one conversation after one whose model request failed for good, and a
+`ConversationWorkflow` turn after a failed one.
 
 The failed run's prompt was stored before its model request, so the conversation holds it with no
 answer. The next workflow continues from it, whether it says something new or retries the same
@@ -13,11 +14,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 
-from temporal_recall import RunPromptInput, RunPromptOutput, RunPromptWorkflow
+from temporal_recall import (
+    ConversationInput,
+    ConversationWorkflow,
+    RunPromptInput,
+    RunPromptOutput,
+    RunPromptWorkflow,
+    TurnInput,
+)
 from temporal_recall.content import content_hash
-from temporal_recall.testing import export_history, history_cost, running_worker
+from temporal_recall.testing import export_history, history_cost, replay, running_worker
 
 from .._said import user_prompts
 from .agents import FLAKY_ONCE, FLAKY_SENT, flaky_agent, flaky_system_agent
@@ -90,3 +98,38 @@ async def test_a_workflow_retrying_the_failed_prompt_says_it_once(
     # which the model is sent merged: the workflow writes that step (one `store_step`).
     cost = history_cost(await export_history(temporal_client, ids[-1]))
     assert cost.activities_matching('__store_step') == (1 if agent == 'flaky_system' else 0)
+
+
+async def test_a_conversation_workflow_continues_from_a_failed_turn_without_a_branch(
+    temporal_client: Client, any_store_url: str, any_store: Any
+):
+    """The shipped `ConversationWorkflow`: a turn whose model request fails for good fails its Update; the
+    next turn follows the failed prompt on the head, as the turn after a failed `RunPromptWorkflow` does."""
+    conversation_id = f'failed-turn-{uuid.uuid4()}'
+    prompts = ['What is the weather in Oslo?', 'fail: and in Madrid?', 'And in Rome?']
+    FLAKY_SENT.clear()
+    async with running_worker(temporal_client, agents=[flaky_agent], store=any_store_url) as worker:
+        handle = await temporal_client.start_workflow(
+            ConversationWorkflow.run,
+            ConversationInput(conversation_id=conversation_id, scope='acme', agent='flaky', turns_per_run=10),
+            id=conversation_id,
+            task_queue=worker.task_queue,
+        )
+        answers: list[str | None] = []
+        for prompt in prompts:
+            try:
+                answers.append(
+                    (await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt=prompt))).output
+                )
+            except WorkflowUpdateFailedError:
+                answers.append(None)
+        await handle.signal(ConversationWorkflow.close)
+        await handle.result()
+    assert answers == [f'ok: {prompts[0]}', None, f'ok: {prompts[2]}']
+    # The model was sent the failed prompt once more, with the next one: it is part of the conversation.
+    assert FLAKY_SENT[-1] == prompts
+    await _assert_held_once(
+        any_store, conversation_id, prompts, ['request', 'response', 'request', 'request', 'response']
+    )
+    history = await export_history(temporal_client, conversation_id)
+    await replay([history], agents=[flaky_agent])

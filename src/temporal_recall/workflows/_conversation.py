@@ -39,6 +39,11 @@ IDLE_AFTER_TURNS = 'temporal-recall-idle-after-turns'
 """Patch marker: the idle timeout counts from the last answered turn, never through one in progress.
 Before it, a turn still running when the timeout fired was answered, but the conversation closed."""
 
+RELOAD_AFTER_FAILED_TURN = 'temporal-recall-reload-after-failed-turn'
+"""Patch marker: the turn after a failed one starts from the stored conversation, which holds the failed
+turn's prompt (and the tool results it got), so the next prompt follows it on the head. Before it, the
+run kept its history from before the failed turn, and the next prompt left the failed one as a branch."""
+
 
 @workflow.defn(name='temporal_recall.Conversation')
 class ConversationWorkflow:
@@ -101,12 +106,18 @@ class ConversationWorkflow:
                 self._history = repair_messages(loaded.messages)
                 self._window = loaded.window  # every turn of this run's history starts there
             agent = agent_for(self._input.agent)
-            result = await agent.run(
-                turn.prompt,
-                message_history=self._history or None,
-                conversation_id=self._input.conversation_id,
-                deps=RecallDeps(scope=self._input.scope, history_window=self._window),
-            )
+            try:
+                result = await agent.run(
+                    turn.prompt,
+                    message_history=self._history or None,
+                    conversation_id=self._input.conversation_id,
+                    deps=RecallDeps(scope=self._input.scope, history_window=self._window),
+                )
+            except Exception:
+                # The store kept what the failed turn said; the next turn loads it rather than forget it.
+                if workflow.patched(RELOAD_AFTER_FAILED_TURN):
+                    self._history = None
+                raise
             self._history = result.all_messages()
             self._turns_total += 1
             self._turns_this_run += 1
