@@ -54,6 +54,7 @@ __all__ = (
     'UnknownEntry',
     'counted',
     'non_retryable',
+    'retryable',
 )
 
 
@@ -195,6 +196,15 @@ class EmbeddingMismatch(RecallError):
 
 class PayloadTooLarge(RecallError):
     """A value would exceed Temporal's payload size limit, so retrying cannot help."""
+
+
+def retryable(error: RecallError) -> ApplicationError:
+    """`error` as a Temporal failure that is retried, with the store's (or embedding model's) own message.
+
+    Raise it `from None`: the server keeps an activity's last failure only up to a few KB, and the full
+    chain through the database driver would show as "Failure exceeds size limit" instead of the message.
+    """
+    return ApplicationError(str(error), type=type(error).__name__)
 
 
 def non_retryable(error: RecallError) -> ApplicationError:

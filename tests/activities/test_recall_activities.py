@@ -17,10 +17,11 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
 from temporal_recall.activities._recall_activities import RecallActivities, newest_turns
 from temporal_recall.content import content_hash
-from temporal_recall.models import HistoryRequest
+from temporal_recall.models import HistoryRequest, SearchRequest
 from temporal_recall.store import AppendRequest, open_store
 
 
@@ -110,3 +111,26 @@ async def test_a_branch_past_one_payload_is_refused_whole_and_windowed_within_th
         await store.close()
     assert refused.value.type == 'PayloadTooLarge' and refused.value.non_retryable
     assert windowed.messages == history[-8:] and _size(windowed.messages) <= 1_000_000
+
+
+UNREACHABLE = 'postgresql://postgres@127.0.0.1:9/test'
+"""A PostgreSQL store nobody listens for (the discard port): every connection is refused at once."""
+
+
+@pytest.mark.parametrize('activity_name', ['load_history', 'search'])
+async def test_an_unreachable_store_fails_retryably_with_its_own_message_alone(activity_name: str):
+    """Temporal keeps an activity's last failure only up to a few KB: with the driver's chain attached, the
+    retried failure read "Failure exceeds size limit". It carries the store's message and nothing else."""
+    activities = RecallActivities(UNREACHABLE)
+    environment = ActivityEnvironment()
+    call = (
+        environment.run(activities.load_history, HistoryRequest(conversation_id='c'))
+        if activity_name == 'load_history'
+        else environment.run(activities.search, SearchRequest(query='order', conversation_id='c'))
+    )
+    with pytest.raises(ApplicationError) as raised:
+        await call
+    failure = raised.value
+    assert failure.type == 'StoreUnavailable' and not failure.non_retryable
+    assert failure.message.startswith(f'Cannot reach the PostgreSQL store at {UNREACHABLE}')
+    assert failure.__cause__ is None and failure.__suppress_context__

@@ -27,7 +27,9 @@ from ._support import (
     turn,
 )
 
-UNDO_LATER = '; '.join((*UNDO_VERSION_15, *UNDO_VERSION_14, *UNDO_VERSION_13, *UNDO_SUPERSEDED, *UNDO_BRANCH_MARKS, *UNDO_SEGMENTS))
+UNDO_LATER = '; '.join(
+    (*UNDO_VERSION_15, *UNDO_VERSION_14, *UNDO_VERSION_13, *UNDO_SUPERSEDED, *UNDO_BRANCH_MARKS, *UNDO_SEGMENTS)
+)
 """What migrations 8, 10, 11, 12, 13 and 14 added, taken away (the blocks of 7 are undone by each test)."""
 
 LATEST = latest_version()

@@ -241,7 +241,14 @@ async def _undo_blocks(connection: asyncpg.Connection, schema: str) -> None:
     """Put back the (empty) row-per-posting table of versions 1 to 6 in place of `posting_blocks` (and undo
     the later migrations: the pending postings of version 8 and what 10 to 12 added)."""
     await connection.execute(f'SET search_path TO "{schema}"')
-    for statement in (*UNDO_VERSION_15, *UNDO_VERSION_14, *UNDO_VERSION_13, *UNDO_SUPERSEDED, *UNDO_BRANCH_MARKS, *UNDO_SEGMENTS):
+    for statement in (
+        *UNDO_VERSION_15,
+        *UNDO_VERSION_14,
+        *UNDO_VERSION_13,
+        *UNDO_SUPERSEDED,
+        *UNDO_BRANCH_MARKS,
+        *UNDO_SEGMENTS,
+    ):
         await connection.execute(statement)
     await connection.execute('DROP TABLE posting_blocks')
     for statement in [s for s in MIGRATIONS[0].statements if 'CREATE TABLE postings' in s] + [
@@ -320,7 +327,8 @@ async def test_a_store_before_the_body_hash_index_gets_it_and_keeps_its_bodies(p
     try:
         await connection.execute(f'SET search_path TO {schema}')
         for statement in (
-            *UNDO_VERSION_15, *UNDO_VERSION_14,
+            *UNDO_VERSION_15,
+            *UNDO_VERSION_14,
             *UNDO_VERSION_13,
             f'DELETE FROM schema_migrations WHERE version >= {BODIES_BY_HASH}',
         ):

@@ -2,8 +2,9 @@
 
 Deterministic failures (a bad query, an unknown conversation, a history too large for a payload)
 become non-retryable `ApplicationError`s whose `type` is our exception's class name, so workflow
-code can tell them apart; an unreachable store is raised as is, and Temporal retries it with
-backoff, recording each failure on the activity so it is visible, never a silent hang.
+code can tell them apart; an unreachable store is retried by Temporal with backoff, each failure
+recorded on the activity with the store's own message (`errors.retryable`), so it is visible, never a
+silent hang.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..errors import (
     StoreUnavailable,
     UnknownConversation,
     non_retryable,
+    retryable,
 )
 from ..models import HistoryRequest, HistoryWindow, LoadedHistory, SearchRequest, SearchResult
 from ..search.plan import search_index
@@ -54,8 +56,8 @@ class RecallActivities:
 
     @activity.defn(name=SEARCH_ACTIVITY)
     async def search(self, request: SearchRequest) -> SearchResult:
-        store = await self.store.get()
         try:
+            store = await self.store.get()
             return await search_index(store, request, embedder=self.embedder)
         except UnknownConversation:
             # Fail closed, and say the same thing for "absent" and "someone else's".
@@ -63,8 +65,8 @@ class RecallActivities:
                 query=request.query[:200],
                 message=f'No conversation {request.conversation_id!r} is stored in this scope; nothing was searched.',
             )
-        except (StoreUnavailable, EmbeddingUnavailable):
-            raise
+        except (StoreUnavailable, EmbeddingUnavailable) as error:
+            raise retryable(error) from None
         except RecallError as error:
             raise non_retryable(error) from error
 
@@ -77,7 +79,10 @@ class RecallActivities:
             limit=request.limit,
             max_bytes=request.max_bytes,
         ) as current:
-            loaded = await self._load_history(request)
+            try:
+                loaded = await self._load_history(request)
+            except StoreUnavailable as error:
+                raise retryable(error) from None  # retried by Temporal, showing the store's message
             note(current, exists=loaded.exists, messages=loaded.length, offset=loaded.window and loaded.window.offset)
             return loaded
 
@@ -86,10 +91,7 @@ class RecallActivities:
         record = await store.read_scoped_record(request.conversation_id, request.scope)
         if record is None:
             return LoadedHistory(conversation_id=request.conversation_id, exists=False)
-        try:
-            entries = await store.read_history(record.head_id, limit=None if request.max_bytes else request.limit)
-        except StoreUnavailable:
-            raise
+        entries = await store.read_history(record.head_id, limit=None if request.max_bytes else request.limit)
         stored = [entry.message for entry in entries]
         messages, window = stored, None
         if request.max_bytes is not None:

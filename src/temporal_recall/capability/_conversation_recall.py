@@ -61,6 +61,7 @@ from ..errors import (
     StoreUnavailable,
     UnknownConversation,
     non_retryable,
+    retryable,
 )
 from ..models import HistoryWindow, RecallDeps, SearchRequest, StepDelta, StepWritten
 from ..search import Role, SearchMode, SummaryRule
@@ -393,8 +394,8 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             self.record_write(result)
         except HistoryMismatch:
             return StepWritten(attached=False)
-        except (StoreUnavailable, EmbeddingUnavailable):
-            raise  # retried by Temporal with backoff
+        except (StoreUnavailable, EmbeddingUnavailable) as error:
+            raise retryable(error) from None  # retried by Temporal with backoff, showing the store's message
         except RecallError as error:
             # Deterministic: another attempt would fail the same way.
             raise non_retryable(error) from error

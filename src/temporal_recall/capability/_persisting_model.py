@@ -87,7 +87,7 @@ from .._tracing import traced_append
 from ..content import CANONICAL_FORM, content_hash, resent_hash
 from ..embeddings._index import embedded_append
 from ..embeddings._source import embedder_for
-from ..errors import EmbeddingUnavailable, HistoryMismatch, RecallError, StoreUnavailable, non_retryable
+from ..errors import EmbeddingUnavailable, HistoryMismatch, RecallError, StoreUnavailable, non_retryable, retryable
 
 if TYPE_CHECKING:
     from pydantic_ai.embeddings import Embedder
@@ -197,14 +197,10 @@ def _failing_for_good() -> Generator[None]:
 
 
 def _raise_retryable(error: StoreUnavailable | EmbeddingUnavailable) -> NoReturn:
-    """Fail the activity so Temporal retries it, with the store's (or embedding model's) message and a short stack.
-
-    The server keeps an activity's last failure only up to a few KB; the full chain through the
-    model activity and the database driver is longer, and would show as "Failure exceeds size limit".
-    """
+    """Fail the activity so Temporal retries it, with the store's (or embedding model's) own message (`retryable`)."""
     if not activity.in_activity():
         raise error
-    raise ApplicationError(str(error), type=type(error).__name__) from None
+    raise retryable(error) from None
 
 
 def in_stored_conversation(
