@@ -32,6 +32,8 @@ def test_the_demo_writes_nothing_outside_its_folder(tmp_path: Path):
 
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert 'Demo finished' in ran.stdout
+    invoice = ran.stdout.split('for "invoice INV-7731":\n', 1)[1].split('\n\n', 1)[0].splitlines()
+    assert len(invoice) == 2 and all('invoice INV-7731' in hit for hit in invoice), invoice  # no hit by meaning alone
     assert sorted(path.relative_to(home) for path in home.rglob('*')) == []  # e.g. no ~/.config/temporalio
     assert sorted(path.name for path in clone.iterdir()) == ['.demo']
     demo = [path.name for path in (clone / '.demo').iterdir()]

@@ -16,6 +16,7 @@ from temporal_recall import ConversationRecall
 from temporal_recall.embeddings import LOCAL_MODEL
 from temporal_recall.errors import EmbeddingMismatch, EmbeddingUnavailable, InvalidSearchParameters
 from temporal_recall.query import search_messages
+from temporal_recall.search._fusion import MEANING_FLOOR
 
 from ..store._support import column_of
 
@@ -65,6 +66,33 @@ async def test_a_rare_exact_token_still_ranks_its_message_first(any_store: Any) 
     for question in ('what was in order ZEBRA-93', 'ZEBRA-93 status of my order'):
         texts = await user_texts(any_store, question, conversation_id='support-2', scope=None, embedder=LOCAL_MODEL)
         assert texts[0] == FACTS[2], question
+
+
+async def test_a_hybrid_hit_only_meaning_found_must_come_near_the_nearest_document(any_store: Any) -> None:
+    """Below `MEANING_FLOOR` of the best cosine, a document meaning alone found is left out of a hybrid search
+    (a semantic search still shows it); a paraphrase above it is kept, and what the words found stays."""
+    await tell(any_store, 'support-3', FACTS, embedder=LOCAL_MODEL)
+    search = {'conversation_id': 'support-3', 'scope': None, 'embedder': LOCAL_MODEL, 'role': 'user'}
+    asked = {
+        'delivery address for that package': [(FACTS[1], ['semantic'])],
+        'ZEBRA-93': [(FACTS[2], ['bm25', 'semantic'])],
+        'what was in order ZEBRA-93': [(FACTS[2], ['bm25', 'semantic']), (FACTS[1], ['bm25', 'semantic'])],
+    }
+    for question, kept in asked.items():
+        near = await search_messages(any_store, question, mode='semantic', **search)
+        cosine = {hit.excerpt: hit.score for hit in near.hits}
+        hybrid = await search_messages(any_store, question, **search)
+        shown = [(hit.excerpt, hit.found_by) for hit in hybrid.hits]
+        assert shown[: len(kept)] == kept, question
+        for excerpt, found_by in shown:
+            assert found_by, question
+            assert 'bm25' in found_by or cosine[excerpt] >= MEANING_FLOOR * near.hits[0].score, question
+        below = {excerpt for excerpt, score in cosine.items() if score < MEANING_FLOOR * near.hits[0].score}
+        assert below and all('bm25' in found_by for excerpt, found_by in shown if excerpt in below), question
+    exact = await search_messages(any_store, 'ZEBRA-93', **search)
+    assert [hit.excerpt for hit in exact.hits] == [FACTS[2]]
+    words = await search_messages(any_store, 'what was in order ZEBRA-93', **search)
+    assert (FACTS[3], ['bm25', 'semantic']) in [(hit.excerpt, hit.found_by) for hit in words.hits]  # a cosine below 0
 
 
 async def test_each_document_is_embedded_once_per_tenant(any_store: Any) -> None:

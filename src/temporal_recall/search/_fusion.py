@@ -13,6 +13,11 @@ alternative measured against it: on bench/semantic's labelled set it ranked the 
 first for 48% of the questions against 79% for `fuse` (recall@5 0.85 against 1.00), because it
 weighs BM25's incidental matches as much as the nearest meanings. docs/semantic.md has the table.
 
+`above_floor` then drops what a hybrid search would show only because an embedder is configured: a
+document found by meaning alone whose cosine is below `MEANING_FLOOR` of the best cosine a page can
+show. An exact query ("invoice INV-7731") keeps the messages holding its words, and a paraphrase
+keeps the messages nearest its meaning.
+
 Pure: importable in the workflow sandbox like the rest of `search`.
 """
 
@@ -23,13 +28,21 @@ from collections.abc import Mapping, Sequence
 from temporal_recall.search._bm25 import ScoredDocument
 from temporal_recall.search._results import Arm
 
-__all__ = ('BM25_WEIGHT', 'RRF_K', 'Fused', 'fuse', 'reciprocal_rank_fusion')
+__all__ = ('BM25_WEIGHT', 'MEANING_FLOOR', 'RRF_K', 'Fused', 'above_floor', 'fuse', 'reciprocal_rank_fusion')
 
 BM25_WEIGHT = 0.3
 """BM25's share of a fused score (the nearest vectors have the rest), chosen on bench/semantic."""
 
 RRF_K = 60
 """Reciprocal Rank Fusion's rank offset (the paper's constant)."""
+
+MEANING_FLOOR = 0.4
+"""How close a document found by meaning alone must come to the nearest one to be a hybrid hit: its cosine
+at least this share of the best cosine a page can show (a share, not a cosine, so it holds for any
+embedder's range of cosines). Chosen on bench/semantic's labelled set with the local model, in the gap
+between the shares of the documents the words miss on exact-id questions (noise there) and of the
+paraphrased messages only meaning finds, nearer the noise; `python -m bench.semantic --floors` measures
+it, and docs/semantic.md has the numbers."""
 
 Fused = tuple[list[ScoredDocument], dict[int, list[Arm]]]
 """The fused ranking, best first (ties: the smaller `doc_id`, as in BM25), and each document's rankings."""
@@ -53,6 +66,21 @@ def fuse(rankings: Mapping[Arm, Sequence[ScoredDocument]], *, bm25_weight: float
             scores[scored.doc_id] = scores.get(scored.doc_id, 0.0) + share
             arms.setdefault(scored.doc_id, []).append(arm)
     return _ranked(scores, arms)
+
+
+def above_floor(fused: Fused, nearest: Sequence[ScoredDocument], best: float, *, floor: float | None = None) -> Fused:
+    """`fused` without the documents only the `semantic` ranking found whose cosine (in `nearest`) is below
+    `floor * best` (`MEANING_FLOOR` by default), `best` being the best cosine a page can show; with `best` at
+    0 or below nothing is near, and none of them is kept. A document the words found stays whatever its cosine."""
+    floor = MEANING_FLOOR if floor is None else floor
+    cosines = {scored.doc_id: scored.score for scored in nearest}
+    ranked, arms = fused
+    kept = [
+        scored
+        for scored in ranked
+        if arms[scored.doc_id] != ['semantic'] or (best > 0 and cosines[scored.doc_id] >= floor * best)
+    ]
+    return kept, {scored.doc_id: arms[scored.doc_id] for scored in kept}
 
 
 def reciprocal_rank_fusion(rankings: Mapping[Arm, Sequence[ScoredDocument]], *, k: int = RRF_K) -> Fused:

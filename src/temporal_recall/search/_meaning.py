@@ -7,6 +7,12 @@ filter (`store.index._vectors.nearest`): a conversation, a run, a role, the curr
 tenant. The page's rows come from `IndexReader.documents`, which applies the target again, so a hit
 has the shape and the isolation of a BM25 hit; `SearchHit.found_by` says which ranking found it.
 
+A hybrid search keeps a document found by meaning alone only when its cosine clears
+`_fusion.MEANING_FLOOR` of the best cosine a page can show (`_fusion.above_floor`): the nearest
+document outside `exclude_run_id`, since the model's tool, which leaves out its own run, often asks
+in the words of the prompt it is answering. A semantic search is asked for meaning, and keeps
+returning the nearest documents, however far.
+
 Activity-side, like `plan` (it awaits the store and the embedding model).
 """
 
@@ -22,7 +28,7 @@ from temporal_recall.errors import ConfigurationError, UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search._assemble import build_hits, fill_page
 from temporal_recall.search._bm25 import ScoredDocument
-from temporal_recall.search._fusion import Fused, fuse
+from temporal_recall.search._fusion import Fused, above_floor, fuse
 from temporal_recall.search._query import Query
 from temporal_recall.search._results import Arm, SearchMode, SearchOptions, SearchResult
 from temporal_recall.store.protocol import IndexReader, SearchTarget
@@ -50,7 +56,7 @@ async def search_by_meaning(
     lexical_documents: int = 0,
 ) -> SearchResult:
     """Rank `target`'s documents by meaning, fused with `lexical` (the BM25 ranking, given its depth) when
-    `mode` is hybrid (by `FUSION`); then fetch the page's rows as a BM25 search does.
+    `mode` is hybrid (by `FUSION`, then `above_floor`); then fetch the page's rows as a BM25 search does.
 
     Raises:
         UnknownConversation: the target's conversation (or run) does not exist in its scope.
@@ -63,6 +69,21 @@ async def search_by_meaning(
     embedded = await embed_texts(embedder, [request.query], input_type='query')
     arms: dict[int, list[Arm]] = {}
     held = 0
+    best: float | None = None
+
+    async def showable_best(near: list[tuple[int, float]]) -> float:
+        """The best cosine of `near` (best first) that a page can show: of the first document with an
+        occurrence outside `exclude_run_id` (0.0 when there is none among them)."""
+        nonlocal best
+        if best is None and near:
+            if request.exclude_run_id is None:
+                best = near[0][1]
+            else:
+                cosines = dict(near)
+                rows = await reader.documents(target, list(cosines), limit=1, exclude_run_id=request.exclude_run_id)
+                if rows:
+                    best = cosines[rows[0].doc_id]
+        return 0.0 if best is None else best
 
     async def fused_page(fetch: int) -> tuple[list[ScoredDocument], bool]:
         nonlocal arms, held
@@ -76,7 +97,7 @@ async def search_by_meaning(
             rankings['bm25'] = lexical(depth)
         rankings['semantic'] = [ScoredDocument(doc_id, score) for doc_id, score in near]
         if mode == 'hybrid':
-            fused, arms = FUSION(rankings)
+            fused, arms = above_floor(FUSION(rankings), rankings['semantic'], await showable_best(near))
         else:
             alone: list[Arm] = ['semantic']
             fused, arms = list(rankings['semantic']), {doc_id: alone for doc_id, _ in near}
