@@ -493,8 +493,15 @@ UNDO_VERSION_13 = ('DROP INDEX message_bodies_by_hash',)
 """What migration 13 added, taken away."""
 
 
+async def back_to_version_14(store: AnyStore) -> None:
+    """Turn a store into what version 14 wrote: no titles or metadata, version 14 recorded. Close and reopen it."""
+    for statement in (*UNDO_VERSION_15, 'DELETE FROM schema_migrations WHERE version > 14'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_13(store: AnyStore) -> None:
     """Turn a store into what version 13 wrote: no vectors, version 13 recorded. Close and reopen it afterwards."""
+    await back_to_version_14(store)
     for statement in (*UNDO_VERSION_14, 'DELETE FROM schema_migrations WHERE version > 13'):
         await run_sql(store, statement)
 
