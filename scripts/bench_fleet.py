@@ -24,15 +24,15 @@ nothing-stored/without: how far from the agent alone the capability stays before
 `--faults` runs once, with persistence, on a PostgreSQL cluster of its own (initdb and pg_ctl in a
 temp dir, on a free port, as the `postgres` user when run as root): when a quarter of the workflows
 have finished it crash-restarts the server (`pg_ctl restart -m immediate`), when half have it
-SIGKILLs a worker and starts a replacement. It prints the recovery from the kill, read from the
-histories of the workflows in flight then: how long until the last of them completed, and the
-kill-to-retry wait, from the kill to the start of each activity attempt that followed a timed-out one
-(the killed worker's activities, taken up by another worker once a heartbeat or start-to-close timeout
-said it was gone), with which timeout it was; and the workflow tasks that timed out after the kill (the
-killed worker's, which wait out the workflow task timeout, 10 s by default). Then it checks that every
-workflow completed and that every conversation holds exactly its run's 8 messages, once, in order,
-with no branch, and that `recall check` finds nothing; it exits 1 if anything is off (or a fault found
-nothing in flight).
+SIGKILLs a worker (the one running the most activities then, from the workflows' descriptions) and
+starts a replacement. It prints the recovery from the kill, read from the histories of the workflows
+in flight then: how long until the last of them completed, and the kill-to-retry wait, from the kill
+to the start of each activity attempt that followed a timed-out one (the killed worker's activities,
+taken up by another worker once a heartbeat or start-to-close timeout said it was gone), with which
+timeout it was; and the workflow tasks that timed out after the kill (the killed worker's, which wait
+out the workflow task timeout, 10 s by default). Then it checks that every workflow completed and
+that every conversation holds exactly its run's 8 messages, once, in order, with no branch, and that
+`recall check` finds nothing; it exits 1 if anything is off (or a fault found nothing in flight).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import timedelta
@@ -69,7 +70,7 @@ from bench.fleet_agent import (
     expected_kinds,
     prompt_for,
 )
-from temporalio.api.enums.v1 import EventType, TimeoutType
+from temporalio.api.enums.v1 import EventType, PendingActivityState, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
@@ -230,6 +231,36 @@ async def recovery(handles: list[WorkflowHandle[Any, Any]], killed_at: float) ->
     return Recovery(in_flight=len(handles), completed=completed, retries=retries, workflow_task_timeouts=task_timeouts)
 
 
+KILL_SEARCH_SECONDS = 10.0
+"""How long the fault run looks for a worker with activities running before it kills one anyway."""
+
+
+async def running_activities(handles: list[WorkflowHandle[Any, Any]]) -> Counter[str]:
+    """How many activities each worker (by pid) has started and not finished, from the workflows' descriptions."""
+    running: Counter[str] = Counter()
+    for description in await asyncio.gather(*(handle.describe() for handle in handles)):
+        for pending in description.raw_description.pending_activities:
+            if pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
+                running[pending.last_worker_identity.split('@', 1)[0]] += 1  # the SDK's identity: pid@host
+    return running
+
+
+async def busiest_worker(running: Fleet, handles: list[WorkflowHandle[Any, Any]]) -> tuple[int, int]:
+    """The index of the worker running the most activities of `handles`, and how many; `(0, 0)` if none is.
+
+    The kill is meant to cost something to recover from: a worker that happens to be between activities
+    leaves only workflow tasks behind, and says nothing about how soon a lost activity is retried.
+    """
+    deadline = time.monotonic() + KILL_SEARCH_SECONDS
+    while time.monotonic() < deadline:
+        by_pid = await running_activities(handles)
+        counts = [by_pid.get(str(worker.process.pid), 0) for worker in running.workers]
+        if max(counts, default=0):
+            return counts.index(max(counts)), max(counts)
+        await asyncio.sleep(0.1)
+    return 0, 0
+
+
 async def retried_activities(handle: WorkflowHandle[Any, Any]) -> int:
     """How many of the workflow's activities ran more than one attempt (as recorded when each last started)."""
     count = 0
@@ -362,12 +393,19 @@ async def faults(args: argparse.Namespace, client: Client, address: str, tmp: Pa
             in_flight = await when_done(results, args.workflows // 4)
             await asyncio.to_thread(cluster.restart_immediate)
             print(f'  PostgreSQL crash-restarted (pg_ctl restart -m immediate), {in_flight} workflows in flight')
-            in_flight_kill = await when_done(results, args.workflows // 2)
+            await when_done(results, args.workflows // 2)
+            busiest, activities = await busiest_worker(
+                running, [handle for handle, task in zip(handles, results, strict=True) if not task.done()]
+            )
             killed_at = time.time()  # epoch seconds, as the server stamps history events on this machine
             at_kill = [handle for handle, task in zip(handles, results, strict=True) if not task.done()]
-            killed = await running.kill(0)
+            killed = await running.kill(busiest)
             await running.start(1)
-            print(f'  worker {killed} SIGKILLed and a replacement started, {in_flight_kill} workflows in flight')
+            print(
+                f'  worker {killed} SIGKILLed and a replacement started, {len(at_kill)} workflows in flight, '
+                f'{activities} activities running on the killed worker a moment before',
+                flush=True,
+            )
             done, pending = await asyncio.wait(results, timeout=RESULT_SECONDS)
             for task in pending:
                 task.cancel()
@@ -380,7 +418,7 @@ async def faults(args: argparse.Namespace, client: Client, address: str, tmp: Pa
             retried = sum([await retried_activities(handle) for handle in handles])
             print(f'  {retried} activity attempts were retries (the faults at work)', flush=True)
         problems = [f'workflow {id} did not complete' for id in failed]
-        if not in_flight or not in_flight_kill:
+        if not in_flight or not at_kill:
             problems.append('a fault found no workflow in flight: run more workflows (--workflows)')
         problems += await check_conversations(cluster.url, outputs)
     if problems:
