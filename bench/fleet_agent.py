@@ -63,7 +63,7 @@ WITHOUT, WITH, FLOOR = 'fleet_without', 'fleet_recalls', 'fleet_nostore'
 FLOOR_LABEL = 'nothing stored'
 """How the benchmarks name the `FLOOR` agent's figures."""
 ACTIVITY_CONFIG = ActivityConfig(start_to_close_timeout=timedelta(seconds=60), heartbeat_timeout=timedelta(seconds=10))
-"""What the README tells users to give `TemporalDurability`: a killed worker's activities retried within about 11 s."""
+"""What the README tells users to give `TemporalDurability`: a killed worker's activities retried within about 12 s."""
 
 _LINES = (
     'order parcel depot invoice refund courier address delivery window customer account ticket warehouse',

@@ -21,7 +21,7 @@ __all__ = ('ACTIVITY_CONFIG', 'agent', 'build_agent')
 
 ACTIVITY_CONFIG = ActivityConfig(start_to_close_timeout=timedelta(seconds=60), heartbeat_timeout=timedelta(seconds=10))
 """Every activity of the agent (model requests, tools, `store_step`) heartbeats (pydantic-ai does it), so a
-10 s heartbeat timeout has Temporal retry a killed worker's activity elsewhere within about 11 s, instead
+10 s heartbeat timeout has Temporal retry a killed worker's activity elsewhere within about 12 s, instead
 of after the 30 s model-request heartbeat timeout or the 60 s start-to-close of a tool (see the README's
 *Recovery after a worker dies*). The start-to-close keeps pydantic-ai's default."""
 
