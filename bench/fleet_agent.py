@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from datetime import timedelta
 from typing import Any
 
 from pydantic_ai import Agent
@@ -29,11 +30,13 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from temporalio.workflow import ActivityConfig
 
 from temporal_recall import ConversationRecall, RecallDeps
 from temporal_recall.store import AppendRequest, AppendResult
 
 __all__ = (
+    'ACTIVITY_CONFIG',
     'FLOOR',
     'FLOOR_LABEL',
     'LATENCY',
@@ -59,6 +62,8 @@ WITHOUT, WITH, FLOOR = 'fleet_without', 'fleet_recalls', 'fleet_nostore'
 """Agent names, of equal length so the variants' activity payloads are the same size."""
 FLOOR_LABEL = 'nothing stored'
 """How the benchmarks name the `FLOOR` agent's figures."""
+ACTIVITY_CONFIG = ActivityConfig(start_to_close_timeout=timedelta(seconds=60), heartbeat_timeout=timedelta(seconds=10))
+"""What the README tells users to give `TemporalDurability`: a killed worker's activities retried within about 12 s."""
 
 _LINES = (
     'order parcel depot invoice refund courier address delivery window customer account ticket warehouse',
@@ -122,7 +127,7 @@ def build(
     (a plain `agent.run` in one process)."""
     capabilities: list[AbstractCapability[Any]] = [] if recall is None else [recall]
     if durable:
-        capabilities.append(TemporalDurability())
+        capabilities.append(TemporalDurability(activity_config=ACTIVITY_CONFIG))
     return Agent(
         _scripted(latency),
         name=name,

@@ -24,8 +24,14 @@ nothing-stored/without: how far from the agent alone the capability stays before
 `--faults` runs once, with persistence, on a PostgreSQL cluster of its own (initdb and pg_ctl in a
 temp dir, on a free port, as the `postgres` user when run as root): when a quarter of the workflows
 have finished it crash-restarts the server (`pg_ctl restart -m immediate`), when half have it
-SIGKILLs a worker and starts a replacement. Then it checks that every workflow completed and that
-every conversation holds exactly its run's 8 messages, once, in order, with no branch, and that
+SIGKILLs a worker (the one running the most activities then, from the workflows' descriptions) and
+starts a replacement. It prints the recovery from the kill, read from the histories of the workflows
+in flight then: how long until the last of them completed, and the kill-to-retry wait, from the kill
+to the start of each activity attempt that followed a timed-out one (the killed worker's activities,
+taken up by another worker once a heartbeat or start-to-close timeout said it was gone), with which
+timeout it was; and the workflow tasks that timed out after the kill (the killed worker's, which wait
+out the workflow task timeout, 10 s by default). Then it checks that every workflow completed and
+that every conversation holds exactly its run's 8 messages, once, in order, with no branch, and that
 `recall check` finds nothing; it exits 1 if anything is off (or a fault found nothing in flight).
 """
 
@@ -39,6 +45,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import timedelta
@@ -63,7 +70,8 @@ from bench.fleet_agent import (
     expected_kinds,
     prompt_for,
 )
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingActivityState, TimeoutType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
 from temporal_recall import RunPromptInput, RunPromptOutput, RunPromptWorkflow, open_store
@@ -119,6 +127,138 @@ async def model_request_latencies(handle: WorkflowHandle[Any, Any]) -> list[floa
             if started is not None:
                 latencies.append(event.event_time.ToNanoseconds() / 1e9 - started)
     return latencies
+
+
+TIMEOUT_NAMES = {
+    TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE: 'start-to-close',
+    TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START: 'schedule-to-start',
+    TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE: 'schedule-to-close',
+    TimeoutType.TIMEOUT_TYPE_HEARTBEAT: 'heartbeat',
+}
+RETRY_TARGET = 15.0
+"""Issue 50: with the shipped settings, a killed worker's activity starts again elsewhere within this many seconds."""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """An activity attempt that started after the kill because the attempt before it timed out."""
+
+    activity: str
+    """The activity's type, shortened to what follows its agent's name (`model_request`, `call_tool`, ...)."""
+    timeout: str
+    """Which timeout ended the attempt before: `heartbeat`, `start-to-close`, ..."""
+    wait: float
+    """Seconds from the kill to this attempt's start: how long Temporal took to notice and hand it on."""
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What the workflows in flight at a worker's SIGKILL went through, read from their histories."""
+
+    in_flight: int
+    completed: float
+    """Seconds from the kill to the last of them completing."""
+    retries: list[Retry]
+    workflow_task_timeouts: dict[str, int]
+    """Workflow tasks that timed out after the kill, by timeout (a killed worker's tasks, and its sticky queue's)."""
+
+    def describe(self) -> list[str]:
+        lines = [
+            f'  recovery: the {self.in_flight} workflows in flight at the kill completed within '
+            f'{self.completed:.1f} s of it'
+        ]
+        if self.retries:
+            waits = [retry.wait for retry in self.retries]
+            by_kind: dict[str, list[float]] = {}
+            for retry in self.retries:
+                by_kind.setdefault(f'{retry.activity} after its {retry.timeout} timeout', []).append(retry.wait)
+            kinds = '; '.join(
+                f'{kind}: {", ".join(f"{wait:.1f}" for wait in sorted(found))} s' for kind, found in by_kind.items()
+            )
+            lines.append(
+                f'  kill-to-retry wait: {len(waits)} activities of the killed worker started again elsewhere '
+                f'{min(waits):.1f}-{max(waits):.1f} s after the kill (target at most {RETRY_TARGET:.0f} s): {kinds}'
+            )
+        else:
+            lines.append('  kill-to-retry wait: no activity was running on the killed worker (nothing timed out)')
+        if self.workflow_task_timeouts:
+            counts = ', '.join(f'{kind} {count}' for kind, count in sorted(self.workflow_task_timeouts.items()))
+            lines.append(f'  workflow tasks that timed out after the kill: {counts}')
+        return lines
+
+
+def _seconds(event: HistoryEvent) -> float:
+    return event.event_time.ToNanoseconds() / 1e9
+
+
+def _short_activity(name: str) -> str:
+    """`agent__fleet_recalls__toolset__<id>__call_tool` as `call_tool`; the project's own keep their names."""
+    return name.rsplit('__', 1)[-1]
+
+
+async def recovery(handles: list[WorkflowHandle[Any, Any]], killed_at: float) -> Recovery:
+    """Read `handles`' histories (the workflows in flight at a kill at `killed_at`, epoch seconds).
+
+    A history records a retried activity's last attempt only, as an `ActivityTaskStarted` event with
+    its attempt number, its start time and the failure of the attempt before: a timeout there, with
+    the attempt starting after the kill, is the killed worker's activity taken up elsewhere.
+    """
+    completed = 0.0
+    retries: list[Retry] = []
+    task_timeouts: dict[str, int] = {}
+    for handle in handles:
+        activities: dict[int, str] = {}
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                activity = event.activity_task_scheduled_event_attributes.activity_type.name
+                activities[event.event_id] = _short_activity(activity)
+            elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                started = event.activity_task_started_event_attributes
+                failure = started.last_failure
+                if started.attempt > 1 and failure.HasField('timeout_failure_info') and _seconds(event) >= killed_at:
+                    retries.append(
+                        Retry(
+                            activity=activities.get(started.scheduled_event_id, '?'),
+                            timeout=TIMEOUT_NAMES.get(failure.timeout_failure_info.timeout_type, '?'),
+                            wait=_seconds(event) - killed_at,
+                        )
+                    )
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT and _seconds(event) >= killed_at:
+                kind = TIMEOUT_NAMES.get(event.workflow_task_timed_out_event_attributes.timeout_type, '?')
+                task_timeouts[kind] = task_timeouts.get(kind, 0) + 1
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+                completed = max(completed, _seconds(event) - killed_at)
+    return Recovery(in_flight=len(handles), completed=completed, retries=retries, workflow_task_timeouts=task_timeouts)
+
+
+KILL_SEARCH_SECONDS = 10.0
+"""How long the fault run looks for a worker with activities running before it kills one anyway."""
+
+
+async def running_activities(handles: list[WorkflowHandle[Any, Any]]) -> Counter[str]:
+    """How many activities each worker (by pid) has started and not finished, from the workflows' descriptions."""
+    running: Counter[str] = Counter()
+    for description in await asyncio.gather(*(handle.describe() for handle in handles)):
+        for pending in description.raw_description.pending_activities:
+            if pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
+                running[pending.last_worker_identity.split('@', 1)[0]] += 1  # the SDK's identity: pid@host
+    return running
+
+
+async def busiest_worker(running: Fleet, handles: list[WorkflowHandle[Any, Any]]) -> tuple[int, int]:
+    """The index of the worker running the most activities of `handles`, and how many; `(0, 0)` if none is.
+
+    The kill is meant to cost something to recover from: a worker that happens to be between activities
+    leaves only workflow tasks behind, and says nothing about how soon a lost activity is retried.
+    """
+    deadline = time.monotonic() + KILL_SEARCH_SECONDS
+    while time.monotonic() < deadline:
+        by_pid = await running_activities(handles)
+        counts = [by_pid.get(str(worker.process.pid), 0) for worker in running.workers]
+        if max(counts, default=0):
+            return counts.index(max(counts)), max(counts)
+        await asyncio.sleep(0.1)
+    return 0, 0
 
 
 async def retried_activities(handle: WorkflowHandle[Any, Any]) -> int:
@@ -253,23 +393,32 @@ async def faults(args: argparse.Namespace, client: Client, address: str, tmp: Pa
             in_flight = await when_done(results, args.workflows // 4)
             await asyncio.to_thread(cluster.restart_immediate)
             print(f'  PostgreSQL crash-restarted (pg_ctl restart -m immediate), {in_flight} workflows in flight')
-            in_flight_kill = await when_done(results, args.workflows // 2)
-            started = time.perf_counter()
-            killed = await running.kill(0)
+            await when_done(results, args.workflows // 2)
+            busiest, activities = await busiest_worker(
+                running, [handle for handle, task in zip(handles, results, strict=True) if not task.done()]
+            )
+            killed_at = time.time()  # epoch seconds, as the server stamps history events on this machine
+            at_kill = [handle for handle, task in zip(handles, results, strict=True) if not task.done()]
+            killed = await running.kill(busiest)
             await running.start(1)
-            print(f'  worker {killed} SIGKILLed and a replacement started, {in_flight_kill} workflows in flight')
+            print(
+                f'  worker {killed} SIGKILLed and a replacement started, {len(at_kill)} workflows in flight, '
+                f'{activities} activities running on the killed worker a moment before',
+                flush=True,
+            )
             done, pending = await asyncio.wait(results, timeout=RESULT_SECONDS)
             for task in pending:
                 task.cancel()
             failed = [
                 handle.id for handle, task in zip(handles, results, strict=True) if task not in done or task.exception()
             ]
-            print(f'  the last finished {time.perf_counter() - started:.0f} s after the kill', flush=True)
             outputs = {h.id: t.result() for h, t in zip(handles, results, strict=True) if h.id not in failed}
+            for line in (await recovery(at_kill, killed_at)).describe():
+                print(line, flush=True)
             retried = sum([await retried_activities(handle) for handle in handles])
             print(f'  {retried} activity attempts were retries (the faults at work)', flush=True)
         problems = [f'workflow {id} did not complete' for id in failed]
-        if not in_flight or not in_flight_kill:
+        if not in_flight or not at_kill:
             problems.append('a fault found no workflow in flight: run more workflows (--workflows)')
         problems += await check_conversations(cluster.url, outputs)
     if problems:

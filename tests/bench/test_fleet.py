@@ -141,4 +141,12 @@ def test_a_small_fault_run_passes() -> None:
     done = run_script('--faults', '--workers', '2', '--workflows', '24', timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert 'PostgreSQL crash-restarted' in done.stdout and 'SIGKILLed and a replacement started' in done.stdout
+    # The recovery is printed, never asserted as a time: the workflows in flight at the kill, and each retry's wait.
+    recovered = r'^  recovery: the \d+ workflows in flight at the kill completed within \d+\.\d s of it$'
+    assert re.search(recovered, done.stdout, re.M), done.stdout
+    assert re.search(
+        r'^  kill-to-retry wait: (\d+ activities of the killed worker started again elsewhere|no activity was running)',
+        done.stdout,
+        re.M,
+    ), done.stdout
     assert re.search(r'^PASS: 24 workflows completed', done.stdout, re.M), done.stdout

@@ -5,11 +5,18 @@ become non-retryable `ApplicationError`s whose `type` is our exception's class n
 code can tell them apart; an unreachable store is retried by Temporal with backoff, each failure
 recorded on the activity with the store's own message (`errors.retryable`), so it is visible, never a
 silent hang.
+
+Both heartbeat while they run (`heartbeating`), so the `heartbeat_timeout` that `recall()` and
+`load_history()` schedule them with (10 s) tells a dead worker from a slow store: a killed worker's
+attempt is retried elsewhere within that, while a slow search or a large history keeps its whole
+start-to-close timeout.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -38,10 +45,50 @@ from ..models import HistoryRequest, HistoryWindow, LoadedHistory, SearchRequest
 from ..search.plan import search_index
 from ._names import LOAD_HISTORY_ACTIVITY, SEARCH_ACTIVITY
 
-__all__ = ('MAX_HISTORY_PAYLOAD_BYTES', 'RecallActivities')
+__all__ = ('MAX_HISTORY_PAYLOAD_BYTES', 'RecallActivities', 'heartbeating')
 
 MAX_HISTORY_PAYLOAD_BYTES = 1_500_000
 """Temporal refuses payloads over 2 MB by default; stay clear of it with headroom for metadata."""
+
+UNTIMED_HEARTBEAT_SECONDS = 5.0
+"""How often to heartbeat when the activity was scheduled without a heartbeat timeout (a workflow
+recorded before there was one): harmless, and it still lets a cancellation reach the activity."""
+
+
+@contextlib.asynccontextmanager
+async def heartbeating() -> AsyncGenerator[None]:
+    """Heartbeat in the background while the block runs: twice per heartbeat timeout.
+
+    The SDK sends them on to the server at most every 0.8 of the timeout, so the server hears from a
+    live worker within every timeout, and from a killed one never again: its attempt times out and
+    is retried on another worker. The beats come from the event loop, so a block that holds the loop
+    (CPU-bound work in async code) for a whole timeout would be taken for a dead worker; the store's
+    calls await I/O. Called outside an activity (a test calling the method itself), it does nothing.
+    """
+    if not activity.in_activity():
+        yield
+        return
+    timeout = activity.info().heartbeat_timeout
+    interval = timeout.total_seconds() / 2 if timeout else UNTIMED_HEARTBEAT_SECONDS
+
+    async def beat() -> None:
+        # The server counts the timeout from the attempt's start: a store call shorter than half of it
+        # (nearly all) sends no heartbeat at all, and costs no extra request to the server.
+        while True:
+            await asyncio.sleep(interval)
+            activity.heartbeat()
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    except BaseException:
+        task.cancel()
+        with contextlib.suppress(BaseException):  # the block's own error is the one to report
+            await task
+        raise
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):  # anything else is a crashed beat: say so
+        await task
 
 
 class RecallActivities:
@@ -56,6 +103,10 @@ class RecallActivities:
 
     @activity.defn(name=SEARCH_ACTIVITY)
     async def search(self, request: SearchRequest) -> SearchResult:
+        async with heartbeating():
+            return await self._search(request)
+
+    async def _search(self, request: SearchRequest) -> SearchResult:
         try:
             store = await self.store.get()
             return await search_index(store, request, embedder=self.embedder)
@@ -80,7 +131,8 @@ class RecallActivities:
             max_bytes=request.max_bytes,
         ) as current:
             try:
-                loaded = await self._load_history(request)
+                async with heartbeating():
+                    loaded = await self._load_history(request)
             except StoreUnavailable as error:
                 raise retryable(error) from None  # retried by Temporal, showing the store's message
             note(current, exists=loaded.exists, messages=loaded.length, offset=loaded.window and loaded.window.offset)

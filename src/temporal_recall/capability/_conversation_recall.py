@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import CallToolsNode, ModelRequestNode, RunContext
@@ -79,6 +80,15 @@ ScopeResolver = Callable[[RunContext[Any]], 'str | None']
 """Reads the tenant scope from trusted run state (usually `ctx.deps`), never from model output."""
 
 SEARCH_TOOL_NAME = RECALL_TOOL_NAME
+
+SEARCH_TOOL_ACTIVITY: dict[str, Any] = {
+    'start_to_close_timeout': timedelta(seconds=30),
+    'heartbeat_timeout': timedelta(seconds=10),
+}
+"""The recall tool's activities under `TemporalDurability` (its `metadata={'temporal': ...}`): a search, bounded as
+the `temporal_recall.search` activity is. pydantic-ai heartbeats every tool activity, so a worker killed during a
+search is noticed within the heartbeat timeout, not after the agent's start-to-close timeout (60 s by default).
+`SetToolMetadata(tools=[SEARCH_TOOL_NAME], temporal=...)` on the agent replaces it."""
 
 
 class ConversationRecall(AbstractCapability[AgentDepsT]):
@@ -150,7 +160,14 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         # rejects a toolset that appears only at run time.
         self._toolset: FunctionToolset[AgentDepsT] | None = (
             FunctionToolset(
-                [Tool(self._search_tool, name=SEARCH_TOOL_NAME, takes_ctx=True)],
+                [
+                    Tool(
+                        self._search_tool,
+                        name=SEARCH_TOOL_NAME,
+                        takes_ctx=True,
+                        metadata={'temporal': dict(SEARCH_TOOL_ACTIVITY)},
+                    )
+                ],
                 id=f'{id}-search',
             )
             if search_tool

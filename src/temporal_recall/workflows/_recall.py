@@ -20,7 +20,13 @@ with workflow.unsafe.imports_passed_through():
     from ..models import HistoryRequest, LoadedHistory, SearchRequest, SearchResult
     from ..search import Role, SearchMode, parse_query
 
-__all__ = ('DEFAULT_RETRY_POLICY', 'load_history', 'recall', 'refused')
+__all__ = ('DEFAULT_HEARTBEAT_TIMEOUT', 'DEFAULT_RETRY_POLICY', 'load_history', 'recall', 'refused')
+
+DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+"""How long the search and history activities may go unheard from before Temporal takes their worker for
+dead and retries them on another: both heartbeat while they work, so this bounds the wait a killed worker
+costs (its attempt is retried about a second after this), not how long a slow store may take, which
+`start_to_close_timeout` does."""
 
 DEFAULT_RETRY_POLICY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -61,6 +67,7 @@ async def recall(
     mode: SearchMode | None = None,
     start_to_close_timeout: timedelta = timedelta(seconds=30),
     schedule_to_close_timeout: timedelta | None = timedelta(minutes=5),
+    heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT,
     retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
 ) -> SearchResult:
     """Search a conversation's persisted history from workflow code.
@@ -73,7 +80,8 @@ async def recall(
     what was superseded inside one agent run (an answer a retried model activity replaced), which the
     model never sees. `include_branches` is its deprecated old name. `mode` ranks by words (`bm25`),
     meaning (`semantic`) or both (`hybrid`, the default where the worker's `RecallPlugin` has an
-    embedder); the query is embedded in the search activity, never here.
+    embedder); the query is embedded in the search activity, never here. The activity heartbeats: a
+    worker killed while it runs is noticed within `heartbeat_timeout` and the search retried elsewhere.
 
     Raises:
         ApplicationError: non-retryable, `type` `InvalidIdentifier`, `InvalidQuery` or
@@ -101,6 +109,7 @@ async def recall(
         result_type=SearchResult,
         start_to_close_timeout=start_to_close_timeout,
         schedule_to_close_timeout=schedule_to_close_timeout,
+        heartbeat_timeout=heartbeat_timeout,
         retry_policy=retry_policy,
     )
 
@@ -129,6 +138,7 @@ async def load_history(
     limit: int | None = None,
     max_bytes: int | None = None,
     start_to_close_timeout: timedelta = timedelta(seconds=30),
+    heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT,
     retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
 ) -> LoadedHistory:
     """The current branch of a stored conversation, for a workflow to continue it.
@@ -136,7 +146,8 @@ async def load_history(
     With `max_bytes`, only its newest whole turns that fit: then `LoadedHistory.window` says where
     they start, and the run must get it as `RecallDeps(history_window=...)` so its messages are
     stored after the conversation's, not as a rewrite of it. Without, a branch too large for one
-    payload fails non-retryably as `PayloadTooLarge`.
+    payload fails non-retryably as `PayloadTooLarge`. The activity heartbeats: a worker killed while it
+    runs is noticed within `heartbeat_timeout`, while a large history still has `start_to_close_timeout`.
 
     Raises:
         ApplicationError: non-retryable, `type` `InvalidIdentifier`, for an id that is not usable text.
@@ -148,5 +159,6 @@ async def load_history(
         request,
         result_type=LoadedHistory,
         start_to_close_timeout=start_to_close_timeout,
+        heartbeat_timeout=heartbeat_timeout,
         retry_policy=retry_policy,
     )
