@@ -113,7 +113,8 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             for the offline model of the `semantic` extra). Each step's documents are embedded where
             the step is written (in its model-request activity: no activity or history event of its
             own), and the recall tool searches BM25 and vectors together (`mode='hybrid'`). Default:
-            the embedder of the worker's `RecallPlugin`, if it has one; without any, recall is BM25 only.
+            the embedder of the worker's `RecallPlugin`, if it has one, else the one the store was opened
+            with (`open_store(..., embedder=...)`); without any, recall is BM25 only.
     """
 
     def __init__(
@@ -386,7 +387,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             summary=self.summary,
         )
         try:
-            embedder = embedder_for(self.embedder)
+            embedder = embedder_for(self.embedder, store)
             result = await embedded_append(
                 store, embedder, request, lambda: traced_append(store, request, write='store_step')
             )
@@ -451,7 +452,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
                 mode=mode,
             )
             store = await store_for(self.store)
-            result = await search_index(store, request, embedder=embedder_for(self.embedder))
+            result = await search_index(store, request, embedder=embedder_for(self.embedder, store))
         except UnknownConversation:
             return 'No earlier messages are stored for this conversation yet.'
         except (InvalidIdentifier, InvalidQuery, InvalidSearchParameters, EmbeddingMismatch) as error:
