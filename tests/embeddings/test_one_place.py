@@ -1,10 +1,12 @@
-"""One place to name the embedding model (issue 50): a search by meaning with no embedder given uses the model the
-store's vectors were made with, built by name, and where none can be had, the error names every way to configure
-one; pydantic-ai's `save` writes vectors too. Real stores of both backends, the real offline model."""
+"""One place to name the embedding model (issue 50): a search by meaning with no embedder given uses the agent's
+`ConversationRecall` embedder for its workflows' searches, then the worker's, then the model the store's vectors
+were made with, built by name; the CLI and the API do the same, and where none can be had, the error names every
+way to configure one. Real stores of both backends, the real offline model, a real dev server."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,20 +16,27 @@ from pydantic_ai.conversation import Conversation
 from pydantic_ai.embeddings import Embedder, EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.messages import ModelRequest, UserPromptPart
+from temporalio.client import Client
 
+from temporal_recall import ConversationInput, ConversationWorkflow, SearchRequest, TurnInput
 from temporal_recall._exit_status import EXIT_USAGE
+from temporal_recall.api import create_app
 from temporal_recall.content import content_hash
 from temporal_recall.embeddings import LOCAL_MODEL, WordLlamaEmbeddingModel
 from temporal_recall.errors import InvalidSearchParameters
 from temporal_recall.query import search_messages
+from temporal_recall.testing import running_worker
 
+from ..api._http import serving
 from ..cli._support import recall_async
 from ..store._support import column_of
+from .agents import local_agent
 from .test_hybrid import FACTS, tell
 
 FACT = FACTS[1]
 QUESTION = 'delivery address for that package'
 """Shares no word with `FACT`: only its meaning finds it."""
+TOKEN = 'acme-token-0123456789abcdef'
 
 EVERY_WAY = (
     'ConversationRecall(embedder=',
@@ -42,6 +51,45 @@ EVERY_WAY = (
 
 UNUSABLE = 'nowhere:model-x'
 """A model name no provider answers to: what a store's vectors recorded by a model this process cannot build."""
+
+
+@pytest.mark.temporal
+async def test_a_conversation_workflow_searches_by_meaning_with_its_agents_embedder_alone(
+    temporal_client: Client, any_store_url: str
+):
+    # The agent's `ConversationRecall(embedder=LOCAL_MODEL)` is the only place the model is named: the worker has none.
+    async with running_worker(temporal_client, agents=[local_agent], store=any_store_url) as worker:
+        handle = await temporal_client.start_workflow(
+            ConversationWorkflow.run,
+            ConversationInput(conversation_id='conv-local', agent='local', scope='acme'),
+            id=f'conversation-{uuid.uuid4()}',
+            task_queue=worker.task_queue,
+        )
+        for fact in FACTS:
+            await handle.execute_update(ConversationWorkflow.send, TurnInput(prompt=fact))
+        semantic = await handle.execute_update(
+            ConversationWorkflow.search, SearchRequest(query=QUESTION, role='user', mode='semantic')
+        )
+        default = await handle.execute_update(ConversationWorkflow.search, SearchRequest(query=QUESTION, role='user'))
+        await handle.signal(ConversationWorkflow.close)
+        await handle.result()
+    assert (semantic.hits[0].excerpt, semantic.hits[0].found_by) == (FACT, ['semantic'])
+    assert default.mode == 'hybrid' and default.hits[0].excerpt == FACT  # the agent's embedder is an embedder
+
+    # `recall search` on the same store: no --embedder, no TEMPORAL_RECALL_EMBEDDER (`recall_async` clears it).
+    searched = await recall_async(
+        *('search', 'conv-local', *QUESTION.split(), '--scope', 'acme', '--role', 'user', '--mode', 'semantic'),
+        *('--format', 'json', '--store', any_store_url),
+    )
+    assert searched.returncode == 0, searched.stderr
+    assert searched.json()['hits'][0]['excerpt'] == FACT
+
+    # The HTTP API, created without an embedder.
+    with serving(create_app(any_store_url, tokens={TOKEN: 'acme'})) as api:
+        body = {'conversation_id': 'conv-local', 'query': QUESTION, 'role': 'user', 'mode': 'semantic'}
+        answered = api.request('POST', '/api/v1/conversations/search', token=TOKEN, json_body=body)
+    assert answered.status == 200, answered.body
+    assert answered.json()['hits'][0]['excerpt'] == FACT
 
 
 async def test_recall_search_by_meaning_takes_the_stores_model_without_embedder(any_store: Any, any_store_url: str):

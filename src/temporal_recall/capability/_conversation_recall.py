@@ -34,7 +34,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import CallToolsNode, ModelRequestNode, RunContext
+from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
+from pydantic_ai.embeddings import Embedder
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.run import AgentRunResult
@@ -72,7 +74,7 @@ from ._resend import without_repeated_prompts
 if TYPE_CHECKING:
     from ..store.protocol import AppendResult
 
-__all__ = ('ConversationRecall', 'ScopeResolver')
+__all__ = ('ConversationRecall', 'ScopeResolver', 'agent_embedder')
 
 ScopeResolver = Callable[[RunContext[Any]], 'str | None']
 """Reads the tenant scope from trusted run state (usually `ctx.deps`), never from model output."""
@@ -114,7 +116,8 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             the step is written (in its model-request activity: no activity or history event of its
             own), and the recall tool searches BM25 and vectors together (`mode='hybrid'`). Default:
             the embedder of the worker's `RecallPlugin`, if it has one, else the one the store was opened
-            with (`open_store(..., embedder=...)`); without any, recall is BM25 only.
+            with (`open_store(..., embedder=...)`); without any, recall is BM25 only. Under Temporal, the
+            `search` Update of `ConversationWorkflow` running this agent embeds its query with it too.
     """
 
     def __init__(
@@ -458,3 +461,20 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         except (InvalidIdentifier, InvalidQuery, InvalidSearchParameters, EmbeddingMismatch) as error:
             return f'Search refused: {error}'
         return render_for_model(result)
+
+
+def agent_embedder(agent: AbstractAgent[Any, Any]) -> Embedder | None:
+    """The embedder `agent`'s `ConversationRecall` was given (`embedder=`), if any: the first one's, in the order
+    the agent applies its capabilities. A worker's search activity embeds the agent's workflow searches with it."""
+    found: list[Embedder] = []
+
+    def visit(capability: AbstractCapability[Any]) -> None:
+        if isinstance(capability, ConversationRecall) and capability.embedder is not None:
+            found.append(capability.embedder)
+
+    try:
+        root = agent.root_capability
+    except NotImplementedError:  # an agent type that does not expose its capabilities
+        return None
+    root.apply(visit)
+    return found[0] if found else None

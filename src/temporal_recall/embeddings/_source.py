@@ -61,7 +61,7 @@ _WORKER_EMBEDDER: ContextVar[Embedder | None] = ContextVar('temporal_recall_work
 
 
 CONFIGURE_AN_EMBEDDER = (
-    '`ConversationRecall(embedder=...)` on the agent, '
+    "`ConversationRecall(embedder=...)` on the agent (its workflows' searches use it too), "
     '`RecallPlugin(embedder=...)` on the worker, `open_store(..., embedder=...)`, '
     '`search_messages(..., embedder=...)`, `create_app(..., embedder=...)` for the HTTP API, '
     '`recall search --embedder NAME` (and `recall serve --embedder NAME`), or TEMPORAL_RECALL_EMBEDDER '
