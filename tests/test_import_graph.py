@@ -132,10 +132,17 @@ BELOW_THE_STORE = {
     'temporal_recall.text',
     'temporal_recall.text._analyzer',
     'temporal_recall.text._documents',
+    'temporal_recall.embeddings',
+    'temporal_recall.embeddings._index',
+    'temporal_recall.embeddings._local',
+    'temporal_recall.embeddings._source',
+    'temporal_recall.embeddings._vectors',
 }
 """What the store may import from the rest of the package: errors, message content (with the fields of its
 canonical form and the pydantic-ai private names it needs), input rules, the codec bodies' reference format
-and text analysis, all pure and themselves importing nothing above the store."""
+and text analysis, all pure and themselves importing nothing above the store; and the embedding of
+documents (`embeddings`), which a save uses to write vectors with its entries, itself importing only
+those and the store's protocol."""
 
 
 def _reach(graph: dict[str, set[str]], start: set[str]) -> set[str]:

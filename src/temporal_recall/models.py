@@ -107,7 +107,12 @@ class SearchRequest(BaseModel):
     """Deprecated: the old name of `include_superseded` (kept so histories that carry it still decode)."""
     mode: ModeFilter | None = None
     """`bm25` (words), `semantic` (meaning: the nearest vectors) or `hybrid` (both, fused); `None`: hybrid
-    where the search has an embedder, else bm25. Asking for meaning without an embedder is refused."""
+    where the search has an embedder, else bm25. Meaning asked for without one embeds the query with the
+    model the store's vectors were made with, and is refused when the store has none."""
+    agent: Identifier | None = None
+    """The agent whose search this is (the workflow's own, never the model's or a caller's choice): the search
+    activity embeds the query with that agent's `ConversationRecall(embedder=...)` when the worker runs it,
+    before the worker's embedder. It only picks the embedder; it never widens what is searched."""
 
     @model_validator(mode='before')
     @classmethod

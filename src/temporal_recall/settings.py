@@ -29,7 +29,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     'TEMPORAL_RECALL_LOG_LEVEL': 'Python log level of the worker (default `INFO`).',
     'TEMPORAL_RECALL_EMBEDDER': (
         'Embedding model for recall by meaning: `wordllama:l2_supercat_256` (offline, the `semantic` extra) or a '
-        'pydantic-ai name such as `openai:text-embedding-3-small`; unset: BM25 only.'
+        "pydantic-ai name such as `openai:text-embedding-3-small`; unset: an agent's own, else BM25 by default, "
+        "and a search asking for meaning uses the model the store's vectors were made with."
     ),
     'TEMPORAL_RECALL_MESSAGE_CODEC': (
         'Keep message bodies in the store and only references in Temporal history (`true`/`false`).'

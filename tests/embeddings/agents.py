@@ -11,7 +11,7 @@ from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.models.function import FunctionModel
 
 from temporal_recall import ConversationRecall, RecallDeps
-from temporal_recall.embeddings import WordLlamaEmbeddingModel
+from temporal_recall.embeddings import LOCAL_MODEL, WordLlamaEmbeddingModel
 
 from ..workflows.agents import _recall_then_answer, get_weather
 
@@ -44,3 +44,6 @@ meaning_agent = _agent('meaning', ConversationRecall(embedder=Embedder(CountingM
 
 words_agent = _agent('words', ConversationRecall())
 """Embeds with the worker's embedder, if the worker has one."""
+
+local_agent = _agent('local', ConversationRecall(embedder=LOCAL_MODEL))
+"""Names the local model on its capability alone: the one place a user names it."""

@@ -19,6 +19,8 @@ import contextlib
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
+from pydantic_ai.agent.abstract import AbstractAgent
+from pydantic_ai.embeddings import Embedder
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -30,6 +32,7 @@ from temporalio import activity
 
 from .._store_provider import StoreProvider
 from .._tracing import LOAD_HISTORY, note, span
+from ..capability._conversation_recall import agent_embedder
 from ..content import content_hash
 from ..embeddings._source import EmbedderSource, as_embedder
 from ..errors import (
@@ -92,14 +95,32 @@ async def heartbeating() -> AsyncGenerator[None]:
 
 
 class RecallActivities:
-    """The store-backed activities, bound to one store (a worker's `RecallPlugin` makes one per plugin)."""
+    """The store-backed activities, bound to one store (a worker's `RecallPlugin` makes one per plugin).
 
-    def __init__(self, store: str | StoreProvider | Any, *, embedder: EmbedderSource | None = None) -> None:
+    A search's query is embedded with the embedder of the request's agent's `ConversationRecall` (one of
+    `agents`, by `SearchRequest.agent`), else with `embedder` (the worker's), else as `search_index` does
+    without one: the store's own embedder, or for a search asking for meaning, the model of its vectors.
+    """
+
+    def __init__(
+        self,
+        store: str | StoreProvider | Any,
+        *,
+        embedder: EmbedderSource | None = None,
+        agents: Sequence[AbstractAgent[Any, Any]] = (),
+    ) -> None:
         self.store = StoreProvider.coerce(store)
         self.embedder = as_embedder(embedder)
+        self.agents = tuple(agents)
 
     def all(self) -> Sequence[Callable[..., Any]]:
         return [self.search, self.load_history]
+
+    def embedder_for(self, agent: str | None) -> Embedder | None:
+        """The embedder a search for `agent` uses: its `ConversationRecall`'s, else the worker's."""
+        named = next((found for found in self.agents if agent is not None and found.name == agent), None)
+        own = agent_embedder(named) if named is not None else None
+        return own if own is not None else self.embedder
 
     @activity.defn(name=SEARCH_ACTIVITY)
     async def search(self, request: SearchRequest) -> SearchResult:
@@ -109,7 +130,7 @@ class RecallActivities:
     async def _search(self, request: SearchRequest) -> SearchResult:
         try:
             store = await self.store.get()
-            return await search_index(store, request, embedder=self.embedder)
+            return await search_index(store, request, embedder=self.embedder_for(request.agent))
         except UnknownConversation:
             # Fail closed, and say the same thing for "absent" and "someone else's".
             return SearchResult(

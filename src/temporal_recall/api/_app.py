@@ -135,7 +135,8 @@ class SearchBody(BaseModel):
     mode: SearchMode | None = Field(
         default=None,
         description='bm25 (the words), semantic (the meaning) or hybrid (both); omitted: hybrid where the API '
-        'has an embedder, else bm25. Meaning without an embedder answers 400.',
+        "has an embedder, else bm25. Meaning without one uses the model of the store's vectors, and answers "
+        '400 where the store has none or that model cannot be used.',
     )
 
 
@@ -550,7 +551,9 @@ def create_app(
             they answer 401, as an unknown token.
         max_body_bytes: Larger request bodies are refused with 413 before they are parsed.
         embedder: The embedding model the store's vectors came from (an `Embedder`, an `EmbeddingModel`
-            or a name): searches may then ask for `mode` semantic or hybrid (the default then).
+            or a name): searches may then ask for `mode` semantic or hybrid (the default then). Without
+            it (nor one the open store was given), a search asking for meaning embeds its query with the
+            model the store's vectors were made with, built by name; the default mode is then bm25.
 
     Raises:
         ConfigurationError: No tokens, or a short token or an empty scope.

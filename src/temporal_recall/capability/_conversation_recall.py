@@ -35,7 +35,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import CallToolsNode, ModelRequestNode, RunContext
+from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
+from pydantic_ai.embeddings import Embedder
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.run import AgentRunResult
@@ -74,7 +76,7 @@ from ._resend import without_repeated_prompts
 if TYPE_CHECKING:
     from ..store.protocol import AppendResult
 
-__all__ = ('ConversationRecall', 'ScopeResolver')
+__all__ = ('ConversationRecall', 'ScopeResolver', 'agent_embedder')
 
 ScopeResolver = Callable[[RunContext[Any]], 'str | None']
 """Reads the tenant scope from trusted run state (usually `ctx.deps`), never from model output."""
@@ -124,7 +126,9 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             for the offline model of the `semantic` extra). Each step's documents are embedded where
             the step is written (in its model-request activity: no activity or history event of its
             own), and the recall tool searches BM25 and vectors together (`mode='hybrid'`). Default:
-            the embedder of the worker's `RecallPlugin`, if it has one; without any, recall is BM25 only.
+            the embedder of the worker's `RecallPlugin`, if it has one, else the one the store was opened
+            with (`open_store(..., embedder=...)`); without any, recall is BM25 only. Under Temporal, the
+            `search` Update of `ConversationWorkflow` running this agent embeds its query with it too.
     """
 
     def __init__(
@@ -404,7 +408,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             summary=self.summary,
         )
         try:
-            embedder = embedder_for(self.embedder)
+            embedder = embedder_for(self.embedder, store)
             result = await embedded_append(
                 store, embedder, request, lambda: traced_append(store, request, write='store_step')
             )
@@ -469,9 +473,26 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
                 mode=mode,
             )
             store = await store_for(self.store)
-            result = await search_index(store, request, embedder=embedder_for(self.embedder))
+            result = await search_index(store, request, embedder=embedder_for(self.embedder, store))
         except UnknownConversation:
             return 'No earlier messages are stored for this conversation yet.'
         except (InvalidIdentifier, InvalidQuery, InvalidSearchParameters, EmbeddingMismatch) as error:
             return f'Search refused: {error}'
         return render_for_model(result)
+
+
+def agent_embedder(agent: AbstractAgent[Any, Any]) -> Embedder | None:
+    """The embedder `agent`'s `ConversationRecall` was given (`embedder=`), if any: the first one's, in the order
+    the agent applies its capabilities. A worker's search activity embeds the agent's workflow searches with it."""
+    found: list[Embedder] = []
+
+    def visit(capability: AbstractCapability[Any]) -> None:
+        if isinstance(capability, ConversationRecall) and capability.embedder is not None:
+            found.append(capability.embedder)
+
+    try:
+        root = agent.root_capability
+    except NotImplementedError:  # an agent type that does not expose its capabilities
+        return None
+    root.apply(visit)
+    return found[0] if found else None

@@ -226,7 +226,7 @@ class StepOwner(Protocol):
     store: StoreProvider | None
     """`None`: the store of the worker running the activity (see `_store_provider.store_for`)."""
     embedder: Embedder | None
-    """`None`: the worker's embedder, if any (see `embeddings._source.embedder_for`)."""
+    """`None`: the worker's embedder, else the store's, if any (see `embeddings._source.embedder_for`)."""
     summary: SummaryRule | None
 
     def scope_of(self, ctx: RunContext[Any]) -> str | None: ...
@@ -531,7 +531,7 @@ class _Step:
 
     async def _append(self, request: AppendRequest, *, write: str) -> AppendResult:
         store = await store_for(self.capability.store)
-        embedder = embedder_for(self.capability.embedder)
+        embedder = embedder_for(self.capability.embedder, store)
         result = await embedded_append(store, embedder, request, lambda: traced_append(store, request, write=write))
         if result.fenced:
             raise ApplicationError(

@@ -93,6 +93,14 @@ Embedding = Annotated[
     Parameter(help="the embedding model of the store's vectors (default: TEMPORAL_RECALL_EMBEDDER)"),
 ]
 
+QueryEmbedding = Annotated[
+    str | None,
+    Parameter(
+        help='the embedding model of the query (default: TEMPORAL_RECALL_EMBEDDER; else a search asking for '
+        "meaning uses the model the store's vectors were made with)"
+    ),
+]
+
 
 def _embedder(name: str | None) -> str | None:
     """`--embedder`, else `TEMPORAL_RECALL_EMBEDDER`: the model searches by meaning embed their query with."""
@@ -151,7 +159,7 @@ async def search(
         SearchMode | None,
         Parameter(help='bm25 (words), semantic (meaning) or hybrid (both; the default with an embedder)'),
     ] = None,
-    embedder: Embedding = None,
+    embedder: QueryEmbedding = None,
     format: Format = 'table',
     store: Store = None,
 ) -> int:
@@ -484,7 +492,7 @@ async def serve(
     host: Annotated[str, Parameter(help='address to listen on')] = '127.0.0.1',
     port: Annotated[int, Parameter(help='port to listen on (0 picks one)')] = 8000,
     log_level: Literal['critical', 'error', 'warning', 'info', 'debug'] = 'info',
-    embedder: Embedding = None,
+    embedder: QueryEmbedding = None,
 ) -> int:
     """Serve the HTTP search API (POST /api/v1/conversations/search, GET /api/v1/conversations[/ID]).
 

@@ -14,35 +14,49 @@
 Without an embedder it is the append alone: no read, no write, nothing imported. A store whose
 vectors came from another model keeps them unmixed: the step is written without vectors, a warning
 says why, and searches by meaning refuse with `EmbeddingMismatch` until `recall reindex --embeddings`.
+
+`embedded_save` does the same for what pydantic-ai's `ConversationStore.save` (and so its UI adapters'
+`conversation_store=`) writes: the new entries' documents, with the embedder the store was opened with
+(`open_store(..., embedder=...)`), else with the model the store's vectors were made with, built by name
+(`embedder_named`), so a store that holds vectors gets them on every write. A save that writes no entry
+reads nothing; one whose documents all have vectors embeds nothing. A model the save was not given
+explicitly never fails it: if it cannot be built or does not answer, the entries are saved without
+vectors and a warning says so (`recall reindex --embeddings` fills them).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic_ai.embeddings import Embedder
+from pydantic_ai.messages import ModelMessage
 
 from ..content import content_hash
-from ..errors import EmbeddingMismatch
-from ..search import document_texts
-from ._source import model_name_of
+from ..errors import ConfigurationError, EmbeddingMismatch, EmbeddingUnavailable
+from ..text._documents import document_texts
+from ._source import embedder_named, model_name_of, store_embedder
 from ._vectors import embed_texts, quantize
 
 if TYPE_CHECKING:
     from ..store.protocol import AppendRequest, AppendResult, VectorIndex
 
-__all__ = ('embedded_append', 'reembed_store')
+__all__ = ('embedded_append', 'embedded_save', 'reembed_store')
 
 log = logging.getLogger('temporal_recall.embeddings')
 
+_Written = TypeVar('_Written')
 
-def _documents(request: AppendRequest) -> dict[tuple[str, str], str]:
+DocumentKey = tuple[str, str]
+"""`(content_hash, role)`: a document as the index and its vector are keyed within a tenant."""
+
+
+def _documents(request: AppendRequest) -> dict[DocumentKey, str]:
     """The request's documents by `(content_hash, role)`: what the index makes of its messages."""
-    found: dict[tuple[str, str], str] = {}
+    found: dict[DocumentKey, str] = {}
     hashes = request.content_hashes
     for index, message in enumerate(request.messages):
         if request.summary is not None and request.summary(message):
@@ -70,21 +84,87 @@ async def embedded_append(
     if not documents:
         return await append()
     space, missing = await store.vectors_missing(request.scope, list(documents))
+    return await _embedded(
+        store, embedder, request.scope, documents, space, missing, append, lambda result: not result.fenced, 'step'
+    )
+
+
+async def embedded_save(
+    store: VectorIndex, scope: str | None, messages: Sequence[ModelMessage], write: Callable[[], Awaitable[None]]
+) -> None:
+    """`write()` (a `write_record` of `messages` under `scope`), with the vectors of their new documents.
+
+    The embedder is the store's own (`open_store(..., embedder=...)`), else the model its vectors were made
+    with, built by name; without either (a store that never held a vector), the write alone.
+
+    Raises:
+        EmbeddingUnavailable: the store's own embedder failed; nothing was written.
+    """
+    embedder = store_embedder(store)
+    if embedder is None:
+        # Without an embedder of its own, a store that never held a vector costs one read of its (absent) model.
+        space, _ = await store.vectors_missing(scope, [])
+        if space is None:
+            return await write()
+    documents: dict[DocumentKey, str] = {}
+    for message in messages:
+        content = content_hash(message)
+        for role, text in document_texts(message):
+            documents.setdefault((content, role), text)
+    if not documents:
+        return await write()
+    space, missing = await store.vectors_missing(scope, list(documents))
+    if embedder is not None:
+        return await _embedded(store, embedder, scope, documents, space, missing, write, lambda _: True, 'save')
+    if space is None or not missing:
+        return await write()
+    try:
+        embedder = embedder_named(space[0])
+        embedded = await embed_texts(embedder, [documents[key] for key in missing], input_type='document')
+    except (ConfigurationError, EmbeddingUnavailable) as error:
+        log.warning(
+            "%s The save is stored without vectors of the store's model; configure it where the store is "
+            'opened (`open_store(..., embedder=...)`), or fill them with `recall reindex --embeddings`.',
+            error,
+        )
+        return await write()
+    await write()
+    await _store_vectors(store, scope, embedded.model, embedded.vectors, missing, 'save')
+
+
+async def _embedded(
+    store: VectorIndex,
+    embedder: Embedder,
+    scope: str | None,
+    documents: dict[DocumentKey, str],
+    space: tuple[str, int] | None,
+    missing: list[DocumentKey],
+    write: Callable[[], Awaitable[_Written]],
+    written: Callable[[_Written], bool],
+    what: str,
+) -> _Written:
+    """Embed the `missing` documents, `write()`, then store their vectors if `written(result)`."""
     model = model_name_of(embedder)
     if space is not None and space[0] != model:
-        log.warning('%s The step is stored without vectors.', EmbeddingMismatch.between(space, model))
-        return await append()
+        log.warning('%s The %s is stored without vectors.', EmbeddingMismatch.between(space, model), what)
+        return await write()
     if not missing:
-        return await append()
+        return await write()
     embedded = await embed_texts(embedder, [documents[key] for key in missing], input_type='document')
-    result = await append()
-    if not result.fenced:
-        components, scales = quantize(embedded.vectors)
-        try:
-            await store.add_vectors(request.scope, embedded.model, components, scales, missing)
-        except EmbeddingMismatch as error:  # another process changed the store's model meanwhile
-            log.warning('%s The step is stored without vectors.', error)
+    result = await write()
+    if written(result):
+        await _store_vectors(store, scope, embedded.model, embedded.vectors, missing, what)
     return result
+
+
+async def _store_vectors(
+    store: VectorIndex, scope: str | None, model: str, vectors: NDArray[np.float32], keys: list[DocumentKey], what: str
+) -> None:
+    components, scales = quantize(vectors)
+    try:
+        await store.add_vectors(scope, model, components, scales, keys)
+    except EmbeddingMismatch as error:  # another process changed the store's model meanwhile
+        log.warning('%s The %s is stored without vectors.', error, what)
 
 
 async def reembed_store(store: Any, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:

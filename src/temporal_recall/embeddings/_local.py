@@ -113,3 +113,11 @@ class WordLlamaEmbeddingModel(EmbeddingModel):
 
     async def max_input_tokens(self) -> int | None:
         return None
+
+    def check_installed(self) -> None:
+        """Refuse at once, without loading the weights, where wordllama is not installed.
+
+        Raises:
+            ConfigurationError: wordllama is missing; the message says how to install it.
+        """
+        _package_folder()

@@ -1,4 +1,4 @@
-"""Which embedder a write or a search uses: the one given to the capability, else the worker's.
+"""Which embedder a write or a search uses: the one given to the capability, else the worker's, else the store's.
 
 An embedder is named the pydantic-ai way (`'openai:text-embedding-3-small'`, an `EmbeddingModel`, an
 `Embedder`), plus `LOCAL_MODEL` for the offline model of the `semantic` extra. Building an `Embedder`
@@ -6,7 +6,13 @@ creates no client and loads no weights (pydantic-ai defers that to the first cal
 of a module-level agent can hold one in the workflow sandbox; it is only ever called in activities.
 
 As with the store (`_store_provider`), the worker's `RecallPlugin(embedder=...)` is put in a
-`ContextVar` around each activity its worker runs, so capabilities built without one use it.
+`ContextVar` around each activity its worker runs, so capabilities built without one use it. A store
+opened with `open_store(..., embedder=...)` holds one too (`store_embedder`): it embeds what
+pydantic-ai's `save` writes, and is the last resort of a capability or a search on that store.
+
+A search asked for meaning with none of those falls back to the model the store's vectors were made
+with, built from the name the store records (`embedder_named`): free for the local model, and for a
+hosted one pydantic-ai reads the provider's key from the environment, as it does for `Agent('openai:...')`.
 """
 
 from __future__ import annotations
@@ -16,9 +22,18 @@ from typing import TypeAlias
 
 from pydantic_ai.embeddings import Embedder, EmbeddingModel
 
+from ..errors import ConfigurationError
 from ._local import LOCAL_MODEL, WordLlamaEmbeddingModel
 
-__all__ = ('EmbedderSource', 'as_embedder', 'embedder_for', 'model_name_of')
+__all__ = (
+    'CONFIGURE_AN_EMBEDDER',
+    'EmbedderSource',
+    'as_embedder',
+    'embedder_for',
+    'embedder_named',
+    'model_name_of',
+    'store_embedder',
+)
 
 EmbedderSource: TypeAlias = Embedder | EmbeddingModel | str
 """An `Embedder`, an `EmbeddingModel`, or a model name (`'provider:model'`, or `LOCAL_MODEL`)."""
@@ -45,6 +60,50 @@ _WORKER_EMBEDDER: ContextVar[Embedder | None] = ContextVar('temporal_recall_work
 """The running activity's worker's embedder; set by `RecallPlugin`'s activity interceptor only."""
 
 
-def embedder_for(explicit: Embedder | None) -> Embedder | None:
-    """`explicit` when the capability was given an embedder, else the embedder of this activity's worker, if any."""
-    return explicit if explicit is not None else _WORKER_EMBEDDER.get()
+CONFIGURE_AN_EMBEDDER = (
+    "`ConversationRecall(embedder=...)` on the agent (its workflows' searches use it too), "
+    '`RecallPlugin(embedder=...)` on the worker, `open_store(..., embedder=...)`, '
+    '`search_messages(..., embedder=...)`, `create_app(..., embedder=...)` for the HTTP API, '
+    '`recall search --embedder NAME` (and `recall serve --embedder NAME`), or TEMPORAL_RECALL_EMBEDDER '
+    'for the worker, the CLI and the API'
+)
+"""Every place an embedder can be configured, for the errors that find none."""
+
+
+def store_embedder(store: object) -> Embedder | None:
+    """The embedder `store` was opened with (`open_store(..., embedder=...)`), if any."""
+    found = getattr(store, 'embedder', None)
+    return found if isinstance(found, Embedder) else None
+
+
+def embedder_for(explicit: Embedder | None, store: object = None) -> Embedder | None:
+    """`explicit` when the capability was given an embedder, else the embedder of this activity's worker,
+    else the one `store` was opened with, if any."""
+    if explicit is not None:
+        return explicit
+    worker = _WORKER_EMBEDDER.get()
+    return worker if worker is not None else store_embedder(store)
+
+
+def embedder_named(name: str) -> Embedder:
+    """The embedder of the model `name` (as the store records it: `model_name_of`), built now.
+
+    The local model only checks that wordllama is installed (its weights load on the first embedding);
+    a hosted model gets its provider as pydantic-ai builds it from a name, its key read from the
+    environment (`OPENAI_API_KEY`, ...), so a missing key or package fails here, not at the first query.
+
+    Raises:
+        ConfigurationError: the model cannot be built in this process; the message says why.
+    """
+    try:
+        if name.strip() == LOCAL_MODEL:
+            model = WordLlamaEmbeddingModel()
+            model.check_installed()
+            return Embedder(model)
+        return Embedder(name, defer_model_check=False)
+    except ConfigurationError:
+        raise
+    except Exception as error:  # a missing package or key, an unknown provider: pydantic-ai's own words
+        raise ConfigurationError(
+            f'The embedding model {name!r} cannot be built here: {type(error).__name__}: {str(error)[:300]}'
+        ) from error

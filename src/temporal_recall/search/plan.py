@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from pydantic_ai.embeddings import Embedder
@@ -24,8 +24,15 @@ from pydantic_ai.embeddings import Embedder
 from temporal_recall._metrics import record_search
 from temporal_recall._renamed import renamed_names
 from temporal_recall._tracing import SEARCH, note, span
-from temporal_recall.embeddings._source import EmbedderSource, as_embedder
-from temporal_recall.errors import InvalidSearchParameters, UnknownConversation
+from temporal_recall.embeddings._source import (
+    CONFIGURE_AN_EMBEDDER,
+    EmbedderSource,
+    as_embedder,
+    embedder_named,
+    model_name_of,
+    store_embedder,
+)
+from temporal_recall.errors import ConfigurationError, InvalidSearchParameters, UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search._assemble import build_hits, fill_page
 from temporal_recall.search._bm25 import (
@@ -34,7 +41,7 @@ from temporal_recall.search._bm25 import (
     term_idf,
 )
 from temporal_recall.search._meaning import search_by_meaning
-from temporal_recall.search._query import parse_query
+from temporal_recall.search._query import Query, parse_query
 from temporal_recall.search._results import SearchMode, SearchOptions, SearchResult
 from temporal_recall.store.protocol import IndexReader, IndexStats, PostingColumns, SearchTarget
 
@@ -78,13 +85,18 @@ async def search_index(
 ) -> SearchResult:
     """Run `request` against the index; inside an activity, its latency and hits go to the worker's metrics.
 
-    With an `embedder` (the one the store's vectors were made with), `request.mode` may ask for meaning:
-    `semantic` or `hybrid`, which is then the default (`search._meaning`). Without one, BM25 only.
+    With an `embedder` (the one the store's vectors were made with), or one the store was opened with
+    (`open_store(..., embedder=...)`), `request.mode` may ask for meaning: `semantic` or `hybrid`, which is
+    then the default (`search._meaning`). Without either, the default is BM25, and a search that asks for
+    meaning embeds its query with the model the store's vectors were made with, built from the name the
+    store records (`embeddings.embedder_named`).
 
     Raises:
         InvalidQuery: the query is empty or too large.
         InvalidSearchParameters: limit, context or BM25 parameters out of range, no target, or a search
-            by meaning without an embedder.
+            by meaning without an embedder in a store that holds no vectors, or whose vectors' model
+            cannot be used here (its package or its key is missing: the message says which); the message
+            names every way to configure an embedder.
         EmbeddingUnavailable: the embedding model failed on the query (retryable).
         EmbeddingMismatch: the store's vectors were made by another model than `embedder`.
         UnknownConversation: the conversation does not exist in the request's scope (the same
@@ -102,7 +114,7 @@ async def search_index(
         context_lines=request.context_lines,
         query_chars=len(request.query),
     ) as current:
-        result = await _search(reader, request, as_embedder(embedder))
+        result = await _search(reader, request, as_embedder(embedder) or store_embedder(reader))
         note(current, hits=len(result.hits), searched_documents=result.searched_documents, mode=result.mode)
     record_search(time.perf_counter() - started, len(result.hits))
     return result
@@ -114,11 +126,39 @@ def search_mode(asked: SearchMode | None, embedder: Embedder | None) -> SearchMo
         return 'bm25' if embedder is None else 'hybrid'
     if asked != 'bm25' and embedder is None:
         raise InvalidSearchParameters(
-            f"mode='{asked}' searches by meaning, which needs an embedder: configure one (`embedder=` on "
-            'ConversationRecall, RecallPlugin or search_messages; TEMPORAL_RECALL_EMBEDDER for the worker, '
-            "the CLI and the API), or search with mode='bm25'."
+            f"mode='{asked}' searches by meaning, which needs an embedder: none was given, and the store holds no "
+            f'vectors whose model could embed the query. Configure one ({CONFIGURE_AN_EMBEDDER}), '
+            "or search with mode='bm25'."
         )
     return asked
+
+
+async def _stored_model(reader: IndexReader, request: SearchRequest) -> Embedder | None:
+    """The embedder of the model the store's vectors were made with, built by name; `None` without vectors.
+
+    Raises:
+        InvalidSearchParameters: the store records a model that cannot be built here (see `_unusable`).
+    """
+    vectors_missing: Any = getattr(reader, 'vectors_missing', None)
+    if vectors_missing is None:
+        return None
+    space, _ = await vectors_missing(request.scope, [])
+    if space is None:
+        return None
+    try:
+        return embedder_named(space[0])
+    except ConfigurationError as error:
+        raise _unusable(space[0], request, error) from error
+
+
+def _unusable(model: str, request: SearchRequest, error: ConfigurationError) -> InvalidSearchParameters:
+    """Meaning asked for without an embedder, in a store whose model this process cannot use: refused as a
+    search without an embedder is, saying what failed and where to configure one."""
+    return InvalidSearchParameters(
+        f"mode='{request.mode}' searches by meaning, and no embedder was given, so the query is embedded with the "
+        f"model the store's vectors were made with, {model!r}, which this process cannot use: {error} Configure "
+        f"an embedder ({CONFIGURE_AN_EMBEDDER}), or search with mode='bm25'."
+    )
 
 
 async def _search(reader: IndexReader, request: SearchRequest, embedder: Embedder | None) -> SearchResult:
@@ -129,6 +169,25 @@ async def _search(reader: IndexReader, request: SearchRequest, embedder: Embedde
         parameters=BM25Parameters(k1=request.k1, b=request.b),
     )
     target = target_of(request)
+    if embedder is None and request.mode in ('semantic', 'hybrid'):
+        # Meaning asked for, and no embedder configured anywhere: the store's own model, by the name it records.
+        stored = await _stored_model(reader, request)
+        if stored is not None:
+            try:
+                return await _search_with(reader, request, stored, query, options, target)
+            except ConfigurationError as error:  # the model cannot load here (a broken install)
+                raise _unusable(model_name_of(stored), request, error) from error
+    return await _search_with(reader, request, embedder, query, options, target)
+
+
+async def _search_with(
+    reader: IndexReader,
+    request: SearchRequest,
+    embedder: Embedder | None,
+    query: Query,
+    options: SearchOptions,
+    target: SearchTarget,
+) -> SearchResult:
     mode = search_mode(request.mode, embedder)
     if mode == 'semantic':
         assert embedder is not None

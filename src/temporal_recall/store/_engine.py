@@ -19,9 +19,12 @@ from pydantic_ai.conversation_store import (
     ConversationEntry,
     ConversationRecord,
 )
+from pydantic_ai.embeddings import Embedder
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.run import AgentRunResult
 
+from ..embeddings._index import embedded_save
+from ..embeddings._source import EmbedderSource, as_embedder
 from ..errors import UnknownEntry
 from ._bodies import BodyEngine, StoredBodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
@@ -97,6 +100,23 @@ class EngineStore(CheckedStore, StoredBodies):
         self._bodies = BodyEngine(backend)
         self._merger = Merger(backend)
         self._matrices = _vectors.VectorMatrices()
+        self._embedder: Embedder | None = None
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The store's embedder (`open_store(..., embedder=...)`, or set here: an `Embedder`, an `EmbeddingModel`
+        or a model name such as `temporal_recall.embeddings.LOCAL_MODEL`); `None` by default.
+
+        It embeds what pydantic-ai's `save` writes (a chat UI adapter's `conversation_store=` path), and it
+        is the embedder of a `ConversationRecall(store=this store)` or a search of this store that has none
+        of its own (nor a worker's). Without it, a save that writes messages into a store holding vectors
+        embeds them with the model those vectors were made with, built by name (`embeddings._index`).
+        """
+        return self._embedder
+
+    @embedder.setter
+    def embedder(self, source: EmbedderSource | None) -> None:
+        self._embedder = as_embedder(source)
 
     @staticmethod
     def _retry_delete(error: BaseException) -> bool:
@@ -252,18 +272,30 @@ class EngineStore(CheckedStore, StoredBodies):
         gets those entries indexed into its membership; documents are per scope, so a fork into another
         scope gets its own. Entry ids are immutable: an entry whose id is already stored is not written again.
 
+        The new entries' documents get vectors as a step's do (`embeddings._index.embedded_save`): embedded
+        before the transaction with the store's `embedder`, else with the model the store's vectors were
+        made with, and stored after it.
+
         Raises:
             ConversationConflict: The stored revision is not `expected_revision` (or the conversation was
                 created concurrently), or the head, a branch or a new entry's parent names an entry that
                 is not stored (a concurrent delete released it).
             MessageNotSerializable: A message cannot be stored as JSON (checked before anything is written).
+            EmbeddingUnavailable: The store's `embedder` failed on the new documents; nothing was written.
         """
         check_record(record, new_entries)
         prepared = [prepare_message(entry.message) for entry in new_entries]
         columns = record_columns(record)
-        await _write.write_record(
-            self._backend, record, new_entries, prepared, columns, expected_revision, self._merger.due
-        )
+
+        async def write() -> None:
+            await _write.write_record(
+                self._backend, record, new_entries, prepared, columns, expected_revision, self._merger.due
+            )
+
+        if not new_entries:
+            return await write()
+        # With an embedder (the store's own, else its vectors' model), the new documents get vectors too.
+        await embedded_save(self, record.scope, [entry.message for entry in new_entries], write)
 
     async def write_details(
         self,

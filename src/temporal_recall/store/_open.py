@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
+from temporal_recall.embeddings._source import EmbedderSource, as_embedder
 from temporal_recall.errors import ConfigurationError, NoStore, NotADatabase
 
 from .postgres._url import SCHEMES, parse_postgres_url, url_flag
@@ -79,9 +80,14 @@ def _relative_note(url: str) -> str:
 
 
 async def open_store(
-    url: str | os.PathLike[str], *, create: bool = True
+    url: str | os.PathLike[str], *, create: bool = True, embedder: EmbedderSource | None = None
 ) -> SqliteConversationStore | PostgresConversationStore:
     """Open the store a URL or path names; with `create=False` only one that exists (what reading needs).
+
+    `embedder` (an `Embedder`, an `EmbeddingModel` or a model name such as
+    `temporal_recall.embeddings.LOCAL_MODEL`) is the store's: it embeds what pydantic-ai's `save` writes
+    (a chat UI adapter's `conversation_store=`), and a `ConversationRecall(store=...)` or a search of this
+    store without an embedder of its own uses it (see `EngineStore.embedder`).
 
     Accepted forms (the `sqlite:` ones follow SQLAlchemy's convention):
 
@@ -110,6 +116,14 @@ async def open_store(
         NotADatabase, SchemaTooNew, StoreReadOnly, StoreUnavailable: see `SqliteConversationStore.open`
             and `PostgresConversationStore.open`.
     """
+    meaning = as_embedder(embedder)
+    opened = await _open(url, create=create)
+    if meaning is not None:
+        opened.embedder = meaning
+    return opened
+
+
+async def _open(url: str | os.PathLike[str], *, create: bool) -> SqliteConversationStore | PostgresConversationStore:
     path = sqlite_path(url)
     if path is None:
         return await _open_postgres(str(url), create=create)

@@ -97,7 +97,10 @@ class RecallPlugin(SimplePlugin):
         embedder: Recall by meaning on this worker: a pydantic-ai `Embedder`, an `EmbeddingModel` or a
             model name (`temporal_recall.embeddings.LOCAL_MODEL` for the offline one). Capabilities built
             without `embedder=` embed their steps with it, and the search activity (workflow `recall()`)
-            searches hybrid by default. Without one, recall is BM25 only.
+            searches hybrid by default. Not needed for an agent whose `ConversationRecall` has one: the
+            search activity embeds the searches of that agent's workflows (`ConversationWorkflow`'s
+            `search` Update) with the agent's. Without any, recall is BM25 only, and a search asking for
+            meaning embeds its query with the model the store's vectors were made with.
     """
 
     def __init__(
@@ -115,7 +118,7 @@ class RecallPlugin(SimplePlugin):
         self._running = 0
         super().__init__(  # pyright: ignore[reportUnknownMemberType]
             'temporal_recall.RecallPlugin',
-            activities=RecallActivities(self.store, embedder=self.embedder).all(),
+            activities=RecallActivities(self.store, embedder=self.embedder, agents=self.agents).all(),
             workflows=SHIPPED_WORKFLOWS if include_shipped_workflows else None,
             interceptors=[_WorkerStore(self.store, self.embedder)],
         )

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic_ai.agent.abstract import AbstractAgent
 from temporalio import workflow
 
-__all__ = ('agent_named', 'check_agents', 'register_agents', 'unregister_agents')
+__all__ = ('agent_named', 'check_agents', 'register_agents', 'registered_name', 'unregister_agents')
 
 _AGENTS: dict[str | None, dict[str, AbstractAgent[Any, Any]]] = {}
 """Agents by task queue, then by name, in registration order (the first is the default)."""
@@ -98,3 +98,12 @@ def agent_named(name: str | None) -> AbstractAgent[Any, Any]:
         raise LookupError(
             f'No agent named {name!r} is registered on this worker (registered: {", ".join(sorted(registry))}).'
         ) from None
+
+
+def registered_name(name: str | None) -> str | None:
+    """The name of the agent `name` denotes on the worker running this workflow (its first agent for `None`),
+    or `name` itself where no such agent is registered: what a search tells its activity it searches for."""
+    try:
+        return agent_named(name).name
+    except LookupError:
+        return name

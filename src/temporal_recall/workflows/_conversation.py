@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         TurnOutput,
     )
     from ..search import BM25Parameters, SearchOptions, parse_query
+    from ._agents import registered_name
     from ._recall import load_history, recall, refused
     from ._run_prompt import agent_for, history_budget, require_prompt
 
@@ -140,9 +141,10 @@ class ConversationWorkflow:
 
     @workflow.update(name='search')
     async def search(self, request: SearchRequest) -> SearchResult:
-        """Recall without the model: the conversation and scope are this workflow's, whatever the caller sent;
-        the caller's `run_id` and `role` only narrow it, `include_superseded` adds what a retry replaced, and
-        `mode` ranks by words, meaning or both (meaning where the worker has an embedder)."""
+        """Recall without the model: the conversation, scope and agent are this workflow's, whatever the caller
+        sent; the caller's `run_id` and `role` only narrow it, `include_superseded` adds what a retry replaced,
+        and `mode` ranks by words, meaning or both. Meaning embeds the query with the agent's
+        `ConversationRecall` embedder, else the worker's, else the model the store's vectors were made with."""
         return await recall(
             request.query,
             conversation_id=self._input.conversation_id,
@@ -153,6 +155,7 @@ class ConversationWorkflow:
             role=request.role,
             include_superseded=request.include_superseded,
             mode=request.mode,
+            agent=registered_name(self._input.agent),
         )
 
     @search.validator

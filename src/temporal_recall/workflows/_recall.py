@@ -65,6 +65,7 @@ async def recall(
     include_superseded: bool = False,
     include_branches: bool | None = None,
     mode: SearchMode | None = None,
+    agent: str | None = None,
     start_to_close_timeout: timedelta = timedelta(seconds=30),
     schedule_to_close_timeout: timedelta | None = timedelta(minutes=5),
     heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT,
@@ -79,9 +80,12 @@ async def recall(
     everything it stored, on its head and on every branch it left; `include_superseded` also searches
     what was superseded inside one agent run (an answer a retried model activity replaced), which the
     model never sees. `include_branches` is its deprecated old name. `mode` ranks by words (`bm25`),
-    meaning (`semantic`) or both (`hybrid`, the default where the worker's `RecallPlugin` has an
-    embedder); the query is embedded in the search activity, never here. The activity heartbeats: a
-    worker killed while it runs is noticed within `heartbeat_timeout` and the search retried elsewhere.
+    meaning (`semantic`) or both (`hybrid`, the default where there is an embedder); the query is embedded
+    in the search activity, never here, with the embedder of `agent`'s `ConversationRecall` (the name of
+    an agent the worker runs, from the workflow's own input), else the worker's `RecallPlugin`'s, else
+    the one its store was opened with; a search asked for meaning without any of them uses the model the
+    store's vectors were made with. The activity heartbeats: a worker killed while it runs is noticed
+    within `heartbeat_timeout` and the search retried elsewhere.
 
     Raises:
         ApplicationError: non-retryable, `type` `InvalidIdentifier`, `InvalidQuery` or
@@ -101,6 +105,7 @@ async def recall(
             role=role,
             include_superseded=include_superseded or deprecated_include_branches('recall', include_branches),
             mode=mode,
+            agent=agent,
         )
     _refuse_unsearchable(request.query)
     return await workflow.execute_activity(
