@@ -1,4 +1,4 @@
-"""What `recall` imports before it does anything: `--help` needs none of the heavy libraries.
+"""What `recall` imports before it does anything: `--help` and `--version` need none of the heavy libraries.
 
 Checked on the modules a real process ends with (the tests' own process has imported everything), never on
 a time: what is imported is what costs, and it does not vary with the machine.
@@ -60,16 +60,23 @@ def heavy(modules: set[str]) -> list[str]:
     return [h for h in HEAVY if any(name == h or name.startswith(f'{h}.') for name in modules)]
 
 
-COMMANDS = (('--help',), ('search', '--help'), ('bodies', 'prune', '--help'), ('serve', '--help'))
+COMMANDS = (('--help',), ('--version',), ('search', '--help'), ('bodies', 'prune', '--help'), ('serve', '--help'))
 
 
-def test_help_imports_nothing_heavy() -> None:
+def test_help_and_version_import_nothing_heavy() -> None:
     with ThreadPoolExecutor(max_workers=2) as pool:
         found = list(pool.map(lambda args: imported_by(*args), COMMANDS))
     for args, (done, modules) in zip(COMMANDS, found, strict=True):
         assert done.returncode == 0, (args, done.stderr)
         assert 'temporal_recall.cli' in modules, (args, done.stderr)  # the listing did print
         assert not heavy(modules), f'recall {" ".join(args)} imported {heavy(modules)}'
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    done, _ = imported_by('--version')
+    assert done.stdout == f'{version("temporal-recall")}\n'
 
 
 def test_the_check_sees_a_heavy_module_and_its_submodules() -> None:

@@ -42,7 +42,7 @@ from ..settings import Settings
 from ._output import Format, emit, progress, table, to_yaml
 
 # What `recall` imports before it has parsed its arguments is only the above: cyclopts, and modules of
-# this package that import no third-party library. `recall --help` needs nothing more.
+# this package that import no third-party library. `recall --help` and `--version` need nothing more.
 # Everything else (the store and its database drivers, `query` and with it pydantic-ai, Temporal, the
 # search, rich's renderables) is imported by the commands that use it, so each pays only for its own.
 # The types in the commands' signatures must stay cheap: cyclopts resolves them to parse arguments.
@@ -64,11 +64,21 @@ Scope = Annotated[str | None, Parameter(help='only if stored under this scope (d
 Limit = Annotated[int, Parameter(validator=validators.Number(gte=1, lte=100), help='most rows, 1-100')]
 
 
+def _version() -> str:
+    """The installed distribution's version (`recall --version`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version('temporal-recall')
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return 'unknown (temporal-recall is not installed)'
+
+
 app = App(
     name='recall',
     help='Durable pydantic-ai conversations on Temporal, and search over everything they said.\n\n'
     'Example: recall demo; recall search support-42 delivery address --format json',
-    version_flags=(),
+    version=_version,
     # Help as written: rendering it as markdown (cyclopts' default) imports markdown-it, and pygments for
     # rich's syntax highlighting, for docstrings that hold no markdown: a third more CPU for `recall --help`.
     help_format='plaintext',
