@@ -1,4 +1,4 @@
-"""What `recall` imports before it does anything: `--help` and `--version` need none of the heavy libraries.
+"""What `recall` imports: `--help` and `--version` none of the heavy libraries, a command only what it uses.
 
 Checked on the modules a real process ends with (the tests' own process has imported everything), never on
 a time: what is imported is what costs, and it does not vary with the machine.
@@ -6,11 +6,12 @@ a time: what is imported is what costs, and it does not vary with the machine.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from ._support import clean_env
+from ._support import Filled, clean_env
 
 HEAVY = (
     'pydantic',
@@ -32,6 +33,21 @@ HEAVY = (
     'temporal_recall.embeddings',
 )
 """Libraries (and this package's modules that import them) a command imports only when it runs."""
+
+NOT_FOR_A_SQLITE_SEARCH = (
+    'temporalio',
+    'asyncpg',
+    'yaml',
+    'uvicorn',
+    'starlette',
+    'temporal_recall.activities',
+    'temporal_recall.capability',
+    'temporal_recall.workflows',
+    'temporal_recall.worker',
+    'temporal_recall.api',
+)
+"""What `recall search --format json` on a SQLite store has no use for: Temporal (not even for its metrics or
+configuration), the PostgreSQL driver, YAML, the HTTP API, and this package's Temporal side."""
 
 # `main`, as the console script calls it; the modules it imported are printed on stderr as it exits.
 LISTED = (
@@ -55,9 +71,13 @@ def imported_by(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]
     return done, set(done.stderr.split())
 
 
+def among(names: tuple[str, ...], modules: set[str]) -> list[str]:
+    """Which of `names` are among `modules`, themselves or by a submodule."""
+    return [n for n in names if any(module == n or module.startswith(f'{n}.') for module in modules)]
+
+
 def heavy(modules: set[str]) -> list[str]:
-    """Which of `HEAVY` are among `modules`, themselves or by a submodule."""
-    return [h for h in HEAVY if any(name == h or name.startswith(f'{h}.') for name in modules)]
+    return among(HEAVY, modules)
 
 
 COMMANDS = (('--help',), ('--version',), ('search', '--help'), ('bodies', 'prune', '--help'), ('serve', '--help'))
@@ -77,6 +97,15 @@ def test_version_prints_the_installed_version() -> None:
 
     done, _ = imported_by('--version')
     assert done.stdout == f'{version("temporal-recall")}\n'
+
+
+def test_a_search_on_sqlite_imports_neither_temporal_nor_the_postgres_driver(filled: Filled) -> None:
+    done, modules = imported_by('search', 'support-42', 'order', '--store', str(filled.path), '--format', 'json')
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)['hits']
+    assert {'aiosqlite', 'temporal_recall.store.sqlite._store', 'temporal_recall.search.plan'} <= modules
+    unused = among(NOT_FOR_A_SQLITE_SEARCH, modules)
+    assert not unused, f'recall search imported {unused}'
 
 
 def test_the_check_sees_a_heavy_module_and_its_submodules() -> None:

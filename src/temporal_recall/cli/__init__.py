@@ -38,7 +38,7 @@ from ..errors import (
     counted,
     shown,
 )
-from ..settings import Settings
+from ..settings import Settings, embedder_from_env, store_url_from_env
 from ._output import Format, emit, progress, table, to_yaml
 
 # What `recall` imports before it has parsed its arguments is only the above: cyclopts, and modules of
@@ -95,8 +95,10 @@ class Failure(Exception):
         self.status = status
 
 
+# The store and embedder settings alone: `Settings.from_env()` would load Temporal's configuration (and the
+# SDK) for a command that never talks to Temporal.
 def _url(store: str | None) -> str:
-    return store or Settings.from_env().store_url
+    return store or store_url_from_env()
 
 
 Embedding = Annotated[
@@ -107,7 +109,7 @@ Embedding = Annotated[
 
 def _embedder(name: str | None) -> str | None:
     """`--embedder`, else `TEMPORAL_RECALL_EMBEDDER`: the model searches by meaning embed their query with."""
-    return name or Settings.from_env().embedder
+    return name or embedder_from_env()
 
 
 @asynccontextmanager
