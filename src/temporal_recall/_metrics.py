@@ -17,11 +17,13 @@ a count there would repeat once per replay.
 
 from __future__ import annotations
 
+import sys
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from temporalio import activity
-from temporalio.common import MetricMeter
-from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+if TYPE_CHECKING:
+    from temporalio.common import MetricMeter
+    from temporalio.runtime import Runtime
 
 __all__ = ('HISTOGRAM_BUCKETS', 'prometheus_runtime', 'record_search', 'record_step_write')
 
@@ -39,6 +41,12 @@ HISTOGRAM_BUCKETS: dict[str, list[float]] = {
 
 
 def _meter() -> MetricMeter | None:
+    # An activity runs only in a process that imported `temporalio.activity` (a worker's): without it
+    # (`recall`, the HTTP API) nothing can be recorded, and the SDK, its Rust runtime included, stays unloaded.
+    if 'temporalio.activity' not in sys.modules:
+        return None
+    from temporalio import activity
+
     return activity.metric_meter() if activity.in_activity() else None
 
 
@@ -67,6 +75,8 @@ def prometheus_runtime(bind_address: str) -> Runtime:
 
     Pass it to `Client.connect(..., runtime=...)`; every worker on that client reports into it.
     """
+    from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
     buckets = {name: list(bounds) for name, bounds in HISTOGRAM_BUCKETS.items()}
     return Runtime(
         telemetry=TelemetryConfig(

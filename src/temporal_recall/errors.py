@@ -29,7 +29,10 @@ as `UnknownConversation`, exactly like a conversation that does not exist.
 
 from __future__ import annotations
 
-from temporalio.exceptions import ApplicationError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported by `non_retryable` alone: `recall` and the store raise these without Temporal
+    from temporalio.exceptions import ApplicationError
 
 __all__ = (
     'ConfigurationError',
@@ -213,4 +216,6 @@ def non_retryable(error: RecallError) -> ApplicationError:
     For refusals that no retry can change (bad input, another scope's conversation): raised as is,
     a `RecallError` would be retried by Temporal, forever in workflow code.
     """
+    from temporalio.exceptions import ApplicationError
+
     return ApplicationError(str(error), type=type(error).__name__, non_retryable=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import ConfigurationError
 
-__all__ = ('ENVIRONMENT_VARIABLES', 'Settings')
+__all__ = ('ENVIRONMENT_VARIABLES', 'Settings', 'embedder_from_env', 'store_url_from_env')
 
 ENVIRONMENT_VARIABLES: dict[str, str] = {
     'TEMPORAL_RECALL_STORE': 'Store URL: `sqlite:///path/to/recall.db` or `postgresql://user@host/db`.',
@@ -83,7 +83,7 @@ class Settings:
             raise ConfigurationError(f'TEMPORAL_RECALL_MESSAGE_CODEC must be true or false, got {codec!r}.')
         agents = tuple(a.strip() for a in env.get('TEMPORAL_RECALL_AGENTS', '').split(',') if a.strip())
         return cls(
-            store_url=env.get('TEMPORAL_RECALL_STORE') or DEFAULT_STORE_URL,
+            store_url=store_url_from_env(env),
             task_queue=env.get('TEMPORAL_RECALL_TASK_QUEUE') or DEFAULT_TASK_QUEUE,
             agents=agents,
             model=env.get('TEMPORAL_RECALL_MODEL') or 'scripted',
@@ -91,9 +91,19 @@ class Settings:
             metrics_port=_port(env, 'TEMPORAL_RECALL_METRICS_PORT'),
             log_level=(env.get('TEMPORAL_RECALL_LOG_LEVEL') or 'INFO').upper(),
             message_codec=codec in ('true', '1', 'yes'),
-            embedder=(env.get('TEMPORAL_RECALL_EMBEDDER') or '').strip() or None,
+            embedder=embedder_from_env(env),
             temporal=temporal,
         )
+
+
+def store_url_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """`Settings.from_env().store_url` alone, for a command that needs no more (it reads no Temporal config)."""
+    return (os.environ if environ is None else environ).get('TEMPORAL_RECALL_STORE') or DEFAULT_STORE_URL
+
+
+def embedder_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """`Settings.from_env().embedder` alone, for a command that needs no more (it reads no Temporal config)."""
+    return ((os.environ if environ is None else environ).get('TEMPORAL_RECALL_EMBEDDER') or '').strip() or None
 
 
 def _port(env: Mapping[str, str], name: str) -> int | None:

@@ -12,7 +12,6 @@ stored without a scope); without `--scope` the others use `query.ANY_SCOPE`.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import signal
@@ -26,10 +25,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from cyclopts import App, Parameter, validators
 from cyclopts.exceptions import CycloptsError
-from rich.console import Group
-from rich.text import Text
 
 from .._exit_status import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, exit_without_finalizing
+from .._search_terms import Role, SearchMode
 from ..errors import (
     ConfigurationError,
     InvalidIdentifier,
@@ -40,20 +38,19 @@ from ..errors import (
     counted,
     shown,
 )
-from ..query import (
-    ANY_SCOPE,
-    ConversationPage,
-    TranscriptMessage,
-    list_conversation_page,
-    read_conversation,
-    search_messages,
-)
-from ..search import Role, SearchMode
-from ..settings import Settings
-from ..store import open_store
+from ..settings import Settings, embedder_from_env, store_url_from_env
 from ._output import Format, emit, progress, table, to_yaml
 
-if TYPE_CHECKING:  # asyncpg is an extra: only a PostgreSQL store imports it
+# What `recall` imports before it has parsed its arguments is only the above: cyclopts, and modules of
+# this package that import no third-party library. `recall --help` and `--version` need nothing more.
+# Everything else (the store and its database drivers, `query` and with it pydantic-ai, Temporal, the
+# search, rich's renderables) is imported by the commands that use it, so each pays only for its own.
+# The types in the commands' signatures must stay cheap: cyclopts resolves them to parse arguments.
+if TYPE_CHECKING:
+    from rich.console import Group
+    from rich.text import Text
+
+    from ..query import ConversationPage, TranscriptMessage
     from ..store import PostgresConversationStore, SqliteConversationStore
 
 __all__ = ('app', 'main', 'run', 'run_async', 'to_yaml')
@@ -66,11 +63,25 @@ Store = Annotated[
 Scope = Annotated[str | None, Parameter(help='only if stored under this scope (default: any)')]
 Limit = Annotated[int, Parameter(validator=validators.Number(gte=1, lte=100), help='most rows, 1-100')]
 
+
+def _version() -> str:
+    """The installed distribution's version (`recall --version`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version('temporal-recall')
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return 'unknown (temporal-recall is not installed)'
+
+
 app = App(
     name='recall',
     help='Durable pydantic-ai conversations on Temporal, and search over everything they said.\n\n'
     'Example: recall demo; recall search support-42 delivery address --format json',
-    version_flags=(),
+    version=_version,
+    # Help as written: rendering it as markdown (cyclopts' default) imports markdown-it, and pygments for
+    # rich's syntax highlighting, for docstrings that hold no markdown: a third more CPU for `recall --help`.
+    help_format='plaintext',
     # cyclopts would turn Ctrl-C into `sys.exit(130)` itself, past `main`'s own exit (see `main`).
     suppress_keyboard_interrupt=False,
 )
@@ -84,8 +95,10 @@ class Failure(Exception):
         self.status = status
 
 
+# The store and embedder settings alone: `Settings.from_env()` would load Temporal's configuration (and the
+# SDK) for a command that never talks to Temporal.
 def _url(store: str | None) -> str:
-    return store or Settings.from_env().store_url
+    return store or store_url_from_env()
 
 
 Embedding = Annotated[
@@ -104,7 +117,7 @@ QueryEmbedding = Annotated[
 
 def _embedder(name: str | None) -> str | None:
     """`--embedder`, else `TEMPORAL_RECALL_EMBEDDER`: the model searches by meaning embed their query with."""
-    return name or Settings.from_env().embedder
+    return name or embedder_from_env()
 
 
 @asynccontextmanager
@@ -112,6 +125,8 @@ async def _opened(
     store: str | None, *, scope: str | None = None, create: bool = False
 ) -> AsyncGenerator[SqliteConversationStore | PostgresConversationStore]:
     """The store `--store` names, closed afterwards; only write commands may create one, on either backend."""
+    from ..store import open_store
+
     try:
         opened = await open_store(_url(store), create=create)
     except NoStore as error:
@@ -168,6 +183,8 @@ async def search(
 
     Example: recall search support-42 order A-1042 --limit 5; recall search all refund --scope acme --format json
     """
+    from ..query import ANY_SCOPE, search_messages
+
     words, everything = ' '.join(query), conversation == 'all'
     async with _opened(store, scope=scope) as opened:
         result = await search_messages(
@@ -186,6 +203,8 @@ async def search(
     hits = [hit.model_dump(mode='json') for hit in result.hits]
 
     def human() -> Any:
+        from rich.text import Text
+
         if not hits:
             # `all` without --scope is the tenant of conversations stored without one: say so.
             where = ' stored without a scope; pass --scope for a tenant' if everything and scope is None else ''
@@ -240,6 +259,8 @@ async def conversations(
 
     Example: recall conversations --limit 10; recall conversations --scope acme --after CURSOR --format json
     """
+    from ..query import ANY_SCOPE, list_conversation_page
+
     async with _opened(store) as opened:
         page = await list_conversation_page(
             opened, scope=ANY_SCOPE if scope is None else scope, limit=limit, after=after, count=True
@@ -250,6 +271,8 @@ async def conversations(
     note = f'{_shown_of(page)}{f"; {more}" if more else "."}' if paged and rows else None
 
     def human() -> Any:
+        from rich.text import Text
+
         if not rows:
             where = '' if scope is None else f' in scope {scope!r}'
             return Text(f'No conversations{where}{" after this cursor" if after is not None else ""}.')
@@ -269,6 +292,8 @@ def _rows(messages: Sequence[TranscriptMessage]) -> list[dict[str, Any]]:
 
 
 def _lines(messages: Sequence[TranscriptMessage], width: int, indent: str = '') -> list[Text]:
+    from rich.text import Text
+
     return [Text(f'{indent}[{m.position}] {m.role}: {textwrap.shorten(m.text or "-", width)}') for m in messages]
 
 
@@ -286,6 +311,8 @@ async def show(
 
     Example: recall show support-42 --branches
     """
+    from ..query import ANY_SCOPE, read_conversation
+
     async with _opened(store, scope=scope) as opened:
         found = await read_conversation(
             opened, conversation, scope=ANY_SCOPE if scope is None else scope, branches=branches
@@ -297,6 +324,9 @@ async def show(
         document['branches'] = [{'tip': b.tip, 'messages': _rows(b.messages)} for b in found.branches]
 
     def human() -> Group:
+        from rich.console import Group
+        from rich.text import Text
+
         counts = f'{counted(len(found.messages), "message")}, {counted(info.branches, "branch", "branches")} left'
         title = f'{info.conversation_id} (scope {info.scope or "-"}, {counts})'
         lines = [Text(title, style='bold'), *_lines(found.messages, 300)]
@@ -556,6 +586,8 @@ async def export_history(
 
     Example: recall export-history conversation-1 -o tests/replay/histories/conversation.json
     """
+    import asyncio
+
     from temporalio.service import RPCError
 
     from ..testing import connect
@@ -590,6 +622,8 @@ async def dev_server(
 
     Example: recall dev-server --port 7233 --ui
     """
+    import asyncio
+
     from .._devserver import start_dev_server, watch
 
     stop = asyncio.Event()

@@ -11,33 +11,43 @@ import sys
 import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal, Protocol
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import yaml
-from rich import box
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeRemainingColumn
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:
+    import yaml
+    from rich.progress import ProgressColumn
+    from rich.table import Table
 
 __all__ = ('Format', 'emit', 'progress', 'table', 'to_yaml')
 
 Format = Literal['table', 'json', 'yaml', 'ndjson']
 
+# PyYAML and rich's tables and bars are imported by the functions that draw with them, never by `recall`
+# starting: `recall --help` and `--format json` need none of them.
 
-class _Dumper(yaml.SafeDumper):
-    def choose_scalar_style(self) -> str:
-        # PyYAML writes NEL (U+0085) raw in a quoted scalar, where its reader takes it for a line
-        # break and folds it to a space; only a double-quoted scalar escapes it (as `\N`).
-        value = getattr(self.event, 'value', None)
-        if isinstance(value, str) and '\x85' in value:
-            return '"'
-        return super().choose_scalar_style()
+
+@cache
+def _dumper() -> type[yaml.SafeDumper]:
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        def choose_scalar_style(self) -> str:
+            # PyYAML writes NEL (U+0085) raw in a quoted scalar, where its reader takes it for a line
+            # break and folds it to a space; only a double-quoted scalar escapes it (as `\N`).
+            value = getattr(self.event, 'value', None)
+            if isinstance(value, str) and '\x85' in value:
+                return '"'
+            return super().choose_scalar_style()
+
+    return Dumper
 
 
 def to_yaml(document: Any) -> str:
     """Block-style YAML of a JSON-shaped document (PyYAML, keys in their order) that reads back the same."""
-    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    import yaml
+
+    return yaml.dump(document, Dumper=_dumper(), sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
 def emit(document: dict[str, Any], fmt: Format, *, items: Sequence[Any], human: Callable[[], Any]) -> None:
@@ -49,12 +59,19 @@ def emit(document: dict[str, Any], fmt: Format, *, items: Sequence[Any], human: 
     elif fmt == 'yaml':
         sys.stdout.write(to_yaml(document))
     else:
+        from rich.console import Console
+        from rich.text import Text
+
         shown = human()
         Console(highlight=False).print(shown, soft_wrap=isinstance(shown, Text))
 
 
 def table(*columns: str, rows: Sequence[Sequence[object]], wide: str | None = None) -> Table:
     """A table that fits the console's width; the `wide` column takes what the others leave."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     shown = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, show_header=any(columns))
     for name in columns:
         shown.add_column(name, overflow='fold', ratio=1 if name == wide else None, no_wrap=name != wide)
@@ -63,13 +80,16 @@ def table(*columns: str, rows: Sequence[Sequence[object]], wide: str | None = No
     return shown
 
 
-class _Rate(ProgressColumn):
-    def __init__(self, unit: str) -> None:
-        super().__init__()
-        self.unit = unit
+def _rate(unit: str) -> ProgressColumn:
+    """A bar's column showing how many `unit`s a second the job does."""
+    from rich.progress import ProgressColumn, Task
+    from rich.text import Text
 
-    def render(self, task: Task) -> Text:
-        return Text(f'{task.speed:,.0f} {self.unit}/s' if task.speed else '', style='progress.data.speed')
+    class Rate(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            return Text(f'{task.speed:,.0f} {unit}/s' if task.speed else '', style='progress.data.speed')
+
+    return Rate()
 
 
 class Update(Protocol):
@@ -80,9 +100,14 @@ class Update(Protocol):
 @contextmanager
 def progress(verb: str, unit: str) -> Generator[Update]:
     """`update` for a job: a bar with rate and time left on a terminal, lines elsewhere."""
+    from rich.console import Console
+    from rich.text import Text
+
     console = Console(stderr=True)
     if console.is_terminal:
-        columns = (TextColumn('{task.description}'), BarColumn(), MofNCompleteColumn(), _Rate(unit))
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        columns = (TextColumn('{task.description}'), BarColumn(), MofNCompleteColumn(), _rate(unit))
         with Progress(*columns, TimeRemainingColumn(), console=console) as bar:
             task = bar.add_task(verb, total=None)
 

@@ -14,6 +14,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from temporal_recall._search_terms import Role, SearchMode
 from temporal_recall.errors import InvalidSearchParameters
 from temporal_recall.search._bm25 import BM25Parameters
 
@@ -48,10 +49,6 @@ MAX_QUERY_ECHO_CHARS = 200
 """Characters of the query text repeated back in a result."""
 
 
-Role = Literal['user', 'assistant', 'tool', 'system']
-"""Who a reader would say spoke a message (`message_role`): the user (prompts, speech), the assistant
-(text, tool calls, its own speech), a tool (results and retry feedback), or the system (prompts)."""
-
 ROLES: tuple[Role, ...] = get_args(Role)
 
 
@@ -69,10 +66,6 @@ def check_role(value: object) -> Role:
 RoleFilter = Annotated[Role, BeforeValidator(check_role)]
 """A role field of a request, refused with `InvalidSearchParameters` (not a `ValidationError`) when unknown."""
 
-
-SearchMode = Literal['hybrid', 'bm25', 'semantic']
-"""How a search ranks: by words (`bm25`), by meaning (`semantic`: the nearest vectors), or both fused
-(`hybrid`). Meaning needs an embedder; without one a search is `bm25`."""
 
 SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
 
