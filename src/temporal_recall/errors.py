@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # imported by `non_retryable` alone: `recall` and the store raise these without Temporal
+if TYPE_CHECKING:  # imported by `retryable` and `non_retryable` alone: `recall` and the store raise these without Temporal
     from temporalio.exceptions import ApplicationError
 
 __all__ = (
@@ -207,6 +207,8 @@ def retryable(error: RecallError) -> ApplicationError:
     Raise it `from None`: the server keeps an activity's last failure only up to a few KB, and the full
     chain through the database driver would show as "Failure exceeds size limit" instead of the message.
     """
+    from temporalio.exceptions import ApplicationError
+
     return ApplicationError(str(error), type=type(error).__name__)
 
 

@@ -13,7 +13,9 @@ that code must still replay:
   boundary), under pydantic-ai 2.68;
 - histories/in_activity/: in-activity persistence, step markers in canonical form 1, under 2.68;
 - histories/pydantic_ai_2_78/: the same code (779acbc) under pydantic-ai 2.78;
-- histories/canonical_form_2/: markers in form 2, tool calls stamped in the activity, under 2.78.
+- histories/canonical_form_2/: markers in form 2, tool calls stamped in the activity, under 2.78;
+- histories/reload_after_failed_turn/: the same, with recall's activities heartbeating and a
+  `ConversationWorkflow` turn after a failed one reloading the stored conversation (a patch marker).
 New recordings go to a new folder (`RECORDING` below); the recorder refuses to write over a file.
 """
 
@@ -53,7 +55,7 @@ from ..workflows.agents import (
 )
 from .workflows import RecallDirectlyWorkflow
 
-RECORDING = 'canonical_form_2'
+RECORDING = 'reload_after_failed_turn'
 """The folder today's code records into, under histories/ and codec/."""
 HISTORIES = Path(__file__).parent / 'histories' / RECORDING
 CODEC = Path(__file__).parent / 'codec' / RECORDING

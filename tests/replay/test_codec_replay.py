@@ -2,9 +2,10 @@
 
 `codec/one_prompt_with_tool.json` holds references only; `codec/bodies.db` holds what they point to. It
 was recorded before persistence moved into the model-request activities. `codec/in_activity/` holds the
-pair recorded under pydantic-ai 2.68, `codec/pydantic_ai_2_78/` the one 779acbc recorded under 2.78, and
-`codec/canonical_form_2/` the one with form-2 markers. None is ever re-recorded: a new pair goes to a new
-folder (`.venv/bin/python -m tests.replay.record_histories codec`).
+pair recorded under pydantic-ai 2.68, `codec/pydantic_ai_2_78/` the one 779acbc recorded under 2.78,
+`codec/canonical_form_2/` the one with form-2 markers, and `codec/reload_after_failed_turn/` today's.
+None is ever re-recorded: a new pair goes to a new folder
+(`.venv/bin/python -m tests.replay.record_histories codec`).
 """
 
 from __future__ import annotations
@@ -29,10 +30,19 @@ from .conftest import StoreThatMustNotBeCalled, store_plugin
 from .test_replay import AGENTS
 
 CODEC = Path(__file__).parent / 'codec'
-RECORDINGS = [CODEC, CODEC / 'in_activity', CODEC / 'pydantic_ai_2_78', CODEC / 'canonical_form_2']
+RECORDINGS = [
+    CODEC,
+    CODEC / 'in_activity',
+    CODEC / 'pydantic_ai_2_78',
+    CODEC / 'canonical_form_2',
+    CODEC / 'reload_after_failed_turn',
+]
 
 
-@pytest.fixture(params=RECORDINGS, ids=['before-in-activity', 'in-activity', 'pydantic-ai-2.78', 'canonical-form-2'])
+@pytest.fixture(
+    params=RECORDINGS,
+    ids=['before-in-activity', 'in-activity', 'pydantic-ai-2.78', 'canonical-form-2', 'reload-after-failed-turn'],
+)
 def recording(request: pytest.FixtureRequest) -> Path:
     return request.param
 

@@ -38,9 +38,10 @@ SCENARIOS = {
 }
 
 
-IN_ACTIVITY = ('in_activity', 'pydantic_ai_2_78', 'canonical_form_2')
+IN_ACTIVITY = ('in_activity', 'pydantic_ai_2_78', 'canonical_form_2', 'reload_after_failed_turn')
 """The folders recorded with in-activity persistence: under pydantic-ai 2.68, by the same code under 2.78,
-and with form-2 markers (tool calls stamped in the activity) under 2.78."""
+with form-2 markers (tool calls stamped in the activity) under 2.78, and with a failed conversation turn
+reloading the stored conversation (a patch marker)."""
 
 
 def test_every_scenario_has_a_recorded_history_from_every_era():
@@ -65,6 +66,16 @@ def test_the_old_histories_wrote_through_store_step_and_the_new_ones_only_where_
     assert _store_steps(FOLDER / 'in_activity' / 'output_tool.json') == 1
     assert _store_steps(FOLDER / 'pydantic_ai_2_78' / 'output_tool.json') == 2
     assert _store_steps(FOLDER / 'canonical_form_2' / 'output_tool.json') == 1
+    assert _store_steps(FOLDER / 'reload_after_failed_turn' / 'output_tool.json') == 1
+
+
+def _loads_history(path: Path) -> int:
+    return history_cost(path.read_text()).activities_matching('load_history')
+
+
+def test_a_conversation_turn_after_a_failed_one_reloaded_the_stored_conversation_only_after_the_patch():
+    assert _loads_history(FOLDER / 'canonical_form_2' / 'conversation_failed_turn.json') == 1
+    assert _loads_history(FOLDER / 'reload_after_failed_turn' / 'conversation_failed_turn.json') == 2
 
 
 @pytest.mark.parametrize('path', HISTORIES, ids=[str(path.relative_to(FOLDER)) for path in HISTORIES])
