@@ -55,7 +55,8 @@ def lower_bounds() -> dict[str, str]:
     return bounds
 
 
-def locked_versions() -> dict[str, str]:
+def locked_versions() -> dict[str, set[str]]:
+    """Each locked package's versions: more than one where the lock pins one per Python range (numpy)."""
     exported = _uv(
         'export',
         '--locked',
@@ -66,7 +67,10 @@ def locked_versions() -> dict[str, str]:
         '--no-annotate',
         capture_output=True,
     ).stdout
-    return dict(re.findall(r'^([A-Za-z0-9_.-]+)==([^\s;]+)', exported, flags=re.MULTILINE))
+    versions: dict[str, set[str]] = {}
+    for name, version in re.findall(r'^([A-Za-z0-9_.-]+)==([^\s;]+)', exported, flags=re.MULTILINE):
+        versions.setdefault(_normal(name), set()).add(version)
+    return versions
 
 
 def installed_versions(python: Path) -> dict[str, str]:
@@ -151,12 +155,12 @@ def main(argv: list[str]) -> int:
         return 2
     kind, pytest_args = argv[0], argv[1:]
     python = make_environment(kind)
-    locked = {_normal(name): version for name, version in locked_versions().items()}
+    locked = locked_versions()
     installed = {_normal(name): version for name, version in installed_versions(python).items()}
     print(f'check_versions {kind}: ' + ', '.join(f'{name} {installed.get(name, "missing")}' for name in WATCHED))
-    differ = sorted(name for name in installed.keys() & locked.keys() if installed[name] != locked[name])
+    differ = sorted(name for name in installed.keys() & locked.keys() if installed[name] not in locked[name])
     for name in differ:
-        print(f'  {name}: {locked[name]} locked, {installed[name]} here')
+        print(f'  {name}: {" or ".join(sorted(locked[name]))} locked, {installed[name]} here')
     print(f'  {len(differ)} of {len(locked)} locked packages differ')
     with tempfile.TemporaryDirectory() as tmp:
         here = Path(tmp) / f'{kind}.xml'

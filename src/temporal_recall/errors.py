@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # imported by `retryable` and `non_retryable` alone: `recall` and the store raise these without Temporal
+if TYPE_CHECKING:  # imported by `retryable` and `non_retryable` alone: `recall` and the store raise without it
     from temporalio.exceptions import ApplicationError
 
 __all__ = (
