@@ -87,38 +87,21 @@ def make_environment(kind: str) -> Path:
     shutil.rmtree(venv, ignore_errors=True)
     _uv('venv', '--quiet', '--python', sys.executable, str(venv))
     python = venv / 'bin' / 'python'
+
+    def install(*args: str) -> None:
+        _uv('pip', 'install', '--quiet', '--python', str(python), *args)
+
     with tempfile.TemporaryDirectory() as tmp:
         if kind == 'lowest':
             requirements = Path(tmp) / 'requirements.txt'
             _uv('export', '--quiet', '--locked', *EXTRAS, '--no-hashes', '--no-emit-project', '-o', str(requirements))
             overrides = Path(tmp) / 'overrides.txt'
             overrides.write_text(''.join(f'{name}=={version}\n' for name, version in lower_bounds().items()))
-            _uv(
-                'pip',
-                'install',
-                '--quiet',
-                '--python',
-                str(python),
-                '-r',
-                str(requirements),
-                '--override',
-                str(overrides),
-            )
-            _uv('pip', 'install', '--quiet', '--python', str(python), '--no-deps', '-e', '.')
+            install('-r', str(requirements), '--override', str(overrides))
+            install('--no-deps', '-e', '.')
         else:
             # No lock and no cache: what a fresh resolution of pyproject's ranges gives today.
-            _uv(
-                'pip',
-                'install',
-                '--quiet',
-                '--python',
-                str(python),
-                '--upgrade',
-                '-e',
-                '.[postgres,dev-server,api,semantic,bench]',
-                '--group',
-                'dev',
-            )
+            install('--upgrade', '-e', '.[postgres,dev-server,api,semantic,bench]', '--group', 'dev')
     return python
 
 

@@ -126,24 +126,31 @@ def _dumps(data: dict[str, Any]) -> str:
 def _canonical(message: ModelMessage) -> dict[str, Any]:
     """The message in canonical form 2: what was said, in the fields pydantic-ai 2.68 defined (see
     `_message_fields`), plus any field added since that holds more than its default."""
-    data = _serialized(message)
+    data = _without_stamps(_serialized(message), response_stamps=_RESPONSE_STAMPS)
     kind = str(data.get('kind'))
-    for key in _MESSAGE_STAMPS | (_RESPONSE_STAMPS if kind == 'response' else _REQUEST_STAMPS):
-        data.pop(key, None)
     _pinned(data, MESSAGE_FIELDS.get(kind), _added_defaults('kind', kind))
-    parts: list[dict[str, Any]] = []
-    for part in data.get('parts', []):
+    for part in data['parts']:
         part_kind = str(part.get('part_kind'))
-        if part_kind in _BOOKKEEPING_PART_KINDS:
-            continue
-        part = {key: value for key, value in part.items() if key not in _PART_STAMPS}
         _pinned(part, PART_FIELDS.get(part_kind), _added_defaults('part_kind', part_kind))
         if part_kind == 'user-prompt' and isinstance(part.get('content'), list):
             for item in part['content']:
                 if isinstance(item, dict) and isinstance(item.get('kind'), str):
                     _pinned(item, CONTENT_FIELDS.get(item['kind']), _added_defaults('kind', item['kind']))
-        parts.append(part)
-    data['parts'] = parts
+    return data
+
+
+def _without_stamps(data: dict[str, Any], *, response_stamps: frozenset[str]) -> dict[str, Any]:
+    """A serialized message without what pydantic-ai stamps after the fact, nor its bookkeeping parts.
+
+    `response_stamps`: form 2 leaves out when a response was asked for and how long it took; form 1 kept them.
+    """
+    for key in _MESSAGE_STAMPS | (response_stamps if data.get('kind') == 'response' else _REQUEST_STAMPS):
+        data.pop(key, None)
+    data['parts'] = [
+        {key: value for key, value in part.items() if key not in _PART_STAMPS}
+        for part in data.get('parts', [])
+        if part.get('part_kind') not in _BOOKKEEPING_PART_KINDS
+    ]
     return data
 
 
@@ -208,14 +215,7 @@ def form_1_hashes(message: ModelMessage) -> tuple[str, str]:
     release's serialization. Only a marker with no form of its own is compared with these.
     """
     as_268 = _canonical(_as_pydantic_ai_268(message))
-    whole = _serialized(message)
-    for key in _MESSAGE_STAMPS | (_REQUEST_STAMPS if whole.get('kind') == 'request' else frozenset[str]()):
-        whole.pop(key, None)
-    whole['parts'] = [
-        {key: value for key, value in part.items() if key not in _PART_STAMPS}
-        for part in whole.get('parts', [])
-        if part.get('part_kind') not in _BOOKKEEPING_PART_KINDS
-    ]
+    whole = _without_stamps(_serialized(message), response_stamps=frozenset())
     return _digest(_dumps(as_268), message), _digest(_dumps(whole), message)
 
 
