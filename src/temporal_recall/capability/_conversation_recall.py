@@ -263,12 +263,16 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             if self._tracker.hash_of(history[index]) != marker.content_hash:
                 return False
             return view is None or view.matches([self._tracker.hash_of(m) for m in before])
-        for variant in range(2):
-            if form_1_hashes(history[index])[variant] != marker.content_hash:
-                continue
-            if view is None or view.matches([form_1_hashes(m)[variant] for m in before]):
-                return True
-        return False
+        own = form_1_hashes(history[index])
+        if marker.content_hash not in own:
+            return False
+        if view is None:
+            return True
+        earlier = [form_1_hashes(m) for m in before]  # Hashed once, for whichever release made the marker.
+        return any(
+            own[variant] == marker.content_hash and view.matches([hashes[variant] for hashes in earlier])
+            for variant in range(len(own))
+        )
 
     def _absorb_stored_steps(self, history: Sequence[ModelMessage]) -> bool:
         """Note what the run's own model requests stored: everything up to the last response one of them wrote.
