@@ -194,14 +194,14 @@ async def test_limits_beyond_any_log_mean_all_of_it(tenants: Store) -> None:
     assert len(await tenants.read_history(record.head_id, limit=huge)) == 1
 
 
-README = Path(__file__).resolve().parents[1] / 'README.md'
+PAGE = Path(__file__).resolve().parents[1] / 'docs' / 'concepts' / 'store.md'
 
 
-async def test_the_readme_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_the_store_pages_query_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import re
 
-    found = re.search(r'<!-- query-example:start -->\n```python\n(.*?)```\n', README.read_text(), re.S)
-    assert found, 'README lost its query example markers'
+    found = re.search(r'<!-- query-example:start -->\n```python[^\n]*\n(.*?)```\n', PAGE.read_text(), re.S)
+    assert found, 'docs/concepts/store.md lost its query example markers'
     path = tmp_path / 'recall.db'
     await fill_store(path)
     example = found.group(1)

@@ -25,7 +25,7 @@ from temporal_recall.testing import scripted_model, text, tool_call
 
 from .ui._chat import CLIENTS, TENANT_HEADER, asgi_client
 
-README = Path(__file__).resolve().parents[1] / 'README.md'
+CHAT_UI_PAGE = Path(__file__).resolve().parents[1] / 'docs' / 'guides' / 'chat-ui.md'
 
 ANSWER = 'Your order A-1042 left Leith this morning.'
 
@@ -92,20 +92,20 @@ async def test_a_turn_it_cannot_stream_is_refused_naming_its_parts(parts: list[M
 
 
 def _chat_example() -> str:
-    """The README's chat endpoint (the first Python block under "Behind a chat UI")."""
-    found = re.search(r'### Behind a chat UI\n.*?```python\n(.*?)```', README.read_text(), re.S)
-    assert found, 'README lost its "Behind a chat UI" example'
+    """The chat endpoint of the chat UI guide (its first Python block)."""
+    found = re.search(r'```python[^\n]*\n(.*?)```', CHAT_UI_PAGE.read_text(), re.S)
+    assert found, 'docs/guides/chat-ui.md lost its chat endpoint example'
     return found.group(1)
 
 
 def _replaced(source: str, old: str, new: str) -> str:
-    assert old in source, f'the README chat example no longer holds {old!r}'
+    assert old in source, f'the chat UI guide example no longer holds {old!r}'
     return source.replace(old, new)
 
 
 async def _readme_chat_app(store_url: str, protocol: str) -> dict[str, Any]:
-    """Run the README's example as written, with a scripted model, the test's store and a tenant from a header.
-    For AG-UI, its adapter where the README names Vercel AI's (the README says it takes the same arguments)."""
+    """Run the chat UI guide's example as written, with a scripted model, the test's store and a tenant from a
+    header. For AG-UI, its adapter where the guide names Vercel AI's (the guide says it takes the same arguments)."""
     source = _replaced(_chat_example(), "'postgresql://recall@db/recall'", repr(store_url))
     if protocol == 'agui':
         source = _replaced(
@@ -118,7 +118,7 @@ async def _readme_chat_app(store_url: str, protocol: str) -> dict[str, Any]:
 
     model = scripted_model(tool_call('search_conversation_history', {'query': 'order'}), text(ANSWER))
     namespace: dict[str, Any] = {'model': model, 'authenticated_tenant': authenticated_tenant}
-    code = compile(source, str(README), 'exec', flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    code = compile(source, str(CHAT_UI_PAGE), 'exec', flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     ran = eval(code, namespace)  # a coroutine: the example awaits open_store at the top level
     if ran is not None:
         await ran

@@ -1,4 +1,4 @@
-"""`recall stats --format json` answers exactly the keys the README lists, the same on both backends,
+"""`recall stats --format json` answers exactly the keys the `recall` command's page lists, the same on both backends,
 with one URL that never shows a password."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from pydantic_ai.messages import ModelRequest, UserPromptPart
 from ..store._support import Site, SqliteSite, open_site
 from ._support import recall_async
 
-README = Path(__file__).resolve().parents[2] / 'README.md'
+PAGE = Path(__file__).resolve().parents[2] / 'docs' / 'operations' / 'recall' / 'index.md'
 PASSWORD = 'not-shown-4f9c2a'
 
 
 def readme_keys() -> list[str]:
-    """The keys the README's `recall stats` contract lists, in order."""
-    found = re.search(r'^- `stats`: `\{"stats": \{(.*?)\}\}`', README.read_text(), re.MULTILINE | re.DOTALL)
-    assert found, 'the README lost its `stats` JSON contract'
+    """The keys the `recall` command page's `recall stats` contract lists, in order."""
+    found = re.search(r'^- `stats`: `\{"stats": \{(.*?)\}\}`', PAGE.read_text(), re.MULTILINE | re.DOTALL)
+    assert found, 'docs/operations/recall/index.md lost its `stats` JSON contract'
     return re.findall(r'"(\w+)"', found[1])
 
 

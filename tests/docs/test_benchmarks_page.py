@@ -1,19 +1,17 @@
-"""The README's benchmark section is one a user can read: short, and every figure in it says when it was
-measured, on which commit and with which command (issue 40's item 11; the history is docs/benchmarks.md)."""
+"""The benchmarks page is one a user can read: short, and every figure in it says when it was measured, on
+which commit and with which command (issue 40's item 11; the history is docs/benchmarks/history.md)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / 'README.md'
+PAGE = Path(__file__).resolve().parents[2] / 'docs' / 'benchmarks' / 'index.md'
 
 
 def _section() -> list[str]:
-    text = README.read_text(encoding='utf-8')
-    start = text.index('\n## Benchmarks\n')
-    end = text.index('\n## ', start + 1)
-    return text[start + 1 : end].strip('\n').splitlines()
+    text = PAGE.read_text(encoding='utf-8')
+    return text[text.index('# Benchmarks\n') :].strip('\n').splitlines()
 
 
 def _tables(lines: list[str]) -> list[tuple[int, int]]:
