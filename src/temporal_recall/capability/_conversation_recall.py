@@ -1,6 +1,6 @@
 """The capability that makes a conversation durable in the store and recallable by the model.
 
-Where each message is written (see `_persisting_model` for the details):
+Where each message is written (see `_step_write` for the details):
 
 - Inside the model-request activity (the streaming one too), by the `PersistingModel` that
   `get_wrapper_model` returns: after the model answered, the request's messages the store lacks
@@ -70,8 +70,10 @@ from ..models import HistoryWindow, RecallDeps, SearchRequest, StepDelta, StepWr
 from ..search import Role, SearchMode, SummaryRule
 from ..text._documents import RECALL_TOOL_NAME
 from ._delta import Delta, DeltaTracker
-from ._persisting_model import Marker, PersistingModel, in_stored_conversation, persistable, take_marker
-from ._resend import without_repeated_prompts
+from ._marker import Marker, take_marker
+from ._persisting_model import PersistingModel
+from ._repeated_prompts import without_repeated_prompts
+from ._step_write import in_stored_conversation, persistable
 
 if TYPE_CHECKING:
     from ..store.protocol import AppendResult
@@ -218,7 +220,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         # write prove it (the store refuses a delta that does not attach, and we resend in full).
         self._tracker.assume_stored(persistable(ctx.messages))
         # A prompt left unanswered by a failed model call, said again by this run (a chat client's whole
-        # history, a retried turn), is sent to the model once (`_resend`). In place: the run reads this list.
+        # history, a retried turn), is sent to the model once (`_repeated_prompts`). In place: the run reads this list.
         once = without_repeated_prompts(ctx.messages, ctx.prompt)
         if once is not None:
             ctx.messages[:] = once

@@ -1,6 +1,6 @@
 """Requests no response separates, read from a stored history as a run holds them: as one message.
 
-A request is stored before its model call (`capability._persisting_model`), so a call that failed
+A request is stored before its model call (`capability._step_write`), so a call that failed
 leaves it at the head with no answer. The next run continues from it, but pydantic-ai merges
 requests no response separates into one, when it loads a history and when it sends one to the model
 (`content.as_one_request`). So that run writes them, with its own request, as one message at the
