@@ -272,12 +272,12 @@ async def _attach(
     if row is None or row.head_key is None:
         return _Attach(None, -1, 0)
     chain = row.chain if row.chain is not None else await entries.head_chain(session, row.head_key, base - 1)
-    by_position = {position: (key, content) for key, position, content in chain}
+    by_position = {entry.position: entry for entry in chain}
     parent_key: int | None = None
     parent_position = base - 1
     if base > 0:
         assert base_hash is not None
-        parent_key, stored_hash = by_position[base - 1]
+        parent_key, stored_hash = by_position[base - 1].entry_key, by_position[base - 1].content_hash
         if stored_hash != base_hash and not await _resent(
             session, parent_key, request.base_resent_hash, request.run_id
         ):
@@ -288,7 +288,7 @@ async def _attach(
                     f'Message {base - 1} of conversation {request.conversation_id!r} is not the one the delta '
                     'follows (its content hash differs); resend with base_length=0.'
                 )
-            parent_key, parent_position = found[0], found[1]
+            parent_key, parent_position = found.entry_key, found.position
     skipped = 0
     messages = request.messages
     while skipped < len(messages):
@@ -296,10 +296,10 @@ async def _attach(
         if following is None:
             break
         message = messages[skipped]
-        if following[1] == hashes[skipped] or await _resent(
-            session, following[0], resent_hash(message), request.run_id
+        if following.content_hash == hashes[skipped] or await _resent(
+            session, following.entry_key, resent_hash(message), request.run_id
         ):
-            parent_key, parent_position = following[0], parent_position + 1
+            parent_key, parent_position = following.entry_key, parent_position + 1
             skipped += 1
             continue
         written = 0
@@ -311,13 +311,13 @@ async def _attach(
         continued = continues(stored, messages[skipped : skipped + written])
         if continued is None:
             break
-        parent_key, parent_position = stored.entries[-1][0], stored.entries[-1][1]
+        parent_key, parent_position = stored.entries[-1].entry_key, stored.entries[-1].position
         if continued.rest is not None:
             # After requests that end at the head: nothing follows there.
             return _Attach(parent_key, parent_position, skipped, first=continued.rest, replaced=written)
         skipped += written
     following = by_position.get(parent_position + 1)
-    return _Attach(parent_key, parent_position, skipped, displaced=None if following is None else following[0])
+    return _Attach(parent_key, parent_position, skipped, displaced=None if following is None else following.entry_key)
 
 
 async def _resent(session: Session, entry_key: int, resent: str | None, run_id: str | None) -> bool:

@@ -15,7 +15,7 @@ from ..sql._schema import CONVERSATION_ID_UNIQUE
 from ..sql._session import Row, Session, Statement
 from . import _statements as statements
 from ._columns import RecordColumns
-from ._rows import ConversationRow
+from ._rows import ChainEntry, ConversationRow
 from ._statements import record_values
 from ._tenants import intern_runs
 
@@ -161,8 +161,8 @@ async def entry_keys(session: Session, entry_ids: Sequence[str]) -> dict[str, tu
     return {str(row[0]): (int(row[1]), int(row[2])) for row in rows}
 
 
-async def head_chain(session: Session, head_key: int, min_position: int) -> list[tuple[int, int, bytes]]:
-    """`(entry_key, position, content_hash)` of the head's chain from `min_position` up to the head, oldest first."""
+async def head_chain(session: Session, head_key: int, min_position: int) -> list[ChainEntry]:
+    """The head's chain from `min_position` up to the head, oldest first."""
     return _chain(await session.rows(statements.HEAD_CHAIN, head_key, max(min_position, 0)), min_position)
 
 
@@ -170,9 +170,13 @@ def _interned(rows: Iterable[Row]) -> dict[str, int]:
     return {str(row[0]): int(row[1]) for row in rows}
 
 
-def _chain(rows: Iterable[Row], min_position: int | None) -> list[tuple[int, int, bytes]]:
-    """`head_chain`'s rows from `min_position` on."""
-    return [(int(row[0]), int(row[1]), bytes(row[2])) for row in rows if min_position is None or row[1] >= min_position]
+def _chain(rows: Iterable[Row], min_position: int | None) -> list[ChainEntry]:
+    """`head_chain`'s rows (`entry_key, position, content_hash`) from `min_position` on."""
+    return [
+        ChainEntry(int(row[0]), int(row[1]), bytes(row[2]))
+        for row in rows
+        if min_position is None or row[1] >= min_position
+    ]
 
 
 async def insert_chain(
