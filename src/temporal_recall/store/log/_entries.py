@@ -12,7 +12,7 @@ from pydantic_ai.conversation_store import ConversationConflict, ConversationEnt
 from ..index._terms import Member, PreparedMessage
 from ..sql._bulk import Batch, allocate_keys, insert_rows, insert_then
 from ..sql._schema import CONVERSATION_ID_UNIQUE
-from ..sql._session import Row, Session, Statement
+from ..sql._session import Dialect, Row, Session, Statement
 from . import _statements as statements
 from ._columns import RecordColumns
 from ._rows import ChainEntry, ConversationRow
@@ -92,40 +92,8 @@ async def conversation_row(
     )
     if conv_key is None:
         return None
-    branches = dialect.array_of(
-        'SELECT b.entry_key AS value FROM conversation_branches b WHERE b.conv_key = c.conv_key ORDER BY b.ordinal'
-    )
-    params: list[Any] = [conv_key, idempotency_key]
-    fence, fenced = 'NULL', ''
-    if fence_key is not None:
-        params.append(fence_key)
-        fence = 'f.length'
-        fenced = f'LEFT JOIN applied_writes f ON f.conv_key = c.conv_key AND f.idempotency_key = ${len(params)} '
-    lock = (dialect.lock_tenant_in('c.tenant_id') if lock_tenant else None) or 'NULL'
-    chain = 'NULL'
-    if chain_from is not None and dialect.statements_are_round_trips:
-        params.append(chain_from)
-        chain = dialect.array_of(
-            statements.head_chain('c.head_key', f'${len(params)}', 'ROW(e.entry_key, e.position, e.content_hash)')
-        )
-    interned = {'runs': 'NULL', 'terms': 'NULL'}
-    for table, values in (('runs', runs), ('terms', terms)):
-        if values and dialect.statements_are_round_trips:
-            params.append(dialect.array(values))
-            column, key = ('term', 'term_id') if table == 'terms' else ('run_id', 'run_key')
-            match = dialect.in_array(len(params), 'text')
-            interned[table] = dialect.array_of(
-                f'SELECT ROW(x.{column}, x.{key}) FROM {table} x WHERE x.{column} {match}'  # noqa: S608
-            )
-    found = await session.one(
-        'SELECT c.tenant_id, c.scope, c.head_key, h.entry_id, coalesce(h.position, -1), c.revision, c.usage, '  # noqa: S608
-        f'{branches}, w.length, wh.entry_id, {fence}, {lock}, {chain}, {interned["runs"]}, {interned["terms"]} '
-        'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
-        'LEFT JOIN applied_writes w ON w.conv_key = c.conv_key AND w.idempotency_key = $2 '
-        f'LEFT JOIN entries wh ON wh.entry_key = w.head_key {fenced}'
-        'WHERE c.conv_key = $1',
-        *params,
-    )
+    sql, params = _row_read(dialect, idempotency_key, fence_key, lock_tenant, chain_from, runs, terms)
+    found = await session.one(sql, conv_key, *params)
     assert found is not None
     return ConversationRow(
         conv_key=int(conv_key),
@@ -143,6 +111,53 @@ async def conversation_row(
         known_runs=_interned(dialect.read_array(found[13]) if found[13] is not None else ()),
         known_terms=_interned(dialect.read_array(found[14]) if found[14] is not None else ()),
     )
+
+
+def _row_read(
+    dialect: Dialect,
+    idempotency_key: str | None,
+    fence_key: str | None,
+    lock_tenant: bool,
+    chain_from: int | None,
+    runs: Collection[str],
+    terms: Collection[str],
+) -> tuple[str, list[Any]]:
+    """`conversation_row`'s read of a locked row (`$1`, its `conv_key`) and what it takes along, with
+    its parameters after the first; a column not asked for (or not worth it on this backend) is `NULL`."""
+    branches = dialect.array_of(
+        'SELECT b.entry_key AS value FROM conversation_branches b WHERE b.conv_key = c.conv_key ORDER BY b.ordinal'
+    )
+    params: list[Any] = [idempotency_key]
+    fence, fenced = 'NULL', ''
+    if fence_key is not None:
+        params.append(fence_key)
+        fence = 'f.length'
+        fenced = f'LEFT JOIN applied_writes f ON f.conv_key = c.conv_key AND f.idempotency_key = ${len(params) + 1} '
+    lock = (dialect.lock_tenant_in('c.tenant_id') if lock_tenant else None) or 'NULL'
+    chain = 'NULL'
+    if chain_from is not None and dialect.statements_are_round_trips:
+        params.append(chain_from)
+        chain = dialect.array_of(
+            statements.head_chain('c.head_key', f'${len(params) + 1}', 'ROW(e.entry_key, e.position, e.content_hash)')
+        )
+    interned = {'runs': 'NULL', 'terms': 'NULL'}
+    for table, values in (('runs', runs), ('terms', terms)):
+        if values and dialect.statements_are_round_trips:
+            params.append(dialect.array(values))
+            column, key = ('term', 'term_id') if table == 'terms' else ('run_id', 'run_key')
+            match = dialect.in_array(len(params) + 1, 'text')
+            interned[table] = dialect.array_of(
+                f'SELECT ROW(x.{column}, x.{key}) FROM {table} x WHERE x.{column} {match}'  # noqa: S608
+            )
+    sql = (
+        'SELECT c.tenant_id, c.scope, c.head_key, h.entry_id, coalesce(h.position, -1), c.revision, c.usage, '  # noqa: S608
+        f'{branches}, w.length, wh.entry_id, {fence}, {lock}, {chain}, {interned["runs"]}, {interned["terms"]} '
+        'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
+        'LEFT JOIN applied_writes w ON w.conv_key = c.conv_key AND w.idempotency_key = $2 '
+        f'LEFT JOIN entries wh ON wh.entry_key = w.head_key {fenced}'
+        'WHERE c.conv_key = $1'
+    )
+    return sql, params
 
 
 async def max_entry_key(session: Session) -> int:
