@@ -1,6 +1,6 @@
 """pytest fixtures for a real Temporal dev server: add `pytest_plugins = ['temporal_recall.pytest_plugin']`.
 
-`temporal_dev_server` starts one server per test session (about a second); `temporal_client` is a
+`temporal_dev_server` starts one server per test session; `temporal_client` is a
 client with pydantic-ai's plugin. Requires `pytest-asyncio` with a session-scoped event loop
 (`asyncio_default_fixture_loop_scope = "session"`), since the server outlives single tests.
 """

@@ -26,8 +26,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from temporal_recall import ConversationRecall, RecallDeps
-from temporal_recall.capability import _persisting_model as persisting
-from temporal_recall.capability._persisting_model import MARKER_KEY, PersistingModel, take_marker
+from temporal_recall.capability import _step_write as step_write
+from temporal_recall.capability._marker import MARKER_KEY, take_marker
+from temporal_recall.capability._persisting_model import PersistingModel
 from temporal_recall.content import content_hash
 from temporal_recall.errors import MessageNotSerializable, StoreUnavailable
 from temporal_recall.store import SqliteConversationStore
@@ -137,7 +138,7 @@ async def test_a_request_that_does_not_attach_is_left_to_the_workflow(store: Sql
 async def test_a_failed_response_write_is_retried_inside_the_request(
     store: SqliteConversationStore, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(persisting, 'RESPONSE_WRITE_BACKOFF', 0.0)
+    monkeypatch.setattr(step_write, 'RESPONSE_WRITE_BACKOFF', 0.0)
     flaky = Flaky(store, failures=0)
     calls: list[int] = []
 
@@ -157,7 +158,7 @@ async def test_a_failed_response_write_is_retried_inside_the_request(
 async def test_a_response_write_that_keeps_failing_fails_the_request(
     store: SqliteConversationStore, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(persisting, 'RESPONSE_WRITE_BACKOFF', 0.0)
+    monkeypatch.setattr(step_write, 'RESPONSE_WRITE_BACKOFF', 0.0)
     flaky = Flaky(store, failures=0)
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -167,7 +168,7 @@ async def test_a_response_write_that_keeps_failing_fails_the_request(
     model, ctx = _persisting(flaky, FunctionModel(respond, model_name='scripted'))
     with set_current_run_context(ctx), pytest.raises(StoreUnavailable):
         await model.request([user('hello')], None, PARAMS)
-    assert flaky.appends == persisting.RESPONSE_WRITE_ATTEMPTS
+    assert flaky.appends == step_write.RESPONSE_WRITE_ATTEMPTS
     assert await _stored(store) == []  # the activity fails, and its retry writes the step
 
 
@@ -190,7 +191,7 @@ async def _stored_as(store: SqliteConversationStore, conversation_id: str) -> li
 async def test_a_plain_run_stores_the_agents_history_not_the_merged_request_the_model_saw(
     store: SqliteConversationStore,
 ):
-    # A request of its own before the prompt's (the same words again would be said once: `capability._resend`).
+    # A request of its own before the prompt's (the same words again would be said once: `_repeated_prompts`).
     history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('Answer in one line.')])]
     messages = await _plain_run(store, 'repeat this exactly', history, 'c-merged')
     assert len(messages) == 3

@@ -13,7 +13,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Syst
 from temporalio.client import Client, WorkflowFailureError
 
 from temporal_recall import RunPromptInput
-from temporal_recall.capability._persisting_model import MARKER_KEY, persistable
+from temporal_recall.capability._marker import MARKER_KEY
+from temporal_recall.capability._step_write import persistable
 from temporal_recall.content import content_hash, held_hashes
 from temporal_recall.store import open_store
 from temporal_recall.testing import export_history, history_cost, running_worker
@@ -235,7 +236,7 @@ async def test_a_history_ending_in_a_request_is_stored_once_without_a_branch(
     temporal_client: Client, store_url: str, read_store
 ):
     # pydantic-ai merges the two consecutive requests into one before the model (and the activity) sees them.
-    # (Not the prompt's own words: said again right after, they would be said once, `capability._resend`.)
+    # (Not the prompt's own words: said again right after, they would be said once, `capability._repeated_prompts`.)
     history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('Answer in one line.')])]
     async with running_worker(
         temporal_client, agents=AGENTS, store=store_url, workflows=[GivenHistoryWorkflow]

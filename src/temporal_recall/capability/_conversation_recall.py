@@ -1,30 +1,11 @@
 """The capability that makes a conversation durable in the store and recallable by the model.
 
-Where each message is written (see `_persisting_model` for the details):
-
-- Inside the model-request activity (the streaming one too), by the `PersistingModel` that
-  `get_wrapper_model` returns: after the model answered, the request's messages the store lacks
-  (the prompt, the previous step's tool results) with the response, in one write (the messages
-  alone when the call fails). This costs no activity and no history event of its own. On a plain
-  `agent.run` the same wrapper writes in-process.
-- From workflow code, through the durable operation `store_step` (the activity
-  `agent__{agent}__capability__{id}__store_step`, a pinned name), only what no model request saw:
-  an output tool's return at the end of a run, the tool results of a run that fails before its next
-  model request, a response whose workflow copy differs from the stored one, a step whose request
-  the activity saw merged or rendered differently from the run's history, and every boundary of a
-  workflow whose history predates in-activity writes (its responses carry no marker, so it keeps
-  taking this path and replays unchanged).
-
-In pydantic-ai's own cycle (load → `agent.run(conversation=...)` → `store.save(result)`, which its UI
-adapters run with `conversation_store=`), the save comes after this capability stored the run's
-steps. This project's stores accept that save: an append records which run changed the revision
-since when (`store/log/_lineage.py`), and the save writes only what the store lacks (`store/log/_save.py`).
-pydantic-ai gives a capability no public way to hand its revision to the result, so it is done there.
-
-Workflow-side decisions are made from the activity results in the workflow's history (the marker the
-wrapper puts on a stored response), so they replay identically. Each `store_step` write carries only
-what the store lacks, with an idempotency key made of the workflow id, the agent run id and the
-boundary's sequence number.
+Most steps are written inside their own model-request activity, by the `PersistingModel` that
+`get_wrapper_model` returns (`_step_write`), at no Temporal cost of their own. From workflow code,
+through the durable operation `store_step` (a pinned activity name), the capability writes only
+what no model request saw, and every boundary of a workflow whose history predates in-activity
+writes. Its decisions are made from the activity results in the workflow's history (the marker a
+stored response carries), so they replay identically. More in docs/store.md ("The step write").
 """
 
 from __future__ import annotations
@@ -70,8 +51,10 @@ from ..models import HistoryWindow, RecallDeps, SearchRequest, StepDelta, StepWr
 from ..search import Role, SearchMode, SummaryRule
 from ..text._documents import RECALL_TOOL_NAME
 from ._delta import Delta, DeltaTracker
-from ._persisting_model import Marker, PersistingModel, in_stored_conversation, persistable, take_marker
-from ._resend import without_repeated_prompts
+from ._marker import Marker, take_marker
+from ._persisting_model import PersistingModel
+from ._repeated_prompts import without_repeated_prompts
+from ._step_write import in_stored_conversation, persistable
 
 if TYPE_CHECKING:
     from ..store.protocol import AppendResult
@@ -218,7 +201,7 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
         # write prove it (the store refuses a delta that does not attach, and we resend in full).
         self._tracker.assume_stored(persistable(ctx.messages))
         # A prompt left unanswered by a failed model call, said again by this run (a chat client's whole
-        # history, a retried turn), is sent to the model once (`_resend`). In place: the run reads this list.
+        # history, a retried turn), is sent to the model once (`_repeated_prompts`). In place: the run reads this list.
         once = without_repeated_prompts(ctx.messages, ctx.prompt)
         if once is not None:
             ctx.messages[:] = once

@@ -1,6 +1,6 @@
 """Working out, in workflow code, what a step boundary must send to the store.
 
-Most steps are written by their own model-request activity (`_persisting_model`); this is for the
+Most steps are written by their own model-request activity (`_persisting_model`, `_step_write`); this is for the
 rest, which the capability writes from workflow code through `store_step` (an output tool's return,
 a run failing after tool calls, histories recorded before in-activity writes), and for tracking
 what the activities stored. The capability runs its hooks inside the workflow, where no I/O is

@@ -16,11 +16,15 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 from temporalio.client import Client
+from temporalio.worker import Worker
 
 from .._exit_status import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, exit_without_finalizing
 from .._store_provider import StoreProvider
@@ -118,7 +122,7 @@ def worker_agents(settings: Settings, *, demo: bool = False) -> tuple[str, ...]:
     """The agents a worker process serves: `TEMPORAL_RECALL_AGENTS`, and the demo agent when asked
     for (`--demo`) or when the store is the demo's (`DEMO_STORE`).
 
-    A worker without agents used to serve the scripted demo agent, which then answered real prompts
+    A worker without agents would serve the scripted demo agent, which would then answer real prompts
     into a real store; none at all is refused before anything connects.
 
     Raises:
@@ -144,19 +148,10 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None, d
     """
     from .._metrics import prometheus_runtime
 
-    stop = stop or asyncio.Event()
-    interrupted, at_once = False, asyncio.Event()
-
-    def on_signal(signum: signal.Signals) -> None:
-        nonlocal interrupted
-        interrupted = interrupted or signum == signal.SIGINT
-        if stop.is_set() and signum == signal.SIGINT:
-            at_once.set()  # Ctrl-C again while draining: the operator will not wait
-        stop.set()
-
+    shutdown = _Shutdown(stop or asyncio.Event())
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
+        loop.add_signal_handler(signum, shutdown.on_signal, signum)
     agents = import_agents(worker_agents(settings, demo=demo))
     runtime = None if settings.metrics_port is None else prometheus_runtime(f'0.0.0.0:{settings.metrics_port}')
     plugins: list[Any] = [PydanticAIPlugin()]
@@ -178,59 +173,86 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None, d
         # SIGTERM lets running activities finish before the process exits.
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
     )
-    draining = False
     health: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
     if settings.health_port is not None:
         from ._health import serve_health
 
         health = serve_health(
-            settings.health_port, ready=lambda: worker.is_running and not draining, store=lambda: _store_answers(store)
+            settings.health_port,
+            ready=lambda: worker.is_running and not shutdown.draining,
+            store=lambda: _store_answers(store),
         )
     try:
         async with health:
-            log.info(
-                'worker started',
-                extra={
-                    'fields': {
-                        'task_queue': settings.task_queue,
-                        'temporal': settings.temporal.get('target_host'),
-                        'agents': [agent.name for agent in agents],
-                        'store': _without_password(settings.store_url),
-                        'metrics_port': settings.metrics_port,
-                    }
-                },
-            )
-            run = asyncio.create_task(worker.run())
-            if await _event_first(run, stop):
-                log.info(
-                    'shutting down: finishing in-flight activities (Ctrl-C again to stop at once)',
-                    extra={'fields': {}},
-                )
-                draining = True
-                shutdown = asyncio.create_task(worker.shutdown())
-                if await _event_first(shutdown, at_once):
-                    log.warning(
-                        'stopping at once: in-flight activities are cancelled, and Temporal retries them',
-                        extra={'fields': {}},
-                    )
-                    raise KeyboardInterrupt
-            try:
-                await run
-            except RuntimeError as error:
-                if 'validation failed' not in str(error).lower():
-                    raise
-                raise RecallError(
-                    f'Temporal at {settings.temporal.get("target_host")} refused the worker ({_reason(error)}); '
-                    f'check that namespace {settings.temporal.get("namespace", "default")!r} exists '
-                    '(TEMPORAL_NAMESPACE).'
-                ) from None
+            _log_started(settings, agents)
+            await _serve(worker, shutdown, settings)
     finally:
         await store.aclose()
         if codec_plugin is not None:
             await codec_plugin.codec.aclose()
     log.info('worker stopped', extra={'fields': {}})
-    if interrupted:
+    if shutdown.interrupted:
         raise KeyboardInterrupt  # exit status 130, as every interrupted command
+
+
+@dataclass
+class _Shutdown:
+    """How a worker is asked to stop, and how far it got."""
+
+    stop: asyncio.Event
+    """Set by SIGTERM, SIGINT or the caller: drain in-flight activities, then return."""
+    at_once: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by a second SIGINT while draining: the operator will not wait."""
+    interrupted: bool = False
+    """Whether a SIGINT arrived: the worker then ends by raising `KeyboardInterrupt`."""
+    draining: bool = False
+    """Whether the worker is draining (no longer ready, for the health endpoint)."""
+
+    def on_signal(self, signum: signal.Signals) -> None:
+        self.interrupted = self.interrupted or signum == signal.SIGINT
+        if self.stop.is_set() and signum == signal.SIGINT:
+            self.at_once.set()  # Ctrl-C again while draining: the operator will not wait
+        self.stop.set()
+
+
+def _log_started(settings: Settings, agents: Sequence[AbstractAgent[Any, Any]]) -> None:
+    log.info(
+        'worker started',
+        extra={
+            'fields': {
+                'task_queue': settings.task_queue,
+                'temporal': settings.temporal.get('target_host'),
+                'agents': [agent.name for agent in agents],
+                'store': _without_password(settings.store_url),
+                'metrics_port': settings.metrics_port,
+            }
+        },
+    )
+
+
+async def _serve(worker: Worker, shutdown: _Shutdown, settings: Settings) -> None:
+    """Run `worker` until it ends or `shutdown.stop` is set, then drain it (or stop at once when asked)."""
+    run = asyncio.create_task(worker.run())
+    if await _event_first(run, shutdown.stop):
+        log.info('shutting down: finishing in-flight activities (Ctrl-C again to stop at once)', extra={'fields': {}})
+        shutdown.draining = True
+        stopping = asyncio.create_task(worker.shutdown())
+        if await _event_first(stopping, shutdown.at_once):
+            log.warning(
+                'stopping at once: in-flight activities are cancelled, and Temporal retries them',
+                extra={'fields': {}},
+            )
+            raise KeyboardInterrupt
+    try:
+        await run
+    except RuntimeError as error:
+        if 'validation failed' not in str(error).lower():
+            raise
+        raise RecallError(
+            f'Temporal at {settings.temporal.get("target_host")} refused the worker ({_reason(error)}); '
+            f'check that namespace {settings.temporal.get("namespace", "default")!r} exists '
+            '(TEMPORAL_NAMESPACE).'
+        ) from None
 
 
 def _parser() -> argparse.ArgumentParser:

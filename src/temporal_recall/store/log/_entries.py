@@ -12,10 +12,10 @@ from pydantic_ai.conversation_store import ConversationConflict, ConversationEnt
 from ..index._terms import Member, PreparedMessage
 from ..sql._bulk import Batch, allocate_keys, insert_rows, insert_then
 from ..sql._schema import CONVERSATION_ID_UNIQUE
-from ..sql._session import Row, Session, Statement
+from ..sql._session import Dialect, Row, Session, Statement
 from . import _statements as statements
 from ._columns import RecordColumns
-from ._rows import ConversationRow
+from ._rows import ChainEntry, ConversationRow
 from ._statements import record_values
 from ._tenants import intern_runs
 
@@ -92,40 +92,8 @@ async def conversation_row(
     )
     if conv_key is None:
         return None
-    branches = dialect.array_of(
-        'SELECT b.entry_key AS value FROM conversation_branches b WHERE b.conv_key = c.conv_key ORDER BY b.ordinal'
-    )
-    params: list[Any] = [conv_key, idempotency_key]
-    fence, fenced = 'NULL', ''
-    if fence_key is not None:
-        params.append(fence_key)
-        fence = 'f.length'
-        fenced = f'LEFT JOIN applied_writes f ON f.conv_key = c.conv_key AND f.idempotency_key = ${len(params)} '
-    lock = (dialect.lock_tenant_in('c.tenant_id') if lock_tenant else None) or 'NULL'
-    chain = 'NULL'
-    if chain_from is not None and dialect.statements_are_round_trips:
-        params.append(chain_from)
-        chain = dialect.array_of(
-            statements.head_chain('c.head_key', f'${len(params)}', 'ROW(e.entry_key, e.position, e.content_hash)')
-        )
-    interned = {'runs': 'NULL', 'terms': 'NULL'}
-    for table, values in (('runs', runs), ('terms', terms)):
-        if values and dialect.statements_are_round_trips:
-            params.append(dialect.array(values))
-            column, key = ('term', 'term_id') if table == 'terms' else ('run_id', 'run_key')
-            match = dialect.in_array(len(params), 'text')
-            interned[table] = dialect.array_of(
-                f'SELECT ROW(x.{column}, x.{key}) FROM {table} x WHERE x.{column} {match}'  # noqa: S608
-            )
-    found = await session.one(
-        'SELECT c.tenant_id, c.scope, c.head_key, h.entry_id, coalesce(h.position, -1), c.revision, c.usage, '  # noqa: S608
-        f'{branches}, w.length, wh.entry_id, {fence}, {lock}, {chain}, {interned["runs"]}, {interned["terms"]} '
-        'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
-        'LEFT JOIN applied_writes w ON w.conv_key = c.conv_key AND w.idempotency_key = $2 '
-        f'LEFT JOIN entries wh ON wh.entry_key = w.head_key {fenced}'
-        'WHERE c.conv_key = $1',
-        *params,
-    )
+    sql, params = _row_read(dialect, idempotency_key, fence_key, lock_tenant, chain_from, runs, terms)
+    found = await session.one(sql, conv_key, *params)
     assert found is not None
     return ConversationRow(
         conv_key=int(conv_key),
@@ -145,6 +113,53 @@ async def conversation_row(
     )
 
 
+def _row_read(
+    dialect: Dialect,
+    idempotency_key: str | None,
+    fence_key: str | None,
+    lock_tenant: bool,
+    chain_from: int | None,
+    runs: Collection[str],
+    terms: Collection[str],
+) -> tuple[str, list[Any]]:
+    """`conversation_row`'s read of a locked row (`$1`, its `conv_key`) and what it takes along, with
+    its parameters after the first; a column not asked for (or not worth it on this backend) is `NULL`."""
+    branches = dialect.array_of(
+        'SELECT b.entry_key AS value FROM conversation_branches b WHERE b.conv_key = c.conv_key ORDER BY b.ordinal'
+    )
+    params: list[Any] = [idempotency_key]
+    fence, fenced = 'NULL', ''
+    if fence_key is not None:
+        params.append(fence_key)
+        fence = 'f.length'
+        fenced = f'LEFT JOIN applied_writes f ON f.conv_key = c.conv_key AND f.idempotency_key = ${len(params) + 1} '
+    lock = (dialect.lock_tenant_in('c.tenant_id') if lock_tenant else None) or 'NULL'
+    chain = 'NULL'
+    if chain_from is not None and dialect.statements_are_round_trips:
+        params.append(chain_from)
+        chain = dialect.array_of(
+            statements.head_chain('c.head_key', f'${len(params) + 1}', 'ROW(e.entry_key, e.position, e.content_hash)')
+        )
+    interned = {'runs': 'NULL', 'terms': 'NULL'}
+    for table, values in (('runs', runs), ('terms', terms)):
+        if values and dialect.statements_are_round_trips:
+            params.append(dialect.array(values))
+            column, key = ('term', 'term_id') if table == 'terms' else ('run_id', 'run_key')
+            match = dialect.in_array(len(params) + 1, 'text')
+            interned[table] = dialect.array_of(
+                f'SELECT ROW(x.{column}, x.{key}) FROM {table} x WHERE x.{column} {match}'  # noqa: S608
+            )
+    sql = (
+        'SELECT c.tenant_id, c.scope, c.head_key, h.entry_id, coalesce(h.position, -1), c.revision, c.usage, '  # noqa: S608
+        f'{branches}, w.length, wh.entry_id, {fence}, {lock}, {chain}, {interned["runs"]}, {interned["terms"]} '
+        'FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key '
+        'LEFT JOIN applied_writes w ON w.conv_key = c.conv_key AND w.idempotency_key = $2 '
+        f'LEFT JOIN entries wh ON wh.entry_key = w.head_key {fenced}'
+        'WHERE c.conv_key = $1'
+    )
+    return sql, params
+
+
 async def max_entry_key(session: Session) -> int:
     return int(await session.value('SELECT coalesce(max(entry_key), 0) FROM entries'))
 
@@ -161,8 +176,8 @@ async def entry_keys(session: Session, entry_ids: Sequence[str]) -> dict[str, tu
     return {str(row[0]): (int(row[1]), int(row[2])) for row in rows}
 
 
-async def head_chain(session: Session, head_key: int, min_position: int) -> list[tuple[int, int, bytes]]:
-    """`(entry_key, position, content_hash)` of the head's chain from `min_position` up to the head, oldest first."""
+async def head_chain(session: Session, head_key: int, min_position: int) -> list[ChainEntry]:
+    """The head's chain from `min_position` up to the head, oldest first."""
     return _chain(await session.rows(statements.HEAD_CHAIN, head_key, max(min_position, 0)), min_position)
 
 
@@ -170,9 +185,13 @@ def _interned(rows: Iterable[Row]) -> dict[str, int]:
     return {str(row[0]): int(row[1]) for row in rows}
 
 
-def _chain(rows: Iterable[Row], min_position: int | None) -> list[tuple[int, int, bytes]]:
-    """`head_chain`'s rows from `min_position` on."""
-    return [(int(row[0]), int(row[1]), bytes(row[2])) for row in rows if min_position is None or row[1] >= min_position]
+def _chain(rows: Iterable[Row], min_position: int | None) -> list[ChainEntry]:
+    """`head_chain`'s rows (`entry_key, position, content_hash`) from `min_position` on."""
+    return [
+        ChainEntry(int(row[0]), int(row[1]), bytes(row[2]))
+        for row in rows
+        if min_position is None or row[1] >= min_position
+    ]
 
 
 async def insert_chain(

@@ -1,6 +1,6 @@
 """Requests no response separates, read from a stored history as a run holds them: as one message.
 
-A request is stored before its model call (`capability._persisting_model`), so a call that failed
+A request is stored before its model call (`capability._step_write`), so a call that failed
 leaves it at the head with no answer. The next run continues from it, but pydantic-ai merges
 requests no response separates into one, when it loads a history and when it sends one to the model
 (`content.as_one_request`). So that run writes them, with its own request, as one message at the
@@ -21,11 +21,9 @@ from temporal_recall.content import as_one_request, content_hash, load_message, 
 
 from ..sql._keys import hash_bytes
 from ..sql._session import Session
+from ._rows import ChainEntry
 
-__all__ = ('ChainEntry', 'Continued', 'Requests', 'anchor', 'continues', 'requests_at', 'requests_ending_the_chain')
-
-ChainEntry = tuple[int, int, bytes]
-"""`(entry_key, position, content_hash)`, as `_entries.head_chain` reads them."""
+__all__ = ('Continued', 'Requests', 'anchor', 'continues', 'requests_at', 'requests_ending_the_chain')
 
 
 @dataclass(frozen=True)
@@ -57,9 +55,9 @@ async def requests_at(session: Session, chain: Sequence[ChainEntry], position: i
     entries: list[ChainEntry] = []
     requests: list[ModelRequest] = []
     for entry in chain:
-        if entry[1] < position:
+        if entry.position < position:
             continue
-        message = await _message(session, entry[0])
+        message = await _message(session, entry.entry_key)
         if not isinstance(message, ModelRequest):
             return Requests.of(entries, requests, at_head=False)
         entries.append(entry)
@@ -75,7 +73,7 @@ async def requests_ending_the_chain(
     entries: list[ChainEntry] = []
     requests: list[ModelRequest] = []
     for entry in reversed(chain):
-        message = await _message(session, entry[0])
+        message = await _message(session, entry.entry_key)
         if not isinstance(message, ModelRequest):
             return Requests.of(entries, requests, at_head=True), entry
         entries.insert(0, entry)
@@ -98,13 +96,13 @@ def anchor(
     each of them, or the message before them (`before`).
     """
     head = chain[-1]
-    candidates: list[tuple[bytes | None, ChainEntry]] = [(head[2], head)]
+    candidates: list[tuple[bytes | None, ChainEntry]] = [(head.content_hash, head)]
     if pending.entries:
         candidates.append((pending.merged_hash, head))
-        candidates.extend((entry[2], entry) for entry in reversed(pending.entries))
+        candidates.extend((entry.content_hash, entry) for entry in reversed(pending.entries))
     if before is not None:
-        candidates.append((before[2], before))
-    return next((entry for found, entry in candidates if found == base_hash and entry[1] >= lowest), None)
+        candidates.append((before.content_hash, before))
+    return next((entry for found, entry in candidates if found == base_hash and entry.position >= lowest), None)
 
 
 @dataclass(frozen=True)

@@ -59,19 +59,10 @@ async def save_after_own_appends(
     # the next run that merged them, are one message (`_pending`).
     stored = _held([entry.message for entry in history])
     ran = _held(messages)
-    if index is None:
-        offset = 0
-    else:
-        # A conversation that says how many of its messages were stored ends with those. A request the
-        # run continued is not one of them: its run merged it into the run's own first request.
-        offset = _count_within(stored, held) - _count_within(ran, index)
-        if offset < 0:
-            return None
-    shared = 0
-    for (stored_hash, _, _), (run_hash, _, _) in zip(stored[offset:], ran, strict=False):
-        if stored_hash != run_hash:
-            break
-        shared += 1
+    aligned = _aligned(stored, ran, held, index)
+    if aligned is None:
+        return None
+    offset, shared = aligned
     kept = stored[offset + shared - 1][2] if offset + shared else 0
     parent_id = history[kept - 1].id if kept else None
     branches = list(record.branches)
@@ -106,6 +97,26 @@ async def save_after_own_appends(
 
 Held = tuple[str, int, int]
 """A message as a run holds it: its content hash, and where it starts and ends among the stored ones."""
+
+
+def _aligned(stored: list[Held], ran: list[Held], held: int, index: int | None) -> tuple[int, int] | None:
+    """Where the run's messages begin among the stored ones (`offset`), and how many of them, from there,
+    the store holds (`shared`), counted as a run holds them; `None` when the run counts more of its
+    messages as stored than the store holds."""
+    if index is None:
+        offset = 0
+    else:
+        # A conversation that says how many of its messages were stored ends with those. A request the
+        # run continued is not one of them: its run merged it into the run's own first request.
+        offset = _count_within(stored, held) - _count_within(ran, index)
+        if offset < 0:
+            return None
+    shared = 0
+    for (stored_hash, _, _), (run_hash, _, _) in zip(stored[offset:], ran, strict=False):
+        if stored_hash != run_hash:
+            break
+        shared += 1
+    return offset, shared
 
 
 def _held(messages: list[ModelMessage]) -> list[Held]:

@@ -1,6 +1,6 @@
 """A prompt said again right after the stored conversation left it unanswered is sent to the model once.
 
-A prompt is stored when its model call fails (`_persisting_model`), so a turn whose call failed leaves it
+A prompt is stored when its model call fails (`_step_write`), so a turn whose call failed leaves it
 stored with no answer, and the next run continues from it. That run often says it again: a chat client
 that sends its whole history still shows it and sends it with its next message (and joins consecutive
 user messages into one request, under the id of the last, so pydantic-ai's UI adapters cannot tell it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 
-from temporal_recall.capability._resend import without_repeated_prompts
+from temporal_recall.capability._repeated_prompts import without_repeated_prompts
 
 OSLO, MADRID, ROME = 'Weather in Oslo?', 'And in Madrid?', 'And in Rome?'
 ANSWERED: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('Hi')]), ModelResponse(parts=[TextPart('Hello.')])]
