@@ -127,6 +127,7 @@ BELOW_THE_STORE = {
     'temporal_recall._message_fields',
     'temporal_recall._pydantic_ai_private',
     'temporal_recall._validation',
+    'temporal_recall._search_terms',
     'temporal_recall._body_references',
     'temporal_recall._renamed',
     'temporal_recall.text',
@@ -139,10 +140,10 @@ BELOW_THE_STORE = {
     'temporal_recall.embeddings._vectors',
 }
 """What the store may import from the rest of the package: errors, message content (with the fields of its
-canonical form and the pydantic-ai private names it needs), input rules, the codec bodies' reference format
-and text analysis, all pure and themselves importing nothing above the store; and the embedding of
-documents (`embeddings`), which a save uses to write vectors with its entries, itself importing only
-those and the store's protocol."""
+canonical form and the pydantic-ai private names it needs), input rules (with the search's vocabulary they
+check), the codec bodies' reference format and text analysis, all pure and themselves importing nothing
+above the store; and the embedding of documents (`embeddings`), which a save uses to write vectors with its
+entries, itself importing only those and the store's protocol."""
 
 
 def _reach(graph: dict[str, set[str]], start: set[str]) -> set[str]:

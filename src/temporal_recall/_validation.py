@@ -19,17 +19,22 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, ValidationInfo
+from pydantic import AfterValidator, BeforeValidator, ValidationInfo
 
-from .errors import InvalidIdentifier, InvalidQuery, shown
+from ._search_terms import ROLES, SEARCH_MODES, Role, SearchMode
+from .errors import InvalidIdentifier, InvalidQuery, InvalidSearchParameters, shown
 
 __all__ = (
     'MAX_ID_LENGTH',
     'Identifier',
+    'ModeFilter',
     'QueryText',
+    'RoleFilter',
     'check_id',
+    'check_mode',
     'check_optional_id',
     'check_query',
+    'check_role',
 )
 
 MAX_ID_LENGTH = 512
@@ -98,3 +103,32 @@ Identifier = Annotated[str, AfterValidator(_field_id)]
 
 QueryText = Annotated[str, AfterValidator(_field_query)]
 """A `str` field checked with `check_query`."""
+
+
+def check_role(value: object) -> Role:
+    """`value` if it names a role; otherwise `InvalidSearchParameters` listing the roles there are."""
+    for role in ROLES:
+        if value == role:
+            return role
+    raise InvalidSearchParameters(
+        f'role={repr(value)[:40]} is not a role: use one of {", ".join(ROLES)}, or no role to search every message.'
+    )
+
+
+RoleFilter = Annotated[Role, BeforeValidator(check_role)]
+"""A role field of a request, refused with `InvalidSearchParameters` (not a `ValidationError`) when unknown."""
+
+
+def check_mode(value: object) -> SearchMode:
+    """`value` if it names a search mode; otherwise `InvalidSearchParameters` listing the modes there are."""
+    for mode in SEARCH_MODES:
+        if value == mode:
+            return mode
+    raise InvalidSearchParameters(
+        f'mode={repr(value)[:40]} is not a search mode: use one of {", ".join(SEARCH_MODES)}, or none for the '
+        'default (hybrid with an embedder, else bm25).'
+    )
+
+
+ModeFilter = Annotated[SearchMode, BeforeValidator(check_mode)]
+"""A mode field of a request, refused with `InvalidSearchParameters` (not a `ValidationError`) when unknown."""

@@ -332,4 +332,4 @@ async def search_messages(
     except UnknownConversation:
         if conversation_id is not None:
             raise
-        return SearchResult(query=query[:200], hits=[], searched_documents=0, truncated_query=False)
+        return SearchResult(query=query, hits=[], searched_documents=0, truncated_query=False)

@@ -134,7 +134,7 @@ class RecallActivities:
         except UnknownConversation:
             # Fail closed, and say the same thing for "absent" and "someone else's".
             return SearchResult(
-                query=request.query[:200],
+                query=request.query,
                 message=f'No conversation {request.conversation_id!r} is stored in this scope; nothing was searched.',
             )
         except (StoreUnavailable, EmbeddingUnavailable) as error:

@@ -15,28 +15,20 @@ the store, so this module does not import it: activity code, the CLI and the API
 
 from __future__ import annotations
 
+from temporal_recall._search_terms import ROLES, SEARCH_MODES, Arm, Role, SearchMode
+from temporal_recall._validation import ModeFilter, RoleFilter
+from temporal_recall.models import MAX_QUERY_ECHO_CHARS, ContextMessage, SearchHit, SearchResult
 from temporal_recall.search._assemble import build_hits, render_for_model
 from temporal_recall.search._bm25 import DEFAULT_PARAMETERS, BM25Parameters, ScoredDocument, idf, rank
 from temporal_recall.search._excerpt import excerpt
-from temporal_recall.search._query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, Query, parse_query
-from temporal_recall.search._results import (
+from temporal_recall.search._options import (
     CONTEXT_EXCERPT_WIDTH,
     EXCERPT_WIDTH,
     MAX_CONTEXT_LINES,
     MAX_LIMIT,
-    MAX_QUERY_ECHO_CHARS,
-    ROLES,
-    SEARCH_MODES,
-    Arm,
-    ContextMessage,
-    ModeFilter,
-    Role,
-    RoleFilter,
-    SearchHit,
-    SearchMode,
     SearchOptions,
-    SearchResult,
 )
+from temporal_recall.search._query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, Query, parse_query
 from temporal_recall.text._analyzer import (
     ANALYZER,
     MAX_TERM_LENGTH,

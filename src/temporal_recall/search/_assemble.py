@@ -8,19 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+from temporal_recall._search_terms import Arm
 from temporal_recall.errors import InvalidSearchParameters
+from temporal_recall.models import ContextMessage, SearchHit, SearchResult
 from temporal_recall.search._bm25 import ScoredDocument
 from temporal_recall.search._excerpt import excerpt
-from temporal_recall.search._results import (
+from temporal_recall.search._options import (
     CONTEXT_EXCERPT_WIDTH,
     EXCERPT_WIDTH,
     MAX_CONTEXT_LINES,
     MAX_LIMIT,
-    Arm,
-    ContextMessage,
-    SearchHit,
     SearchOptions,
-    SearchResult,
 )
 from temporal_recall.store.protocol import DocumentRow, IndexReader, SearchTarget
 from temporal_recall.text._documents import message_role, searchable_text, searchable_texts

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from temporal_recall._search_terms import Arm
 from temporal_recall.search._bm25 import ScoredDocument
-from temporal_recall.search._results import Arm
 
 __all__ = ('BM25_WEIGHT', 'MEANING_FLOOR', 'RRF_K', 'Fused', 'above_floor', 'fuse', 'reciprocal_rank_fusion')
 

@@ -23,14 +23,15 @@ from typing import Any
 
 from pydantic_ai.embeddings import Embedder
 
+from temporal_recall._search_terms import Arm, SearchMode
 from temporal_recall.embeddings._vectors import embed_texts
 from temporal_recall.errors import ConfigurationError, UnknownConversation
-from temporal_recall.models import SearchRequest
+from temporal_recall.models import SearchRequest, SearchResult
 from temporal_recall.search._assemble import build_hits, fill_page
 from temporal_recall.search._bm25 import ScoredDocument
 from temporal_recall.search._fusion import Fused, above_floor, fuse
+from temporal_recall.search._options import SearchOptions
 from temporal_recall.search._query import Query
-from temporal_recall.search._results import Arm, SearchMode, SearchOptions, SearchResult
 from temporal_recall.store.protocol import IndexReader, SearchTarget
 
 __all__ = ('ARM_DEPTH', 'FUSION', 'search_by_meaning')
@@ -112,7 +113,7 @@ async def search_by_meaning(
         found_by=arms,
     )
     return SearchResult(
-        query=request.query[:200],
+        query=request.query,
         hits=hits,
         searched_documents=max(lexical_documents, held),
         truncated_query=query.truncated and lexical is not None,

@@ -23,6 +23,7 @@ from pydantic_ai.embeddings import Embedder
 
 from temporal_recall._metrics import record_search
 from temporal_recall._renamed import renamed_names
+from temporal_recall._search_terms import SearchMode
 from temporal_recall._tracing import SEARCH, note, span
 from temporal_recall.embeddings._source import (
     CONFIGURE_AN_EMBEDDER,
@@ -33,7 +34,7 @@ from temporal_recall.embeddings._source import (
     store_embedder,
 )
 from temporal_recall.errors import ConfigurationError, InvalidSearchParameters, UnknownConversation
-from temporal_recall.models import SearchRequest
+from temporal_recall.models import SearchRequest, SearchResult
 from temporal_recall.search._assemble import build_hits, fill_page
 from temporal_recall.search._bm25 import (
     BM25Parameters,
@@ -41,8 +42,8 @@ from temporal_recall.search._bm25 import (
     term_idf,
 )
 from temporal_recall.search._meaning import search_by_meaning
+from temporal_recall.search._options import SearchOptions
 from temporal_recall.search._query import Query, parse_query
-from temporal_recall.search._results import SearchMode, SearchOptions, SearchResult
 from temporal_recall.store.protocol import IndexReader, IndexStats, PostingColumns, SearchTarget
 
 if TYPE_CHECKING:
@@ -225,7 +226,7 @@ async def _search_with(
     ranked, rows = await fill_page(reader, target, lexical_page, options, exclude_run_id=request.exclude_run_id)
     hits = build_hits(ranked, rows, query.terms, context_lines=options.context_lines)
     return SearchResult(
-        query=request.query[:200],
+        query=request.query,
         hits=hits,
         searched_documents=stats.document_count,
         truncated_query=query.truncated,
