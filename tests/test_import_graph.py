@@ -136,6 +136,7 @@ BELOW_THE_STORE = {
     'temporal_recall.embeddings',
     'temporal_recall.embeddings._index',
     'temporal_recall.embeddings._local',
+    'temporal_recall.embeddings._protocol',
     'temporal_recall.embeddings._source',
     'temporal_recall.embeddings._vectors',
 }
@@ -143,7 +144,8 @@ BELOW_THE_STORE = {
 canonical form and the pydantic-ai private names it needs), input rules (with the search's vocabulary they
 check), the codec bodies' reference format and text analysis, all pure and themselves importing nothing
 above the store; and the embedding of documents (`embeddings`), which a save uses to write vectors with its
-entries, itself importing only those and the store's protocol."""
+entries, itself importing only those: what it needs of a store is its own protocol (`VectorWrites`), which
+the store's `VectorIndex` extends."""
 
 
 def _reach(graph: dict[str, set[str]], start: set[str]) -> set[str]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,23 +38,19 @@ from pydantic_ai.messages import ModelMessage
 from ..content import content_hash
 from ..errors import ConfigurationError, EmbeddingMismatch, EmbeddingUnavailable
 from ..text._documents import document_texts
+from ._protocol import DocumentKey, Fenced, StepDocuments, VectorWrites
 from ._source import embedder_named, model_name_of, store_embedder
 from ._vectors import embed_texts, quantize
-
-if TYPE_CHECKING:
-    from ..store.protocol import AppendRequest, AppendResult, VectorIndex
 
 __all__ = ('embedded_append', 'embedded_save', 'reembed_store')
 
 log = logging.getLogger('temporal_recall.embeddings')
 
 _Written = TypeVar('_Written')
-
-DocumentKey = tuple[str, str]
-"""`(content_hash, role)`: a document as the index and its vector are keyed within a tenant."""
+_Appended = TypeVar('_Appended', bound=Fenced)
 
 
-def _documents(request: AppendRequest) -> dict[DocumentKey, str]:
+def _documents(request: StepDocuments) -> dict[DocumentKey, str]:
     """The request's documents by `(content_hash, role)`: what the index makes of its messages."""
     found: dict[DocumentKey, str] = {}
     hashes = request.content_hashes
@@ -68,11 +64,11 @@ def _documents(request: AppendRequest) -> dict[DocumentKey, str]:
 
 
 async def embedded_append(
-    store: VectorIndex,
+    store: VectorWrites,
     embedder: Embedder | None,
-    request: AppendRequest,
-    append: Callable[[], Awaitable[AppendResult]],
-) -> AppendResult:
+    request: StepDocuments,
+    append: Callable[[], Awaitable[_Appended]],
+) -> _Appended:
     """`append()`, with the vectors of `request`'s new documents embedded before it and stored after it.
 
     Raises:
@@ -90,7 +86,7 @@ async def embedded_append(
 
 
 async def embedded_save(
-    store: VectorIndex, scope: str | None, messages: Sequence[ModelMessage], write: Callable[[], Awaitable[None]]
+    store: VectorWrites, scope: str | None, messages: Sequence[ModelMessage], write: Callable[[], Awaitable[None]]
 ) -> None:
     """`write()` (a `write_record` of `messages` under `scope`), with the vectors of their new documents.
 
@@ -133,7 +129,7 @@ async def embedded_save(
 
 
 async def _embedded(
-    store: VectorIndex,
+    store: VectorWrites,
     embedder: Embedder,
     scope: str | None,
     documents: dict[DocumentKey, str],
@@ -158,7 +154,7 @@ async def _embedded(
 
 
 async def _store_vectors(
-    store: VectorIndex, scope: str | None, model: str, vectors: NDArray[np.float32], keys: list[DocumentKey], what: str
+    store: VectorWrites, scope: str | None, model: str, vectors: NDArray[np.float32], keys: list[DocumentKey], what: str
 ) -> None:
     components, scales = quantize(vectors)
     try:

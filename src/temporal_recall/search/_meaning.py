@@ -19,7 +19,6 @@ Activity-side, like `plan` (it awaits the store and the embedding model).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from pydantic_ai.embeddings import Embedder
 
@@ -32,7 +31,7 @@ from temporal_recall.search._bm25 import ScoredDocument
 from temporal_recall.search._fusion import Fused, above_floor, fuse
 from temporal_recall.search._options import SearchOptions
 from temporal_recall.search._query import Query
-from temporal_recall.store.protocol import IndexReader, SearchTarget
+from temporal_recall.store.protocol import IndexReader, SearchTarget, VectorIndex
 
 __all__ = ('ARM_DEPTH', 'FUSION', 'search_by_meaning')
 
@@ -64,8 +63,7 @@ async def search_by_meaning(
         EmbeddingUnavailable: the model failed to embed the query (retryable).
         EmbeddingMismatch: the store's vectors are another model's.
     """
-    nearest: Any = getattr(reader, 'nearest', None)
-    if nearest is None:
+    if not isinstance(reader, VectorIndex):
         raise ConfigurationError(f'{type(reader).__name__} holds no vectors: search it with mode="bm25".')
     embedded = await embed_texts(embedder, [request.query], input_type='query')
     arms: dict[int, list[Arm]] = {}
@@ -89,7 +87,7 @@ async def search_by_meaning(
     async def fused_page(fetch: int) -> tuple[list[ScoredDocument], bool]:
         nonlocal arms, held
         depth = max(fetch, ARM_DEPTH)
-        found = await nearest(target, embedded.model, embedded.vectors[0], depth)
+        found = await reader.nearest(target, embedded.model, embedded.vectors[0], depth)
         if found is None:
             raise UnknownConversation(target.conversation_id or '')
         near, held = found

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from pydantic_ai.embeddings import Embedder
@@ -44,7 +44,7 @@ from temporal_recall.search._bm25 import (
 from temporal_recall.search._meaning import search_by_meaning
 from temporal_recall.search._options import SearchOptions
 from temporal_recall.search._query import Query, parse_query
-from temporal_recall.store.protocol import IndexReader, IndexStats, PostingColumns, SearchTarget
+from temporal_recall.store.protocol import IndexReader, IndexStats, PostingColumns, SearchTarget, VectorIndex
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -140,10 +140,9 @@ async def _stored_model(reader: IndexReader, request: SearchRequest) -> Embedder
     Raises:
         InvalidSearchParameters: the store records a model that cannot be built here (see `_unusable`).
     """
-    vectors_missing: Any = getattr(reader, 'vectors_missing', None)
-    if vectors_missing is None:
+    if not isinstance(reader, VectorIndex):
         return None
-    space, _ = await vectors_missing(request.scope, [])
+    space, _ = await reader.vectors_missing(request.scope, [])
     if space is None:
         return None
     try:
