@@ -26,10 +26,11 @@ from temporal_recall._search_terms import Arm, SearchMode
 from temporal_recall.embeddings._vectors import embed_texts
 from temporal_recall.errors import ConfigurationError, UnknownConversation
 from temporal_recall.models import SearchRequest, SearchResult
-from temporal_recall.search._assemble import build_hits, fill_page
+from temporal_recall.search._assemble import build_hits
 from temporal_recall.search._bm25 import ScoredDocument
 from temporal_recall.search._fusion import Fused, above_floor, fuse
 from temporal_recall.search._options import SearchOptions
+from temporal_recall.search._paging import fill_page
 from temporal_recall.search._query import Query
 from temporal_recall.store.protocol import IndexReader, SearchTarget, VectorIndex
 
