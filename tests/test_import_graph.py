@@ -249,6 +249,32 @@ def test_the_store_depends_on_nothing_above_it() -> None:
     assert not above, f'The store imports modules above it (move the shared piece into the store or below it): {above}'
 
 
+SEARCH_ACTIVITY_SIDE = {
+    'temporal_recall.search.plan',
+    'temporal_recall.search._meaning',
+    'temporal_recall.search._paging',
+}
+"""The search modules that await a store or an embedding model: above the pure ranking, never imported by it."""
+
+
+def test_the_pure_search_reaches_neither_its_activity_side_nor_the_store() -> None:
+    """Workflows import `search` in the sandbox: what it reaches must be pure, the store's protocol aside."""
+    graph = import_graph(PACKAGE)
+    pure = {
+        module
+        for module in graph
+        if (module == 'temporal_recall.search' or module.startswith('temporal_recall.search.'))
+        and module not in SEARCH_ACTIVITY_SIDE
+    }
+    reached = _reach(graph, pure) - pure
+    above = reached & SEARCH_ACTIVITY_SIDE | {
+        module
+        for module in reached
+        if module.startswith('temporal_recall.store') and module != 'temporal_recall.store.protocol'
+    }
+    assert not above, f'The pure search imports what awaits a store: {sorted(above)}'
+
+
 DRIVERS = ('sqlite', 'postgres', '_open')
 """The store's drivers (folders) and `open_store`, which picks one by URL."""
 
