@@ -1,17 +1,10 @@
-"""The one rule for ids and queries that come from outside: checked once, where they enter.
+"""The one rule for ids, queries and search filters that come from outside: checked once, where they enter.
 
-Every interface funnels its input through here: the pydantic models that cross Temporal boundaries
-(`SearchRequest`, `StepDelta`, …), the HTTP API's bodies and path parameters (which use the same
-annotated types), the CLI (which builds the same models) and the stores' primitives, which every
-public `ConversationStore` method goes through. So a NUL byte, a control character, a lone
-surrogate (what invalid UTF-8 becomes in Python's `surrogateescape`, or a JSON `"\\ud800"`) or an
-id of ten thousand characters is refused with the same `InvalidIdentifier` or `InvalidQuery`
-everywhere, before any driver sees it. PostgreSQL cannot store NUL at all and neither driver can
-encode a lone surrogate, so without this the same input failed differently on each backend.
-
-The checks raise our errors rather than `ValueError` on purpose: pydantic lets any other exception
-through unchanged, so building a model with a bad id raises `InvalidIdentifier` itself, a
-`RecallError`, not a `ValidationError` that a caller of the store would not expect.
+Every interface funnels its input through these checks (the models that cross Temporal boundaries,
+the HTTP API, the CLI, the stores' primitives), so a control character, a lone surrogate or an
+over-long id is refused the same way everywhere, before a driver sees it (PostgreSQL cannot store NUL,
+and neither driver encodes a lone surrogate). They raise our errors, not `ValueError`, because pydantic
+lets any other exception through: a bad model field raises a `RecallError`, not a `ValidationError`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Everything that crosses a Temporal boundary, as versionable pydantic models.
 
-These models are recorded in workflow histories, so they are compatibility data: fields are only
-ever added, always with a default, and never renamed or removed. A history written by an older
-release must still decode.
-
-Ids and queries are checked here, once, by the annotated types of `_validation` (`Identifier`,
-`QueryText`): every interface builds these models, so none of them lets a NUL byte, a control
-character, invalid text or an over-long id through to a store. A bad value raises
-`InvalidIdentifier` or `InvalidQuery` from the constructor.
+They are recorded in workflow histories, so they are compatibility data: fields are only added, always
+with a default, never renamed or removed. Ids, queries and search filters are checked here, once, by the
+annotated types of `_validation`, so every interface refuses a bad value from the constructor with the
+product's own error (`InvalidIdentifier`, `InvalidQuery`, `InvalidSearchParameters`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
-"""A search by meaning (`mode='semantic'`) or by words and meaning together (`mode='hybrid'`).
+"""A search by meaning (`mode='semantic'`) or by words and meaning fused (`mode='hybrid'`).
 
-The query is embedded here, inside the search activity (or the API's or CLI's process), with the
-embedder the documents were embedded with: the store refuses another model (`EmbeddingMismatch`).
-The nearest vectors come from the same target as BM25's postings, through the same membership
-filter (`store.index._vectors.nearest`): a conversation, a run, a role, the current history, one
-tenant. The page's rows come from `IndexReader.documents`, which applies the target again, so a hit
-has the shape and the isolation of a BM25 hit; `SearchHit.found_by` says which ranking found it.
-
-A hybrid search keeps a document found by meaning alone only when its cosine clears
-`_fusion.MEANING_FLOOR` of the best cosine a page can show (`_fusion.above_floor`): the nearest
-document outside `exclude_run_id`, since the model's tool, which leaves out its own run, often asks
-in the words of the prompt it is answering. A semantic search is asked for meaning, and keeps
-returning the nearest documents, however far.
-
-Activity-side, like `plan` (it awaits the store and the embedding model).
+The query is embedded in the search's own process with the model the store's vectors were made with;
+the nearest vectors come from the same target as BM25's postings and the page's rows from
+`IndexReader.documents`, so a hit has a BM25 hit's shape and isolation. A hybrid search keeps a
+document found by meaning alone only above the meaning floor (docs/semantic.md). Activity-side: it
+awaits the store and the embedding model.
 """
 
 from __future__ import annotations

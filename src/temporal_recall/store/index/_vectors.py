@@ -1,17 +1,10 @@
 """The vector arm of the index: a vector per document, kept beside the BM25 documents, on any backend.
 
-A document's vector is keyed like the document itself, by tenant, content hash and role
-(`documents`' unique key), not by `doc_id`: a `reindex` renumbers documents but keeps their vectors,
-and a content said again in the tenant is never embedded twice. Vectors are int8 components with a
-scale (`embeddings._vectors.quantize`). The store holds vectors of one embedding model, recorded in
-`vector_space` with its dimension: a write or a search with another model is refused with
-`EmbeddingMismatch` rather than mixing spaces (`recall reindex --embeddings` changes the model).
-
-Vectors are written after the step's append committed, in a transaction of their own
-(`embeddings._index`), so the append's transaction and its locks never wait on an embedding model.
-A search reads them through the same membership filter as BM25 (`_reader._documents_of`): a
-conversation, a run, a role, the current history. A scope-wide search scores the tenant's matrix,
-held in memory per store and refreshed from the rows added since (`VectorMatrices`).
+A vector is keyed like its document, by tenant, content hash and role rather than `doc_id`, so a
+`reindex` keeps it and a content said again is embedded once. A store holds one model's vectors
+(`vector_space`) and refuses another with `EmbeddingMismatch` rather than mix spaces. Vectors are
+written after the step's append, in a transaction of their own, and read through the same membership
+filter as BM25 (docs/semantic.md, "Storage" and "Searching").
 """
 
 from __future__ import annotations
@@ -202,7 +195,7 @@ class _Matrix:
 
 @dataclass
 class VectorMatrices:
-    """Each tenant's vectors in memory, for scope-wide searches: about 1 KiB per document at 256 dimensions.
+    """Each tenant's vectors in memory, for scope-wide searches: float32, four bytes per dimension per document.
 
     Refreshed at every search from the rows added since (`vector_key` grows with each insert), and
     read again whole when the count says rows were added out of key order (concurrent writers on
