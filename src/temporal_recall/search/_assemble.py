@@ -64,22 +64,7 @@ def build_hits(
 
     hits: list[SearchHit] = []
     for scored, row in found:
-        context: list[ContextMessage] = []
-        if context_lines:
-            for position, message in sorted(row.neighbours, key=lambda neighbour: neighbour[0]):
-                key = (row.conversation_id, position)
-                if abs(position - row.position) > context_lines or key in shown:
-                    continue
-                spoken = searchable_texts(message)
-                if not spoken:
-                    continue
-                shown.add(key)
-                context.extend(
-                    ContextMessage(
-                        position=position, role=role, excerpt=excerpt(text, terms, width=CONTEXT_EXCERPT_WIDTH)
-                    )
-                    for role, text in spoken
-                )
+        context = _context(row, terms, context_lines, shown) if context_lines else []
         hits.append(
             SearchHit(
                 score=scored.score,
@@ -95,6 +80,26 @@ def build_hits(
             )
         )
     return hits
+
+
+def _context(
+    row: DocumentRow, terms: Sequence[str], context_lines: int, shown: set[tuple[str, int]]
+) -> list[ContextMessage]:
+    """The neighbours of `row` within `context_lines` not yet `shown` (which it adds them to), a line per speaker."""
+    context: list[ContextMessage] = []
+    for position, message in sorted(row.neighbours, key=lambda neighbour: neighbour[0]):
+        key = (row.conversation_id, position)
+        if abs(position - row.position) > context_lines or key in shown:
+            continue
+        spoken = searchable_texts(message)
+        if not spoken:
+            continue
+        shown.add(key)
+        context.extend(
+            ContextMessage(position=position, role=role, excerpt=excerpt(text, terms, width=CONTEXT_EXCERPT_WIDTH))
+            for role, text in spoken
+        )
+    return context
 
 
 _MESSAGE_WIDTH = 2 * EXCERPT_WIDTH

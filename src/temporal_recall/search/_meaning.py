@@ -63,17 +63,9 @@ async def search_by_meaning(
     best: float | None = None
 
     async def showable_best(near: list[tuple[int, float]]) -> float:
-        """The best cosine of `near` (best first) that a page can show: of the first document with an
-        occurrence outside `exclude_run_id` (0.0 when there is none among them)."""
         nonlocal best
-        if best is None and near:
-            if request.exclude_run_id is None:
-                best = near[0][1]
-            else:
-                cosines = dict(near)
-                rows = await reader.documents(target, list(cosines), limit=1, exclude_run_id=request.exclude_run_id)
-                if rows:
-                    best = cosines[rows[0].doc_id]
+        if best is None:
+            best = await _showable_best(reader, target, near, request.exclude_run_id)
         return 0.0 if best is None else best
 
     async def fused_page(fetch: int) -> tuple[list[ScoredDocument], bool]:
@@ -95,13 +87,7 @@ async def search_by_meaning(
         return fused, len(fused) <= fetch
 
     ranked, rows = await fill_page(reader, target, fused_page, options, exclude_run_id=request.exclude_run_id)
-    hits = build_hits(
-        ranked,
-        rows,
-        query.terms,
-        context_lines=options.context_lines,
-        found_by=arms,
-    )
+    hits = build_hits(ranked, rows, query.terms, context_lines=options.context_lines, found_by=arms)
     return SearchResult(
         query=request.query,
         hits=hits,
@@ -109,3 +95,17 @@ async def search_by_meaning(
         truncated_query=query.truncated and lexical is not None,
         mode=mode,
     )
+
+
+async def _showable_best(
+    reader: IndexReader, target: SearchTarget, near: list[tuple[int, float]], exclude_run_id: str | None
+) -> float | None:
+    """The best cosine of `near` (best first) that a page can show: of the first document with an
+    occurrence outside `exclude_run_id`; `None` when there is none among them."""
+    if not near:
+        return None
+    if exclude_run_id is None:
+        return near[0][1]
+    cosines = dict(near)
+    rows = await reader.documents(target, list(cosines), limit=1, exclude_run_id=exclude_run_id)
+    return cosines[rows[0].doc_id] if rows else None
