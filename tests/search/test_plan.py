@@ -298,19 +298,28 @@ async def test_unusable_queries_get_a_clear_message(query: str, message: str, tm
         await store.close()
 
 
-async def test_ten_thousand_term_query_is_truncated_not_refused(tmp_path: Path):
-    store = await SqliteConversationStore.open(tmp_path / 'long.db')
+async def _one_turn(path: Path) -> SqliteConversationStore:
+    """A store at `path` holding conversation `c`: 'invoice 1', answered 'ok'."""
+    store = await SqliteConversationStore.open(path)
+    request = AppendRequest(
+        conversation_id='c',
+        scope=None,
+        idempotency_key='k',
+        base_length=0,
+        base_hash=None,
+        messages=_turn('invoice 1', 'ok'),
+    )
     try:
-        await store.append(
-            AppendRequest(
-                conversation_id='c',
-                scope=None,
-                idempotency_key='k',
-                base_length=0,
-                base_hash=None,
-                messages=_turn('invoice 1', 'ok'),
-            )
-        )
+        await store.append(request)
+    except BaseException:
+        await store.close()
+        raise
+    return store
+
+
+async def test_ten_thousand_term_query_is_truncated_not_refused(tmp_path: Path):
+    store = await _one_turn(tmp_path / 'long.db')
+    try:
         query = 'invoice ' + ' '.join(f'w{i}' for i in range(10_000))
         result = await search_index(store, SearchRequest(query=query, conversation_id='c'))
         assert result.truncated_query
@@ -320,18 +329,8 @@ async def test_ten_thousand_term_query_is_truncated_not_refused(tmp_path: Path):
 
 
 async def test_a_long_query_is_echoed_cut_and_marked_as_cut(tmp_path: Path):
-    store = await SqliteConversationStore.open(tmp_path / 'echo.db')
+    store = await _one_turn(tmp_path / 'echo.db')
     try:
-        await store.append(
-            AppendRequest(
-                conversation_id='c',
-                scope=None,
-                idempotency_key='k',
-                base_length=0,
-                base_hash=None,
-                messages=_turn('invoice 1', 'ok'),
-            )
-        )
         query = 'invoice ' + 'x' * 500
         result = await search_index(store, SearchRequest(query=query, conversation_id='c'))
         assert result.query == query[: MAX_QUERY_ECHO_CHARS - 1] + '…'
