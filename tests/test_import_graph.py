@@ -1,4 +1,5 @@
-"""The package's imports point one way: no module imports, directly or through others, one that imports it.
+"""The package's imports point one way: no module imports, directly or through others, one that imports it,
+and no top-level module or subpackage depends on one that depends on it.
 
 Every import counts, including those under `TYPE_CHECKING` and inside functions: a cycle hidden by a
 lazy import is still a cycle in the design. A module importing a name from its own package's
@@ -8,6 +9,7 @@ lazy import is still a cycle in the design. A module importing a name from its o
 from __future__ import annotations
 
 import ast
+from itertools import pairwise
 from pathlib import Path
 
 import temporal_recall
@@ -121,12 +123,92 @@ def test_the_check_finds_a_cycle_through_type_checking_and_lazy_imports(tmp_path
     assert cycles(import_graph(package)) == [['pkg.a', 'pkg.c', 'pkg.sub.b']]
 
 
+def unit_of(module: str) -> str | None:
+    """The top-level module or subpackage `module` belongs to (`pkg.store` for `pkg.store.log._append`);
+    `None` for the package itself, whose `__init__` only re-exports."""
+    parts = module.split('.')
+    return '.'.join(parts[:2]) if len(parts) > 1 else None
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, dict[str, list[tuple[str, str]]]]:
+    """The imports between top-level modules and subpackages: `{unit: {imported unit: [(importer,
+    imported), ...]}}`, where an import of any module inside a subpackage is an import of the subpackage."""
+    units: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    for module in sorted(graph):
+        unit = unit_of(module)
+        if unit is None:
+            continue
+        arrows = units.setdefault(unit, {})
+        for target in sorted(graph[module]):
+            other = unit_of(target)
+            if other is not None and other != unit:
+                arrows.setdefault(other, []).append((module, target))
+                units.setdefault(other, {})
+    return units
+
+
+def _loop(start: str, group: list[str], arrows: dict[str, dict[str, list[tuple[str, str]]]]) -> list[str]:
+    """A shortest way from `start` round `group` (a strongly connected set of units) back to it."""
+    came_from: dict[str, str] = {}
+    todo = [start]
+    while todo:
+        unit = todo.pop(0)
+        for other in sorted(arrows[unit]):
+            if other == start:
+                path = [unit]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [*reversed(path), start]
+            if other in group and other not in came_from:
+                came_from[other] = unit
+                todo.append(other)
+    raise AssertionError(f'{group} is not a cycle')
+
+
+def package_cycles(root: Path) -> list[str]:
+    """The cycles between the top-level modules and subpackages of the package under `root`: for each
+    group that depends on itself, ways round it through every member, with one import making each arrow."""
+    arrows = package_graph(import_graph(root))
+    found: list[str] = []
+    for group in cycles({unit: set(targets) for unit, targets in arrows.items()}):
+        covered: set[str] = set()
+        for start in group:
+            if start in covered:
+                continue
+            path = _loop(start, group, arrows)
+            covered.update(path)
+            steps = [f'{arrows[a][b][0][0]} imports {arrows[a][b][0][1]}' for a, b in pairwise(path)]
+            found.append(f'{" -> ".join(path)} ({"; ".join(steps)})')
+    return found
+
+
+def test_no_cycle_between_top_level_packages() -> None:
+    found = package_cycles(PACKAGE)
+    assert not found, 'Import cycles between top-level packages (move the shared piece below both): ' + '; '.join(found)
+
+
+def test_the_package_check_finds_a_cycle_no_module_is_on(tmp_path: Path) -> None:
+    """`a` imports one module of `sub` and another module of `sub` imports `a`: no module imports itself
+    back, yet `a` and `sub` depend on each other."""
+    package = tmp_path / 'pkg'
+    (package / 'sub').mkdir(parents=True)
+    (package / '__init__.py').write_text('from . import a\n')
+    (package / 'a.py').write_text('from .sub.x import y\n')
+    (package / 'sub' / '__init__.py').write_text('')
+    (package / 'sub' / 'x.py').write_text('y = 1\n')
+    (package / 'sub' / 'z.py').write_text('from pkg.a import w\n')
+    (package / 'b.py').write_text('from .sub import z\n')
+    assert cycles(import_graph(package)) == []
+    assert package_cycles(package) == ['pkg.a -> pkg.sub -> pkg.a (pkg.a imports pkg.sub.x; pkg.sub.z imports pkg.a)']
+
+
 BELOW_THE_STORE = {
     'temporal_recall.errors',
     'temporal_recall.content',
     'temporal_recall._message_fields',
     'temporal_recall._pydantic_ai_private',
     'temporal_recall._validation',
+    'temporal_recall._search_terms',
     'temporal_recall._body_references',
     'temporal_recall._renamed',
     'temporal_recall.text',
@@ -135,14 +217,16 @@ BELOW_THE_STORE = {
     'temporal_recall.embeddings',
     'temporal_recall.embeddings._index',
     'temporal_recall.embeddings._local',
+    'temporal_recall.embeddings._protocol',
     'temporal_recall.embeddings._source',
     'temporal_recall.embeddings._vectors',
 }
 """What the store may import from the rest of the package: errors, message content (with the fields of its
-canonical form and the pydantic-ai private names it needs), input rules, the codec bodies' reference format
-and text analysis, all pure and themselves importing nothing above the store; and the embedding of
-documents (`embeddings`), which a save uses to write vectors with its entries, itself importing only
-those and the store's protocol."""
+canonical form and the pydantic-ai private names it needs), input rules (with the search's vocabulary they
+check), the codec bodies' reference format and text analysis, all pure and themselves importing nothing
+above the store; and the embedding of documents (`embeddings`), which a save uses to write vectors with its
+entries, itself importing only those: what it needs of a store is its own protocol (`VectorWrites`), which
+the store's `VectorIndex` extends."""
 
 
 def _reach(graph: dict[str, set[str]], start: set[str]) -> set[str]:
@@ -163,6 +247,32 @@ def test_the_store_depends_on_nothing_above_it() -> None:
     }
     above = _reach(graph, store) - store - BELOW_THE_STORE
     assert not above, f'The store imports modules above it (move the shared piece into the store or below it): {above}'
+
+
+SEARCH_ACTIVITY_SIDE = {
+    'temporal_recall.search.plan',
+    'temporal_recall.search._meaning',
+    'temporal_recall.search._paging',
+}
+"""The search modules that await a store or an embedding model: above the pure ranking, never imported by it."""
+
+
+def test_the_pure_search_reaches_neither_its_activity_side_nor_the_store() -> None:
+    """Workflows import `search` in the sandbox: what it reaches must be pure, the store's protocol aside."""
+    graph = import_graph(PACKAGE)
+    pure = {
+        module
+        for module in graph
+        if (module == 'temporal_recall.search' or module.startswith('temporal_recall.search.'))
+        and module not in SEARCH_ACTIVITY_SIDE
+    }
+    reached = _reach(graph, pure) - pure
+    above = reached & SEARCH_ACTIVITY_SIDE | {
+        module
+        for module in reached
+        if module.startswith('temporal_recall.store') and module != 'temporal_recall.store.protocol'
+    }
+    assert not above, f'The pure search imports what awaits a store: {sorted(above)}'
 
 
 DRIVERS = ('sqlite', 'postgres', '_open')

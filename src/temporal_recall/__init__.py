@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         RecallDeps,
         RunPromptInput,
         RunPromptOutput,
+        SearchHit,
         SearchRequest,
         SearchResult,
         TurnInput,
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
         read_conversation,
         search_messages,
     )
-    from .search import Role, SearchHit
+    from .search import Role
     from .search.plan import search_index
     from .settings import Settings
     from .store import PostgresConversationStore, SqliteConversationStore, open_store
@@ -127,7 +128,7 @@ _LOCATIONS = {
     'SearchResult': '.models',
     'TurnInput': '.models',
     'TurnOutput': '.models',
-    'SearchHit': '.search',
+    'SearchHit': '.models',
     'ANY_SCOPE': '.query',
     'ConversationInfo': '.query',
     'ConversationPage': '.query',

@@ -1,17 +1,10 @@
-"""The one rule for ids and queries that come from outside: checked once, where they enter.
+"""The one rule for ids, queries and search filters that come from outside: checked once, where they enter.
 
-Every interface funnels its input through here: the pydantic models that cross Temporal boundaries
-(`SearchRequest`, `StepDelta`, …), the HTTP API's bodies and path parameters (which use the same
-annotated types), the CLI (which builds the same models) and the stores' primitives, which every
-public `ConversationStore` method goes through. So a NUL byte, a control character, a lone
-surrogate (what invalid UTF-8 becomes in Python's `surrogateescape`, or a JSON `"\\ud800"`) or an
-id of ten thousand characters is refused with the same `InvalidIdentifier` or `InvalidQuery`
-everywhere, before any driver sees it. PostgreSQL cannot store NUL at all and neither driver can
-encode a lone surrogate, so without this the same input failed differently on each backend.
-
-The checks raise our errors rather than `ValueError` on purpose: pydantic lets any other exception
-through unchanged, so building a model with a bad id raises `InvalidIdentifier` itself, a
-`RecallError`, not a `ValidationError` that a caller of the store would not expect.
+Every interface funnels its input through these checks (the models that cross Temporal boundaries,
+the HTTP API, the CLI, the stores' primitives), so a control character, a lone surrogate or an
+over-long id is refused the same way everywhere, before a driver sees it (PostgreSQL cannot store NUL,
+and neither driver encodes a lone surrogate). They raise our errors, not `ValueError`, because pydantic
+lets any other exception through: a bad model field raises a `RecallError`, not a `ValidationError`.
 """
 
 from __future__ import annotations
@@ -19,17 +12,22 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, ValidationInfo
+from pydantic import AfterValidator, BeforeValidator, ValidationInfo
 
-from .errors import InvalidIdentifier, InvalidQuery, shown
+from ._search_terms import ROLES, SEARCH_MODES, Role, SearchMode
+from .errors import InvalidIdentifier, InvalidQuery, InvalidSearchParameters, shown
 
 __all__ = (
     'MAX_ID_LENGTH',
     'Identifier',
+    'ModeFilter',
     'QueryText',
+    'RoleFilter',
     'check_id',
+    'check_mode',
     'check_optional_id',
     'check_query',
+    'check_role',
 )
 
 MAX_ID_LENGTH = 512
@@ -98,3 +96,32 @@ Identifier = Annotated[str, AfterValidator(_field_id)]
 
 QueryText = Annotated[str, AfterValidator(_field_query)]
 """A `str` field checked with `check_query`."""
+
+
+def check_role(value: object) -> Role:
+    """`value` if it names a role; otherwise `InvalidSearchParameters` listing the roles there are."""
+    for role in ROLES:
+        if value == role:
+            return role
+    raise InvalidSearchParameters(
+        f'role={repr(value)[:40]} is not a role: use one of {", ".join(ROLES)}, or no role to search every message.'
+    )
+
+
+RoleFilter = Annotated[Role, BeforeValidator(check_role)]
+"""A role field of a request, refused with `InvalidSearchParameters` (not a `ValidationError`) when unknown."""
+
+
+def check_mode(value: object) -> SearchMode:
+    """`value` if it names a search mode; otherwise `InvalidSearchParameters` listing the modes there are."""
+    for mode in SEARCH_MODES:
+        if value == mode:
+            return mode
+    raise InvalidSearchParameters(
+        f'mode={repr(value)[:40]} is not a search mode: use one of {", ".join(SEARCH_MODES)}, or none for the '
+        'default (hybrid with an embedder, else bm25).'
+    )
+
+
+ModeFilter = Annotated[SearchMode, BeforeValidator(check_mode)]
+"""A mode field of a request, refused with `InvalidSearchParameters` (not a `ValidationError`) when unknown."""

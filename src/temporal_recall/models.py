@@ -1,28 +1,27 @@
 """Everything that crosses a Temporal boundary, as versionable pydantic models.
 
-These models are recorded in workflow histories, so they are compatibility data: fields are only
-ever added, always with a default, and never renamed or removed. A history written by an older
-release must still decode.
-
-Ids and queries are checked here, once, by the annotated types of `_validation` (`Identifier`,
-`QueryText`): every interface builds these models, so none of them lets a NUL byte, a control
-character, invalid text or an over-long id through to a store. A bad value raises
-`InvalidIdentifier` or `InvalidQuery` from the constructor.
+They are recorded in workflow histories, so they are compatibility data: fields are only added, always
+with a default, never renamed or removed. Ids, queries and search filters are checked here, once, by the
+annotated types of `_validation`, so every interface refuses a bad value from the constructor with the
+product's own error (`InvalidIdentifier`, `InvalidQuery`, `InvalidSearchParameters`).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from ._renamed import renamed_names, warn_renamed_argument
-from ._validation import Identifier, QueryText
-from .search import ModeFilter, RoleFilter, SearchResult
+from ._search_terms import Arm, SearchMode
+from ._validation import Identifier, ModeFilter, QueryText, RoleFilter
 
 __all__ = (
+    'MAX_QUERY_ECHO_CHARS',
+    'ContextMessage',
     'ConversationClosed',
     'ConversationInput',
     'HistoryRequest',
@@ -31,6 +30,7 @@ __all__ = (
     'RecallDeps',
     'RunPromptInput',
     'RunPromptOutput',
+    'SearchHit',
     'SearchRequest',
     'SearchResult',
     'StepDelta',
@@ -125,6 +125,66 @@ class SearchRequest(BaseModel):
             if data['include_branches'] is True and not data.get('include_superseded'):
                 data = {**data, 'include_superseded': True}
         return data
+
+
+MAX_QUERY_ECHO_CHARS = 200
+"""Characters of the query text repeated back in a result."""
+
+
+class ContextMessage(BaseModel):
+    """A message next to a hit, shown so the hit can be read in context."""
+
+    model_config = _FROZEN
+
+    position: int
+    role: str
+    excerpt: str = ''
+
+
+class SearchHit(BaseModel):
+    """One matching message and where to find it again."""
+
+    model_config = _FROZEN
+
+    score: float
+    conversation_id: str
+    run_id: str | None = None
+    entry_id: str
+    position: int
+    role: str
+    timestamp: datetime | None = None
+    excerpt: str = ''
+    context: list[ContextMessage] = Field(default_factory=list[ContextMessage])
+    """Neighbouring messages in position order, not repeating ones shown as a hit or as an earlier
+    hit's context."""
+    found_by: list[Arm] = Field(default_factory=lambda: ['bm25'])
+    """Which rankings found it: its words (`bm25`), its meaning (`semantic`), or both in a hybrid search."""
+
+
+class SearchResult(BaseModel):
+    """Everything one search found, best hit first."""
+
+    model_config = _FROZEN
+
+    query: str
+    """The query text as asked; a longer one is cut to `MAX_QUERY_ECHO_CHARS`, its last character `…`."""
+    hits: list[SearchHit] = Field(default_factory=list[SearchHit])
+    searched_documents: int = 0
+    """How many indexed messages the search could see."""
+    truncated_query: bool = False
+    """Whether only the query's first `MAX_QUERY_TERMS` distinct terms were searched."""
+    message: str | None = None
+    """Why nothing could be searched (for example, no conversation to search), for the reader."""
+    mode: SearchMode = 'bm25'
+    """How the hits were ranked (`SearchRequest.mode`, resolved)."""
+
+    @field_validator('query')
+    @classmethod
+    def _clip_query(cls, value: str) -> str:
+        """The one place a query is cut for a result: callers pass it whole."""
+        if len(value) <= MAX_QUERY_ECHO_CHARS:
+            return value
+        return value[: MAX_QUERY_ECHO_CHARS - 1] + '…'
 
 
 DEFAULT_MAX_PROMPT_BYTES = 512 * 1024

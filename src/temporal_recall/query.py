@@ -1,23 +1,9 @@
 """Read a store the way `recall` and the HTTP API do: list conversations, read one, search.
 
-This is the one place their answers are built, and public API for your own code, so reading a
-transcript needs no knowledge of the store's record and entry layout:
-
-    async with await open_store('sqlite:///recall.db') as store:
-        for conversation in await list_conversations(store, scope='acme'):
-            print(conversation.conversation_id, conversation.updated_at)
-        page = await list_conversation_page(store, scope='acme', limit=100)
-        while page.next_cursor is not None:  # every conversation, a hundred at a time
-            page = await list_conversation_page(store, scope='acme', limit=100, after=page.next_cursor)
-        transcript = await read_conversation(store, 'support-42', scope='acme')
-        for message in transcript.messages:
-            print(message.position, message.role, message.text)
-        result = await search_messages(store, 'delivery address', conversation_id='support-42', scope='acme')
-
-Scope works as everywhere else: a conversation stored under another scope answers exactly like a
-missing one (`UnknownConversation`), and `None` is the scope of conversations stored without one.
-`ANY_SCOPE` is the operator's view (`recall` without `--scope`): a conversation is read or searched
-under whatever scope it was stored with. Only pass it for callers who may see every tenant.
+The one place their answers are built, and public API for your own code, so reading a transcript
+needs no knowledge of the store's layout. Scope works as everywhere else: a conversation stored under
+another scope answers exactly like a missing one (`UnknownConversation`); `ANY_SCOPE` is the
+operator's view of every tenant, only for callers who may see them all.
 """
 
 from __future__ import annotations
@@ -332,4 +318,4 @@ async def search_messages(
     except UnknownConversation:
         if conversation_id is not None:
             raise
-        return SearchResult(query=query[:200], hits=[], searched_documents=0, truncated_query=False)
+        return SearchResult(query=query, hits=[], searched_documents=0, truncated_query=False)

@@ -23,7 +23,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 
 from temporal_recall.content import content_hash
 from temporal_recall.errors import InvalidQuery, UnknownConversation
-from temporal_recall.models import SearchRequest
+from temporal_recall.models import MAX_QUERY_ECHO_CHARS, SearchRequest
 from temporal_recall.search import transcript_text
 from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest, SqliteConversationStore
@@ -298,22 +298,43 @@ async def test_unusable_queries_get_a_clear_message(query: str, message: str, tm
         await store.close()
 
 
-async def test_ten_thousand_term_query_is_truncated_not_refused(tmp_path: Path):
-    store = await SqliteConversationStore.open(tmp_path / 'long.db')
+async def _one_turn(path: Path) -> SqliteConversationStore:
+    """A store at `path` holding conversation `c`: 'invoice 1', answered 'ok'."""
+    store = await SqliteConversationStore.open(path)
+    request = AppendRequest(
+        conversation_id='c',
+        scope=None,
+        idempotency_key='k',
+        base_length=0,
+        base_hash=None,
+        messages=_turn('invoice 1', 'ok'),
+    )
     try:
-        await store.append(
-            AppendRequest(
-                conversation_id='c',
-                scope=None,
-                idempotency_key='k',
-                base_length=0,
-                base_hash=None,
-                messages=_turn('invoice 1', 'ok'),
-            )
-        )
+        await store.append(request)
+    except BaseException:
+        await store.close()
+        raise
+    return store
+
+
+async def test_ten_thousand_term_query_is_truncated_not_refused(tmp_path: Path):
+    store = await _one_turn(tmp_path / 'long.db')
+    try:
         query = 'invoice ' + ' '.join(f'w{i}' for i in range(10_000))
         result = await search_index(store, SearchRequest(query=query, conversation_id='c'))
         assert result.truncated_query
         assert [hit.position for hit in result.hits] == [0]  # 'invoice 1', found by the query's first term
+    finally:
+        await store.close()
+
+
+async def test_a_long_query_is_echoed_cut_and_marked_as_cut(tmp_path: Path):
+    store = await _one_turn(tmp_path / 'echo.db')
+    try:
+        query = 'invoice ' + 'x' * 500
+        result = await search_index(store, SearchRequest(query=query, conversation_id='c'))
+        assert result.query == query[: MAX_QUERY_ECHO_CHARS - 1] + '…'
+        short = await search_index(store, SearchRequest(query='invoice', conversation_id='c'))
+        assert short.query == 'invoice'
     finally:
         await store.close()

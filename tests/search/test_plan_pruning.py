@@ -13,8 +13,8 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from temporal_recall.models import SearchRequest
-from temporal_recall.search import plan as _plan
-from temporal_recall.search.plan import search_index
+from temporal_recall.search._bm25_arrays import rank_columns
+from temporal_recall.search.plan import search_index, target_frequencies
 from temporal_recall.store import AppendRequest, DeltaWriter, SearchTarget, SqliteConversationStore, open_store
 from temporal_recall.store.postings import _blocks
 
@@ -117,50 +117,6 @@ async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
         await store.close()
 
 
-@pytest.mark.parametrize('spread', [1, 50], ids=['dense-ids', 'sparse-ids'])
-def test_array_sums_equal_the_row_sums_bit_for_bit(spread: int):
-    """Both ways `_best` adds weights (by id, or over the sorted union of ids) give `summed`'s floats."""
-    import numpy as np
-
-    from temporal_recall.search._bm25 import summed
-
-    rng = random.Random(spread)
-    weighted = []
-    for _ in range(4):
-        docs = sorted(rng.sample(range(1000, 1000 + 400 * spread), 300))
-        weights = [rng.uniform(0.01, 9.0) for _ in docs]
-        weighted.append((np.array(docs, dtype=np.int64), np.array(weights)))
-    doc_ids, scores = _plan._best(weighted, 10**6)  # pyright: ignore[reportPrivateUsage]
-    order = np.argsort(doc_ids)
-    expected = summed(dict(zip(docs.tolist(), weights.tolist(), strict=True)) for docs, weights in weighted)
-    assert doc_ids[order].tolist() == sorted(expected)
-    assert scores[order].tolist() == [expected[doc_id] for doc_id in sorted(expected)]
-
-
-@pytest.mark.parametrize('spread', [1, 50], ids=['dense-ids', 'sparse-ids'])
-@pytest.mark.parametrize('limit', [1, 3, 10, 64, 500])
-def test_the_candidates_are_every_document_reaching_the_kth_score_ties_included(spread: int, limit: int):
-    """`_best` keeps exactly the documents scoring at least the `limit`-th best sum: none of the page
-    is lost to the sampled floor, and documents tied with the last one on the page are all kept."""
-    import numpy as np
-
-    from temporal_recall.search._bm25 import summed
-
-    rng = random.Random(limit * spread)
-    weighted = []
-    for _ in range(3):
-        docs = sorted(rng.sample(range(1, 1 + 2_000 * spread), 1_500))
-        weights = [rng.choice((0.5, 1.0, 1.5, 2.0)) for _ in docs]  # Few distinct sums: ties everywhere.
-        weighted.append((np.array(docs, dtype=np.int64), np.array(weights)))
-    doc_ids, scores = _plan._best(weighted, limit)  # pyright: ignore[reportPrivateUsage]
-    expected = summed(dict(zip(docs.tolist(), weights.tolist(), strict=True)) for docs, weights in weighted)
-    kth = sorted(expected.values(), reverse=True)[limit - 1]
-    assert sorted(doc_ids.tolist()) == sorted(doc_id for doc_id, score in expected.items() if score >= kth)
-    assert dict(zip(doc_ids.tolist(), scores.tolist(), strict=True)) == {
-        doc_id: expected[doc_id] for doc_id in doc_ids.tolist()
-    }
-
-
 @pytest.mark.parametrize('block', [3, 128], ids=['blocks-of-3', 'blocks-of-128'])
 async def test_a_narrowed_search_scored_as_arrays_ranks_like_the_rows(
     block: int, any_store_url: str, monkeypatch: pytest.MonkeyPatch
@@ -213,8 +169,8 @@ async def test_a_narrowed_search_scored_as_arrays_ranks_like_the_rows(
                 for limit in (1, 10, 50):
                     found = await store.target_postings(target, terms)
                     assert found is not None and found.stats == stats
-                    frequencies, _ = await _plan._frequencies(store, target, found.columns, terms)  # pyright: ignore[reportPrivateUsage]
-                    ranked = _plan._rank_columns(stats, found.columns, frequencies, terms, DEFAULT_PARAMETERS, limit)  # pyright: ignore[reportPrivateUsage]
+                    frequencies, _ = await target_frequencies(store, target, found.columns, terms)
+                    ranked = rank_columns(stats, found.columns, frequencies, terms, DEFAULT_PARAMETERS, limit)
                     unfiltered = None
                     if target.role is not None:  # A role's hits rank with the idf of the whole target.
                         whole = await postings_of(store, replace(target, role=None), terms)
@@ -229,22 +185,3 @@ async def test_a_narrowed_search_scored_as_arrays_ranks_like_the_rows(
         assert compared > 100
     finally:
         await store.close()
-
-
-@pytest.mark.parametrize('average_length', [0.0, 1.0, 37.25, 412.8])
-@pytest.mark.parametrize(('k1', 'b'), [(1.5, 0.75), (0.0, 0.0), (2.2, 1.0), (0.9, 0.3)])
-def test_array_weights_equal_the_row_weights_bit_for_bit(average_length: float, k1: float, b: float):
-    """`_weights` evaluates `term_weights`' formula in place on arrays: every weight is the same float."""
-    import numpy as np
-
-    from temporal_recall.search._bm25 import BM25Parameters, term_weights
-    from temporal_recall.store import Posting
-
-    rng = random.Random(f'{average_length}/{k1}/{b}')
-    postings = [Posting(doc_id, rng.randint(1, 60), rng.randint(0, 5000)) for doc_id in range(1, 2001)]
-    idf = rng.uniform(0.01, 12.0)
-    expected = term_weights(idf, postings, average_length, BM25Parameters(k1=k1, b=b))
-    frequencies = np.array([p.term_frequency for p in postings], dtype=np.uint32)
-    lengths = np.array([p.length for p in postings], dtype=np.uint32)
-    weights = _plan._weights(frequencies, lengths, idf, k1, b, average_length)  # pyright: ignore[reportPrivateUsage]
-    assert weights.tolist() == [expected[p.doc_id] for p in postings]

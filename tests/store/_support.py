@@ -671,7 +671,7 @@ def ranking_by_rank() -> Iterator[None]:
     """Searches inside rank with the pure `rank` over posting tuples in place of the array scoring: the
     reference the array scoring must match bit for bit."""
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(plan, '_rank_columns', _rank_tuples)
+        patched.setattr(plan, 'rank_columns', _rank_tuples)
         yield
 
 

@@ -1,15 +1,9 @@
 """Activities over the store: thin adapters that turn store errors into Temporal's vocabulary.
 
-Deterministic failures (a bad query, an unknown conversation, a history too large for a payload)
-become non-retryable `ApplicationError`s whose `type` is our exception's class name, so workflow
-code can tell them apart; an unreachable store is retried by Temporal with backoff, each failure
-recorded on the activity with the store's own message (`errors.retryable`), so it is visible, never a
-silent hang.
-
-Both heartbeat while they run (`heartbeating`), so the `heartbeat_timeout` that `recall()` and
-`load_history()` schedule them with (10 s) tells a dead worker from a slow store: a killed worker's
-attempt is retried elsewhere within that, while a slow search or a large history keeps its whole
-start-to-close timeout.
+Deterministic failures become non-retryable `ApplicationError`s named by our exception's class, so
+workflow code can tell them apart; an unreachable store is retried, its own message recorded on the
+activity, never a silent hang. Both heartbeat while they run, so the short `heartbeat_timeout` that
+`recall()` and `load_history()` schedule them with tells a dead worker from a slow store.
 """
 
 from __future__ import annotations
@@ -134,7 +128,7 @@ class RecallActivities:
         except UnknownConversation:
             # Fail closed, and say the same thing for "absent" and "someone else's".
             return SearchResult(
-                query=request.query[:200],
+                query=request.query,
                 message=f'No conversation {request.conversation_id!r} is stored in this scope; nothing was searched.',
             )
         except (StoreUnavailable, EmbeddingUnavailable) as error:

@@ -1,31 +1,11 @@
-"""Keep Temporal history small: large payloads live in the store, content-addressed; history keeps hashes.
+"""`RecallDataCodec`: large payloads live in the store, content-addressed, and history keeps their hashes.
 
-pydantic-ai's Temporal integration sends the whole message history into every model-request
-activity, and every activity also carries the serialized run context and tool definitions, so a
-run's history grows with the square of its length and long runs hit Temporal's 50 MB history
-limit. This payload codec turns a large JSON payload into a Merkle DAG of bodies stored once per
-tenant scope in the conversation store, each addressed by the SHA-256 of its bytes, and leaves in
-the payload only the hash of its root:
-
-- every pydantic-ai message becomes a body of its own, whatever its size, so a message re-sent by
-  every later model request (or by a later run, or shared by a fork) is stored once;
-- a list longer than `CHUNK` items is cut into fixed-position chunks of `CHUNK`; a full chunk never
-  changes as the list grows, so request N+1's message list reuses request N's chunks and adds only
-  its tail (storage per request stays O(n / CHUNK + CHUNK) references, not O(n));
-- any other object or list whose JSON is at least `subtree_bytes` becomes a body, so parts that
-  repeat across activities (tool definitions, usage limits, model request parameters) are stored
-  once, and the run context that changes at every step is stored, not carried in history.
-
-Codecs run outside workflow code (in the client and the worker's payload path), so the store I/O
-here never enters the workflow sandbox. A replay decodes from the store exactly as the original run
-did. That is the operational contract: the bodies table must be kept (and backed up) as long as the
-namespace can replay histories that reference it; deleting a conversation does not delete bodies.
-Every body records when it was last written or read, and `recall bodies prune` deletes those unused
-for longer than the namespace's retention plus a margin (see `store._bodies`).
-If the store is unreachable, encoding or decoding raises, the workflow task or activity fails and
-Temporal retries it; nothing is dropped or replaced silently.
-
-The shape of the bodies and references is in `_tree`.
+pydantic-ai's Temporal integration sends the whole message history into every model-request activity,
+so a run's history grows with the square of its length until it hits Temporal's history limit. Each
+message, each fixed chunk of a long list and each large subtree is stored once per tenant scope
+(`_tree`). A replay decodes from the store as the original run did, so bodies are kept while a history
+can be replayed (`store._bodies`), and an unreachable store fails the task for Temporal to retry.
+docs/store.md ("The payload codec") has the details.
 """
 
 from __future__ import annotations

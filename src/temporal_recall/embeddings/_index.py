@@ -1,34 +1,17 @@
-"""Embedding a step's documents where the step is written: the one function the write path calls.
+"""Embedding a write's documents around the write: the one place the write paths call.
 
-`embedded_append` wraps a step's append (`PersistingModel`'s in-activity writes and `store_step`):
-
-1. Before the append, the step's documents (`document_texts`: one per speaker of each message, as
-   the BM25 index has them) whose content the tenant has no vector for are embedded. If the model
-   fails, nothing is written at all: the error (`EmbeddingUnavailable`) fails the activity and
-   Temporal retries it, or a plain `agent.run` raises it.
-2. The append runs as without an embedder: the same transaction, the same locks, never waiting on
-   the model.
-3. The vectors are stored in a short transaction of their own. A retried step finds them stored
-   (or stores them then), and a content said again is never embedded twice.
-
-Without an embedder it is the append alone: no read, no write, nothing imported. A store whose
-vectors came from another model keeps them unmixed: the step is written without vectors, a warning
-says why, and searches by meaning refuse with `EmbeddingMismatch` until `recall reindex --embeddings`.
-
-`embedded_save` does the same for what pydantic-ai's `ConversationStore.save` (and so its UI adapters'
-`conversation_store=`) writes: the new entries' documents, with the embedder the store was opened with
-(`open_store(..., embedder=...)`), else with the model the store's vectors were made with, built by name
-(`embedder_named`), so a store that holds vectors gets them on every write. A save that writes no entry
-reads nothing; one whose documents all have vectors embeds nothing. A model the save was not given
-explicitly never fails it: if it cannot be built or does not answer, the entries are saved without
-vectors and a warning says so (`recall reindex --embeddings` fills them).
+`embedded_append` embeds the documents of a step the tenant has no vector for before its append (a
+model failure writes nothing, and the activity retries), runs the append unchanged, never waiting on
+the model, and stores the vectors after it in a transaction of their own. `embedded_save` does the
+same for pydantic-ai's `ConversationStore.save`, but never fails a save over a model it was not given.
+docs/semantic.md ("Where embeddings are computed") has the details.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,23 +21,19 @@ from pydantic_ai.messages import ModelMessage
 from ..content import content_hash
 from ..errors import ConfigurationError, EmbeddingMismatch, EmbeddingUnavailable
 from ..text._documents import document_texts
+from ._protocol import DocumentKey, Fenced, StepDocuments, VectorWrites
 from ._source import embedder_named, model_name_of, store_embedder
 from ._vectors import embed_texts, quantize
-
-if TYPE_CHECKING:
-    from ..store.protocol import AppendRequest, AppendResult, VectorIndex
 
 __all__ = ('embedded_append', 'embedded_save', 'reembed_store')
 
 log = logging.getLogger('temporal_recall.embeddings')
 
 _Written = TypeVar('_Written')
-
-DocumentKey = tuple[str, str]
-"""`(content_hash, role)`: a document as the index and its vector are keyed within a tenant."""
+_Appended = TypeVar('_Appended', bound=Fenced)
 
 
-def _documents(request: AppendRequest) -> dict[DocumentKey, str]:
+def _documents(request: StepDocuments) -> dict[DocumentKey, str]:
     """The request's documents by `(content_hash, role)`: what the index makes of its messages."""
     found: dict[DocumentKey, str] = {}
     hashes = request.content_hashes
@@ -68,11 +47,11 @@ def _documents(request: AppendRequest) -> dict[DocumentKey, str]:
 
 
 async def embedded_append(
-    store: VectorIndex,
+    store: VectorWrites,
     embedder: Embedder | None,
-    request: AppendRequest,
-    append: Callable[[], Awaitable[AppendResult]],
-) -> AppendResult:
+    request: StepDocuments,
+    append: Callable[[], Awaitable[_Appended]],
+) -> _Appended:
     """`append()`, with the vectors of `request`'s new documents embedded before it and stored after it.
 
     Raises:
@@ -90,7 +69,7 @@ async def embedded_append(
 
 
 async def embedded_save(
-    store: VectorIndex, scope: str | None, messages: Sequence[ModelMessage], write: Callable[[], Awaitable[None]]
+    store: VectorWrites, scope: str | None, messages: Sequence[ModelMessage], write: Callable[[], Awaitable[None]]
 ) -> None:
     """`write()` (a `write_record` of `messages` under `scope`), with the vectors of their new documents.
 
@@ -133,7 +112,7 @@ async def embedded_save(
 
 
 async def _embedded(
-    store: VectorIndex,
+    store: VectorWrites,
     embedder: Embedder,
     scope: str | None,
     documents: dict[DocumentKey, str],
@@ -158,7 +137,7 @@ async def _embedded(
 
 
 async def _store_vectors(
-    store: VectorIndex, scope: str | None, model: str, vectors: NDArray[np.float32], keys: list[DocumentKey], what: str
+    store: VectorWrites, scope: str | None, model: str, vectors: NDArray[np.float32], keys: list[DocumentKey], what: str
 ) -> None:
     components, scales = quantize(vectors)
     try:

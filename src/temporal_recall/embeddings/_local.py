@@ -1,16 +1,9 @@
 """The offline embedding model of the `semantic` extra: wordllama's bundled `l2_supercat` static embeddings.
 
-`pip install "temporal-recall[semantic]"` brings wordllama 0.4, whose wheel ships the weights
-(`wordllama/weights/l2_supercat_256.safetensors`, 16 MB) and the tokenizer
-(`wordllama/tokenizers/l2_supercat_tokenizer_config.json`). Its loader looks for the tokenizer in the
-package under `tokenizer/` (singular), which the wheel does not have, then in its cache folder under
-`tokenizers/`, and otherwise downloads it. So this model lays out a folder of its own holding
-`tokenizers/` and `weights/` as links to the packaged files, and loads with that folder as the cache
-and downloads disabled: it never touches the network, and a broken install fails at once.
-
-The model is loaded on the first `embed`, in activity code (a worker process loads it once, in about
-0.15 s); building it is free, so an agent defined at module level can hold it in the workflow sandbox.
-Embedding is numpy on the calling thread: about 0.06 s for 4,000 short texts on one core.
+wordllama's loader looks for its tokenizer where its wheel does not put it and then downloads it, so
+this model loads from a folder of links to the packaged weights and tokenizer, downloads disabled: it
+never touches the network, and a broken install fails at once. It loads on the first `embed`, in
+activity code; building it is free, so a module-level agent can hold it in the workflow sandbox.
 """
 
 from __future__ import annotations

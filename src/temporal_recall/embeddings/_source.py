@@ -1,18 +1,9 @@
-"""Which embedder a write or a search uses: the one given to the capability, else the worker's, else the store's.
+"""Which embedder a write or a search uses: the capability's, else the worker's, else the store's.
 
-An embedder is named the pydantic-ai way (`'openai:text-embedding-3-small'`, an `EmbeddingModel`, an
-`Embedder`), plus `LOCAL_MODEL` for the offline model of the `semantic` extra. Building an `Embedder`
-creates no client and loads no weights (pydantic-ai defers that to the first call), so a capability
-of a module-level agent can hold one in the workflow sandbox; it is only ever called in activities.
-
-As with the store (`_store_provider`), the worker's `RecallPlugin(embedder=...)` is put in a
-`ContextVar` around each activity its worker runs, so capabilities built without one use it. A store
-opened with `open_store(..., embedder=...)` holds one too (`store_embedder`): it embeds what
-pydantic-ai's `save` writes, and is the last resort of a capability or a search on that store.
-
-A search asked for meaning with none of those falls back to the model the store's vectors were made
-with, built from the name the store records (`embedder_named`): free for the local model, and for a
-hosted one pydantic-ai reads the provider's key from the environment, as it does for `Agent('openai:...')`.
+Embedders are named the pydantic-ai way, plus `LOCAL_MODEL`; building one creates no client and loads
+no weights, so a module-level agent's capability can hold one in the workflow sandbox. The worker's
+embedder reaches capabilities through a `ContextVar` set around each activity, and a search with none
+falls back to the model the store's vectors were made with, built by name (docs/semantic.md).
 """
 
 from __future__ import annotations

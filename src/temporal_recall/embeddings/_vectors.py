@@ -1,10 +1,8 @@
 """Embedding texts through pydantic-ai, and the compact form vectors are stored in.
 
-A vector is stored as int8 components with one float scale (`quantize`): unit length first, then
-each component divided by `max(|component|) / 127` and rounded. That is a quarter of float32's size
-(a 256-dimension vector takes 256 bytes and a 4-byte scale) and ranks like the float vector: the
-rounding error of a cosine is below 0.01 for the local model's vectors, far below the gaps between
-a paraphrase and an unrelated message (measured by `tests/embeddings/test_vectors.py`).
+A vector is stored as int8 components with one float scale (`quantize`): unit length first, then each
+component divided by `max(|component|) / 127` and rounded, which ranks like the float vector at a
+quarter of its size (docs/semantic.md, "Storage", gives the rounding error).
 """
 
 from __future__ import annotations

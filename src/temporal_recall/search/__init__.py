@@ -1,42 +1,27 @@
-"""Search over the persisted history: the pure ranking, and the plan that drives it over the store.
+"""Search over the persisted history: the pure ranking, and the plan that runs it over a store.
 
-Everything this package exports (analysing text, parsing the query, BM25 ranking, excerpts and result
-shaping) is a pure function: nothing here touches a database, the clock or randomness. That is what
-lets the same code run inside Temporal's deterministic workflow sandbox and in activities, and what
-makes the SQLite and PostgreSQL backends rank identically: a backend only fetches postings and rows
-(`temporal_recall.store.protocol.IndexReader`), and every decision about what matches, in what
-order and how it is shown is made here, once.
-
-The plan (`temporal_recall.search.plan.search_index`) decides which postings to read, through
-that reader protocol, for a conversation-driven search or a scope-wide one scored as arrays. It awaits
-the store, so this module does not import it: activity code, the CLI and the API import it from
-`plan` (and the library exports it as `temporal_recall.search_index`).
+The names exported here (parsing a query, BM25 ranking, fusion, excerpts, hits and their rendering) are
+pure, with no database, clock or randomness: workflows import them in the sandbox, and SQLite and
+PostgreSQL rank alike because a backend only fetches postings and rows (`store.protocol.IndexReader`).
+`search.plan` runs a search against a store in activities (`temporal_recall.search_index`).
 """
 
 from __future__ import annotations
 
+from temporal_recall._search_terms import ROLES, SEARCH_MODES, Arm, Role, SearchMode
+from temporal_recall._validation import ModeFilter, RoleFilter
+from temporal_recall.models import MAX_QUERY_ECHO_CHARS, ContextMessage, SearchHit, SearchResult
 from temporal_recall.search._assemble import build_hits, render_for_model
 from temporal_recall.search._bm25 import DEFAULT_PARAMETERS, BM25Parameters, ScoredDocument, idf, rank
 from temporal_recall.search._excerpt import excerpt
-from temporal_recall.search._query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, Query, parse_query
-from temporal_recall.search._results import (
+from temporal_recall.search._options import (
     CONTEXT_EXCERPT_WIDTH,
     EXCERPT_WIDTH,
     MAX_CONTEXT_LINES,
     MAX_LIMIT,
-    MAX_QUERY_ECHO_CHARS,
-    ROLES,
-    SEARCH_MODES,
-    Arm,
-    ContextMessage,
-    ModeFilter,
-    Role,
-    RoleFilter,
-    SearchHit,
-    SearchMode,
     SearchOptions,
-    SearchResult,
 )
+from temporal_recall.search._query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, Query, parse_query
 from temporal_recall.text._analyzer import (
     ANALYZER,
     MAX_TERM_LENGTH,

@@ -6,64 +6,23 @@ the few documents that made the cut.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
+from temporal_recall._search_terms import Arm
 from temporal_recall.errors import InvalidSearchParameters
+from temporal_recall.models import ContextMessage, SearchHit, SearchResult
 from temporal_recall.search._bm25 import ScoredDocument
 from temporal_recall.search._excerpt import excerpt
-from temporal_recall.search._results import (
+from temporal_recall.search._options import (
     CONTEXT_EXCERPT_WIDTH,
     EXCERPT_WIDTH,
     MAX_CONTEXT_LINES,
     MAX_LIMIT,
-    Arm,
-    ContextMessage,
-    SearchHit,
-    SearchOptions,
-    SearchResult,
 )
-from temporal_recall.store.protocol import DocumentRow, IndexReader, SearchTarget
+from temporal_recall.store.protocol import DocumentRow
 from temporal_recall.text._documents import message_role, searchable_text, searchable_texts
 
-__all__ = ('build_hits', 'fill_page', 'render_for_model')
-
-
-Ranking = Callable[[int], Awaitable[tuple[Sequence[ScoredDocument], bool]]]
-"""`rank(fetch)`: the best `fetch` documents, and whether the ranking has no more beyond them."""
-
-
-async def fill_page(
-    reader: IndexReader,
-    target: SearchTarget,
-    rank: Ranking,
-    options: SearchOptions,
-    *,
-    exclude_run_id: str | None,
-) -> tuple[list[ScoredDocument], list[DocumentRow]]:
-    """The page of a ranking: its rows (one per occurrence, documents in ranked order, `options.limit`
-    counting occurrences, with `options.context_lines` around each), and the ranked documents that
-    kept a row, in order.
-
-    Occurrences `exclude_run_id` leaves out make gaps: the ranking is widened (four times deeper each
-    time) until the page is full or the ranking has nothing more. One rule for every search mode.
-    """
-    limit = options.limit
-    fetch = limit
-    while True:
-        ranked, exhausted = await rank(fetch)
-        ranked = ranked[:fetch]
-        rows = await reader.documents(
-            target,
-            [scored.doc_id for scored in ranked],
-            context=options.context_lines,
-            limit=limit,
-            exclude_run_id=exclude_run_id,
-        )
-        if len(rows) >= limit or exhausted:
-            break
-        fetch *= 4
-    kept = {row.doc_id for row in rows}
-    return [scored for scored in ranked if scored.doc_id in kept], rows
+__all__ = ('build_hits', 'render_for_model')
 
 
 def build_hits(
@@ -105,22 +64,7 @@ def build_hits(
 
     hits: list[SearchHit] = []
     for scored, row in found:
-        context: list[ContextMessage] = []
-        if context_lines:
-            for position, message in sorted(row.neighbours, key=lambda neighbour: neighbour[0]):
-                key = (row.conversation_id, position)
-                if abs(position - row.position) > context_lines or key in shown:
-                    continue
-                spoken = searchable_texts(message)
-                if not spoken:
-                    continue
-                shown.add(key)
-                context.extend(
-                    ContextMessage(
-                        position=position, role=role, excerpt=excerpt(text, terms, width=CONTEXT_EXCERPT_WIDTH)
-                    )
-                    for role, text in spoken
-                )
+        context = _context(row, terms, context_lines, shown) if context_lines else []
         hits.append(
             SearchHit(
                 score=scored.score,
@@ -136,6 +80,26 @@ def build_hits(
             )
         )
     return hits
+
+
+def _context(
+    row: DocumentRow, terms: Sequence[str], context_lines: int, shown: set[tuple[str, int]]
+) -> list[ContextMessage]:
+    """The neighbours of `row` within `context_lines` not yet `shown` (which it adds them to), a line per speaker."""
+    context: list[ContextMessage] = []
+    for position, message in sorted(row.neighbours, key=lambda neighbour: neighbour[0]):
+        key = (row.conversation_id, position)
+        if abs(position - row.position) > context_lines or key in shown:
+            continue
+        spoken = searchable_texts(message)
+        if not spoken:
+            continue
+        shown.add(key)
+        context.extend(
+            ContextMessage(position=position, role=role, excerpt=excerpt(text, terms, width=CONTEXT_EXCERPT_WIDTH))
+            for role, text in spoken
+        )
+    return context
 
 
 _MESSAGE_WIDTH = 2 * EXCERPT_WIDTH

@@ -1,32 +1,17 @@
-"""Fusing the BM25 ranking with the nearest vectors: one list, and which ranking found each document.
+"""Fusing the BM25 ranking with the nearest vectors into one list, and which ranking found each document.
 
-`fuse` (what a hybrid search uses) adds each ranking's scores scaled to its best one:
-`0.3 * bm25 / best bm25 + 0.7 * cosine / best cosine`. Scaled to the best, a ranking's scores say how
-close each document comes to the ranking's own top, whatever the units: BM25 grows with a term's
-rarity and the query's length, cosines sit in a narrow band. A document only one ranking holds gets
-0 from the other. BM25's weight is lower because its list holds every document sharing any word
-with the query (`the`, `is`), and its top is often such a word; a rare exact token (an order id)
-still lifts its document far above those.
-
-`reciprocal_rank_fusion` (Cormack, Clarke and Büttcher, 2009: `1 / (60 + rank)` summed) is the
-alternative measured against it: on bench/semantic's labelled set it ranked the paraphrased message
-first for 48% of the questions against 79% for `fuse` (recall@5 0.85 against 1.00), because it
-weighs BM25's incidental matches as much as the nearest meanings. docs/semantic.md has the table.
-
-`above_floor` then drops what a hybrid search would show only because an embedder is configured: a
-document found by meaning alone whose cosine is below `MEANING_FLOOR` of the best cosine a page can
-show. An exact query ("invoice INV-7731") keeps the messages holding its words, and a paraphrase
-keeps the messages nearest its meaning.
-
-Pure: importable in the workflow sandbox like the rest of `search`.
+`fuse`, what a hybrid search uses, adds each ranking's scores scaled to its best one, BM25 weighing less
+because its list holds every document sharing any word with the query; `reciprocal_rank_fusion` is the
+alternative it was measured against. `above_floor` then drops a document found by meaning alone far
+below the best cosine a page can show. docs/semantic.md ("Fusion", "The meaning floor") has the reasons.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from temporal_recall._search_terms import Arm
 from temporal_recall.search._bm25 import ScoredDocument
-from temporal_recall.search._results import Arm
 
 __all__ = ('BM25_WEIGHT', 'MEANING_FLOOR', 'RRF_K', 'Fused', 'above_floor', 'fuse', 'reciprocal_rank_fusion')
 

@@ -1,37 +1,29 @@
-"""A search by meaning (`mode='semantic'`) or by words and meaning together (`mode='hybrid'`).
+"""A search by meaning (`mode='semantic'`) or by words and meaning fused (`mode='hybrid'`).
 
-The query is embedded here, inside the search activity (or the API's or CLI's process), with the
-embedder the documents were embedded with: the store refuses another model (`EmbeddingMismatch`).
-The nearest vectors come from the same target as BM25's postings, through the same membership
-filter (`store.index._vectors.nearest`): a conversation, a run, a role, the current history, one
-tenant. The page's rows come from `IndexReader.documents`, which applies the target again, so a hit
-has the shape and the isolation of a BM25 hit; `SearchHit.found_by` says which ranking found it.
-
-A hybrid search keeps a document found by meaning alone only when its cosine clears
-`_fusion.MEANING_FLOOR` of the best cosine a page can show (`_fusion.above_floor`): the nearest
-document outside `exclude_run_id`, since the model's tool, which leaves out its own run, often asks
-in the words of the prompt it is answering. A semantic search is asked for meaning, and keeps
-returning the nearest documents, however far.
-
-Activity-side, like `plan` (it awaits the store and the embedding model).
+The query is embedded in the search's own process with the model the store's vectors were made with;
+the nearest vectors come from the same target as BM25's postings and the page's rows from
+`IndexReader.documents`, so a hit has a BM25 hit's shape and isolation. A hybrid search keeps a
+document found by meaning alone only above the meaning floor (docs/semantic.md). Activity-side: it
+awaits the store and the embedding model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from pydantic_ai.embeddings import Embedder
 
+from temporal_recall._search_terms import Arm, SearchMode
 from temporal_recall.embeddings._vectors import embed_texts
 from temporal_recall.errors import ConfigurationError, UnknownConversation
-from temporal_recall.models import SearchRequest
-from temporal_recall.search._assemble import build_hits, fill_page
+from temporal_recall.models import SearchRequest, SearchResult
+from temporal_recall.search._assemble import build_hits
 from temporal_recall.search._bm25 import ScoredDocument
 from temporal_recall.search._fusion import Fused, above_floor, fuse
+from temporal_recall.search._options import SearchOptions
+from temporal_recall.search._paging import fill_page
 from temporal_recall.search._query import Query
-from temporal_recall.search._results import Arm, SearchMode, SearchOptions, SearchResult
-from temporal_recall.store.protocol import IndexReader, SearchTarget
+from temporal_recall.store.protocol import IndexReader, SearchTarget, VectorIndex
 
 __all__ = ('ARM_DEPTH', 'FUSION', 'search_by_meaning')
 
@@ -63,8 +55,7 @@ async def search_by_meaning(
         EmbeddingUnavailable: the model failed to embed the query (retryable).
         EmbeddingMismatch: the store's vectors are another model's.
     """
-    nearest: Any = getattr(reader, 'nearest', None)
-    if nearest is None:
+    if not isinstance(reader, VectorIndex):
         raise ConfigurationError(f'{type(reader).__name__} holds no vectors: search it with mode="bm25".')
     embedded = await embed_texts(embedder, [request.query], input_type='query')
     arms: dict[int, list[Arm]] = {}
@@ -72,23 +63,15 @@ async def search_by_meaning(
     best: float | None = None
 
     async def showable_best(near: list[tuple[int, float]]) -> float:
-        """The best cosine of `near` (best first) that a page can show: of the first document with an
-        occurrence outside `exclude_run_id` (0.0 when there is none among them)."""
         nonlocal best
-        if best is None and near:
-            if request.exclude_run_id is None:
-                best = near[0][1]
-            else:
-                cosines = dict(near)
-                rows = await reader.documents(target, list(cosines), limit=1, exclude_run_id=request.exclude_run_id)
-                if rows:
-                    best = cosines[rows[0].doc_id]
+        if best is None:
+            best = await _showable_best(reader, target, near, request.exclude_run_id)
         return 0.0 if best is None else best
 
     async def fused_page(fetch: int) -> tuple[list[ScoredDocument], bool]:
         nonlocal arms, held
         depth = max(fetch, ARM_DEPTH)
-        found = await nearest(target, embedded.model, embedded.vectors[0], depth)
+        found = await reader.nearest(target, embedded.model, embedded.vectors[0], depth)
         if found is None:
             raise UnknownConversation(target.conversation_id or '')
         near, held = found
@@ -104,17 +87,25 @@ async def search_by_meaning(
         return fused, len(fused) <= fetch
 
     ranked, rows = await fill_page(reader, target, fused_page, options, exclude_run_id=request.exclude_run_id)
-    hits = build_hits(
-        ranked,
-        rows,
-        query.terms,
-        context_lines=options.context_lines,
-        found_by=arms,
-    )
+    hits = build_hits(ranked, rows, query.terms, context_lines=options.context_lines, found_by=arms)
     return SearchResult(
-        query=request.query[:200],
+        query=request.query,
         hits=hits,
         searched_documents=max(lexical_documents, held),
         truncated_query=query.truncated and lexical is not None,
         mode=mode,
     )
+
+
+async def _showable_best(
+    reader: IndexReader, target: SearchTarget, near: list[tuple[int, float]], exclude_run_id: str | None
+) -> float | None:
+    """The best cosine of `near` (best first) that a page can show: of the first document with an
+    occurrence outside `exclude_run_id`; `None` when there is none among them."""
+    if not near:
+        return None
+    if exclude_run_id is None:
+        return near[0][1]
+    cosines = dict(near)
+    rows = await reader.documents(target, list(cosines), limit=1, exclude_run_id=exclude_run_id)
+    return cosines[rows[0].doc_id] if rows else None

@@ -431,7 +431,7 @@ class EngineStore(CheckedStore, StoredBodies):
         check_optional_id(scope, 'scope')
 
         async def body(session: Session) -> None:
-            tenant_id = await _vectors.tenant_of(session, scope)
+            tenant_id = await _vectors.existing_tenant(session, scope)
             if tenant_id is not None:
                 rows = [(tenant_id, hash_bytes(content), role) for content, role in keys]
                 await _vectors.put_vectors(session, model, components, scales, rows)

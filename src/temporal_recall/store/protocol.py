@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from temporal_recall._renamed import warn_renamed_argument
+from temporal_recall.embeddings._protocol import VectorWrites
 
 if TYPE_CHECKING:
     import numpy as np
@@ -291,31 +292,14 @@ class IndexReader(Protocol):
         ...
 
 
-class VectorIndex(Protocol):
-    """The vector arm of the index (`store.index._vectors`): written after a step's append, read by a search.
+@runtime_checkable
+class VectorIndex(VectorWrites, Protocol):
+    """The vector arm of the index (`store.index._vectors`): written after a step's append (`VectorWrites`,
+    what `embeddings` asks of a store), read by a search.
 
     A document's vector is keyed by its tenant's scope, its content hash (`content.content_hash`) and its role; the
     store holds the vectors of one embedding model, named as `embeddings.model_name_of` names it.
     """
-
-    async def vectors_missing(
-        self, scope: str | None, keys: Sequence[tuple[str, str]]
-    ) -> tuple[tuple[str, int] | None, list[tuple[str, str]]]:
-        """The store's vector space `(model, dimensions)` (`None` before the first vector), and which of
-        `keys` (`(content_hash, role)`) the scope's tenant holds no vector for, in `keys` order."""
-        ...
-
-    async def add_vectors(
-        self,
-        scope: str | None,
-        model: str,
-        components: NDArray[np.int8],
-        scales: NDArray[np.float32],
-        keys: Sequence[tuple[str, str]],
-    ) -> None:
-        """Store a vector (int8 `components` row, `scales` entry) per key in one transaction; one already
-        stored is kept. Raises `EmbeddingMismatch` when the store's vectors are another model's."""
-        ...
 
     async def nearest(
         self, target: SearchTarget, model: str, query: NDArray[np.float32], limit: int

@@ -1,44 +1,10 @@
 """The analyzer: how text becomes the terms the index stores and a query looks up.
 
-One named, versioned pipeline (`ANALYZER`) for documents and queries alike, so a query term always
-meets the same spelling in the index. The store records which analyzer built its index and
-rebuilds the index when that changes: a term spelled by one version is never looked up by another.
-
-The pipeline, in order:
-
-1. **Tokenise.** Word runs are maximal runs of Unicode word characters (letters, digits and
-   underscore, in any script) together with the accents combined into them. Everything else
-   separates words, so `OR`, `NOT`, `*`, quotes and `column:` are ordinary text and no query can be
-   read as search syntax. A character that is not a word character as written never becomes part
-   of a term, whatever normalisation would make of it (`™` is not `tm`).
-2. **Normalise** each run: Unicode NFKC, which turns full-width and other compatibility forms into
-   their ordinary spelling (`ＡＢＣ１２３` is `abc123`), then full case folding (`str.casefold`:
-   `ß` is `ss`, final `ς` is `σ`).
-3. **Fold accents**, a choice of its own: decompose (NFKD), drop the marks of the Combining
-   Diacritical Marks blocks (`_DIACRITICS`), recompose (NFC). `café` is `cafe` and `ändern` is
-   `andern`, which is what people type; the price is that words told apart only by an accent
-   (`résumé` and `resume`) become one term. Marks outside those blocks are kept because they tell
-   words apart in their scripts: kana voicing (`か` and `が`), and Hangul, which recomposes into the
-   same syllables.
-4. **Split by script.** A normalised run may mix CJK characters (Han, Hiragana, Katakana, Hangul)
-   with others; each part is a term of its own (`id東京42` gives `id`, the CJK terms of `東京`, `42`).
-   A non-CJK part is one term, cut to `MAX_TERM_LENGTH` characters. Chinese and Japanese do not
-   separate words and Korean attaches particles to nouns, so a CJK part is indexed the way Lucene's
-   CJK analyzer does it, without a dictionary: every character on its own (a unigram) and every
-   overlapping pair (a bigram). `東京の天気` indexes `東 東京 京 京の の の天 天 天気 気`.
-
-   A query uses the bigrams of a CJK part only, or its single character when the part is one
-   character long. A bigram matches what a two-character word matches; adding the query's
-   unigrams would rank any message sharing one character with it (`天` of `天皇`) as a partial
-   match and drown the real ones. So `天気` looks up `天気`, `晴れです` looks up `晴れ れで です`, and
-   `天` alone looks up `天`.
-
-The BM25 document length counts positions: one per non-CJK word and one per CJK character, the
-pairs overlapping the characters and not counted again (Lucene's `discountOverlaps`).
-
-ASCII text skips steps 2 to 4, which for ASCII only lower-case it, exactly as version 1 (word runs,
-lower-cased) did: English text yields the same terms and lengths as before, so its ranking and
-scores do not move.
+One named, versioned pipeline (`ANALYZER`) for documents and queries alike: Unicode word runs (so no
+query can be read as search syntax), normalised and case-folded, accents folded, CJK text indexed as
+single characters and overlapping pairs, as Lucene's CJK analyzer does, while a query looks up the
+pairs. The store records which analyzer built its index and rebuilds it when that changes.
+docs/store.md ("Text analysis") walks through each step and its reasons.
 """
 
 from __future__ import annotations
@@ -76,8 +42,8 @@ class Analyzer:
 
 
 ANALYZER = Analyzer(name='unicode-cjk-bigram', version=2)
-"""The analyzer this release uses. Version 1 was ASCII-minded: word runs, lower-cased, no
-normalisation, a whole CJK run as one term."""
+"""The analyzer new indexes are built with. Version 1, which an older store may record, was ASCII-minded:
+word runs, lower-cased, no normalisation, a whole CJK run as one term."""
 
 MAX_TERM_LENGTH = 64
 """Longer non-CJK word runs (base64 blobs, hashes) are cut to this many characters.

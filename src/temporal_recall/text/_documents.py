@@ -1,28 +1,10 @@
 """Which words of a message are searchable, and who said them.
 
-A document is the searchable text one speaker said in one message (`searchable_texts`): a request
-that carries a system prompt and a user prompt is two, so a role filter keeps only what that speaker
-said. Documents cover what a person would expect to find again: user prompts, assistant text,
-speech transcripts, tool calls with their names and arguments, tool returns with their names, retry
-feedback, system prompts, and text documents attached as `text/*` content (their first
-`MAX_ATTACHMENT_BYTES`). They leave out what is not conversation (thinking, images, audio and other
-binary content, instruction bookkeeping) and the summaries a compaction wrote: the messages a
-summary replaced stay in the store and stay findable, and indexing the summary too would make every
-recall find the same words twice.
-
-A summary is recognised part by part, in every shape known to be written (`is_summary_part`):
-
-- a `CompactionPart`, whoever wrote it;
-- a system prompt that begins with exactly `SUMMARY_PREFIX` (the sentence, its colon and a blank
-  line) and is not a dynamic system prompt: the shape pydantic-ai-harness's summarising compaction
-  wrote before it used `CompactionPart`. A developer's own system prompt that merely opens with the
-  same sentence (`'Summary of previous conversation: the migration is done.'`) is not a summary:
-  the literal is the whole rule, blank line included, as the harness itself matches it;
-- user-prompt text marked with the harness's model-invisible metadata `SUMMARY_METADATA`. Only
-  the marker counts: a user turn whose text opens with the summary sentence is still the user's.
-
-Any other shape is declared by the application, as a predicate over messages (`SummaryRule`), through
-`ConversationRecall(summary=...)`: a message it accepts is stored, marked, and never indexed.
+A document is what one speaker said in one message (`searchable_texts`), so a role filter keeps only
+that speaker's words. Documents hold what a person expects to find again and leave out what is not
+conversation (thinking, binary content) and compaction summaries: the messages a summary replaced stay
+findable, and indexing the summary would find the same words twice. docs/store.md ("Text analysis")
+lists the summary shapes recognised.
 """
 
 from __future__ import annotations

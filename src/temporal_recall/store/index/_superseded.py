@@ -1,23 +1,10 @@
-"""What a default search leaves out of a conversation: only what a later attempt of the same run's same
-request replaced. More in docs/store.md ("Superseded inside one run").
+"""What a default search leaves out of a conversation: what a later attempt of the same run's request replaced.
 
-Recall is for what the model's context no longer holds, so a conversation's default search sees every
-message it stored, on its head and on every branch it left (a compaction, a history window, a run
-started without history, a shorter `save`, an edited or regenerated turn all leave their text
-searchable). The one exception is a retraction: a retried model request whose later attempt answered
-differently. The first answer describes tool calls that never ran and text the run never continued
-from, so it must not surface as something the conversation said.
-
-The store records that fact when it happens, in the write transaction of the attempt that replaced
-it (`record_supersession`): the first entry the replaced attempt wrote below the attach point, in
-`superseded_entries`. Everything below such an entry is superseded too (only that attempt led to it),
-except what the conversation's head reaches: the head is what the model is given, so it is never
-hidden. A membership is marked `superseded` exactly when every entry of the conversation holding its
-document is superseded; `conversations.document_count`/`total_length` count the unmarked ones (the
-BM25 statistics of what a default search sees).
-
-A conversation with no supersession (nearly all) has no marks and pays nothing: `follow_supersessions`
-returns after one probe of the primary key of `superseded_entries`.
+Recall is for what the model's context no longer holds, so a default search sees every message a
+conversation stored, on its head and on every branch it left, except a retraction: the first answer of
+a retried model request, describing tool calls that never ran. The store records it when it happens
+(`record_supersession`) and marks the memberships it hides; a conversation without one pays one probe.
+docs/store.md (store/index/_superseded.py) has the rules.
 """
 
 from __future__ import annotations

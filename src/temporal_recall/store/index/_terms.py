@@ -134,9 +134,8 @@ def prepare_message(
 def encode_term_ids(term_ids: Iterable[int]) -> bytes:
     """Sorted term ids as delta varints: a document's term list, so its postings can be deleted by key.
 
-    About 1–2 bytes per term, far smaller than a secondary index on postings by document would be.
-    A loop in Python, measured: the same loop as arrays cost 0.1 ms more on a 2-message append (the
-    common write), for 0.05 ms less on a 100-message one.
+    Far smaller than a secondary index on postings by document would be. A loop in Python rather than
+    arrays, for the common write of a few messages (docs/benchmarks.md has the comparison).
     """
     out = bytearray()
     previous = 0

@@ -1,17 +1,10 @@
 """The vector arm of the index: a vector per document, kept beside the BM25 documents, on any backend.
 
-A document's vector is keyed like the document itself, by tenant, content hash and role
-(`documents`' unique key), not by `doc_id`: a `reindex` renumbers documents but keeps their vectors,
-and a content said again in the tenant is never embedded twice. Vectors are int8 components with a
-scale (`embeddings._vectors.quantize`). The store holds vectors of one embedding model, recorded in
-`vector_space` with its dimension: a write or a search with another model is refused with
-`EmbeddingMismatch` rather than mixing spaces (`recall reindex --embeddings` changes the model).
-
-Vectors are written after the step's append committed, in a transaction of their own
-(`embeddings._index`), so the append's transaction and its locks never wait on an embedding model.
-A search reads them through the same membership filter as BM25 (`_reader._documents_of`): a
-conversation, a run, a role, the current history. A scope-wide search scores the tenant's matrix,
-held in memory per store and refreshed from the rows added since (`VectorMatrices`).
+A vector is keyed like its document, by tenant, content hash and role rather than `doc_id`, so a
+`reindex` keeps it and a content said again is embedded once. A store holds one model's vectors
+(`vector_space`) and refuses another with `EmbeddingMismatch` rather than mix spaces. Vectors are
+written after the step's append, in a transaction of their own, and read through the same membership
+filter as BM25 (docs/semantic.md, "Storage" and "Searching").
 """
 
 from __future__ import annotations
@@ -35,6 +28,8 @@ from ._reader import Target, _documents_of, _stats, resolve
 __all__ = (
     'VectorKey',
     'VectorMatrices',
+    'count_unembedded',
+    'existing_tenant',
     'forget_vectors',
     'nearest',
     'put_vectors',
@@ -50,6 +45,13 @@ VectorKey = tuple[bytes, str]
 
 _SPACE = 1
 """The one row of `vector_space`: a store holds the vectors of one model."""
+
+_NO_VECTOR = (
+    'NOT EXISTS (SELECT 1 FROM document_vectors v WHERE v.tenant_id = {tenant} '
+    'AND v.content_hash = d.content_hash AND v.role = d.role)'
+)
+"""SQL true for a document `d` (a row of `documents`, or a key of a batch) that its tenant (`{tenant}`, an
+expression) holds no vector for."""
 
 
 async def space(session: Session) -> tuple[str, int] | None:
@@ -77,11 +79,9 @@ async def without_vectors(session: Session, scope: str | None, keys: Sequence[Ve
     documents exist yet: a step's documents are embedded before its append creates them."""
     if not keys:
         return []
-    sql = (  # noqa: S608 (fixed names; values are parameters)
-        'SELECT d.content_hash, d.role FROM {batch} WHERE NOT EXISTS (SELECT 1 FROM document_vectors v '
-        'JOIN tenants t ON t.tenant_id = v.tenant_id WHERE t.scope_key = $3 '
-        'AND v.content_hash = d.content_hash AND v.role = d.role)'
-    ).format(batch=session.dialect.batch((('content_hash', 'bytea'), ('role', 'text'))))
+    batch = session.dialect.batch((('content_hash', 'bytea'), ('role', 'text')))
+    tenant = '(SELECT tenant_id FROM tenants WHERE scope_key = $3)'
+    sql = f'SELECT d.content_hash, d.role FROM {batch} WHERE {_NO_VECTOR.format(tenant=tenant)}'  # noqa: S608
     key = scope_key(scope)
     found: set[VectorKey] = set()
     for start in range(0, len(keys), CHUNK):
@@ -122,7 +122,8 @@ async def put_vectors(
     await insert_rows(session, 'document_vectors', _VECTOR_COLUMNS, rows, on_conflict='ON CONFLICT DO NOTHING')
 
 
-async def tenant_of(session: Session, scope: str | None) -> int | None:
+async def existing_tenant(session: Session, scope: str | None) -> int | None:
+    """The tenant id of `scope`, or `None` when nothing was ever stored under it (no tenant is created)."""
     value = await session.value('SELECT tenant_id FROM tenants WHERE scope_key = $1', scope_key(scope))
     return None if value is None else int(value)
 
@@ -141,15 +142,12 @@ async def replace_space(session: Session, model: str, dimensions: int) -> bool:
 async def unembedded(session: Session, after: int, limit: int) -> list[tuple[int, int, bytes, str, str]]:
     """Up to `limit` documents without a vector, `doc_id` above `after`, in `doc_id` order:
     `(doc_id, tenant_id, content_hash, role, message JSON of an entry holding it)`."""
-    rows = await session.rows(
+    sql = (  # noqa: S608 (fixed names; values are parameters)
         'SELECT d.doc_id, d.tenant_id, d.content_hash, d.role, e.message FROM documents d '
         'JOIN entries e ON e.entry_key = (SELECT m.entry_key FROM conversation_documents m '
-        'WHERE m.doc_id = d.doc_id LIMIT 1) '
-        'WHERE d.doc_id > $1 AND NOT EXISTS (SELECT 1 FROM document_vectors v WHERE v.tenant_id = d.tenant_id '
-        'AND v.content_hash = d.content_hash AND v.role = d.role) ORDER BY d.doc_id LIMIT $2',
-        after,
-        limit,
-    )
+        'WHERE m.doc_id = d.doc_id LIMIT 1) WHERE d.doc_id > $1 AND {no_vector} ORDER BY d.doc_id LIMIT $2'
+    ).format(no_vector=_NO_VECTOR.format(tenant='d.tenant_id'))
+    rows = await session.rows(sql, after, limit)
     return [(int(r[0]), int(r[1]), bytes(r[2]), str(r[3]), str(r[4])) for r in rows]
 
 
@@ -168,12 +166,9 @@ async def forget_vectors(session: Session, doc_ids: Sequence[int]) -> None:
 
 
 async def count_unembedded(session: Session) -> int:
-    return int(
-        await session.value(
-            'SELECT count(*) FROM documents d WHERE NOT EXISTS (SELECT 1 FROM document_vectors v '
-            'WHERE v.tenant_id = d.tenant_id AND v.content_hash = d.content_hash AND v.role = d.role)'
-        )
-    )
+    """How many documents of the store have no vector (what `reembed` has left to do)."""
+    sql = f'SELECT count(*) FROM documents d WHERE {_NO_VECTOR.format(tenant="d.tenant_id")}'  # noqa: S608
+    return int(await session.value(sql))
 
 
 # --- Reading: the nearest documents of a search target ---------------------------------------------
@@ -200,7 +195,7 @@ class _Matrix:
 
 @dataclass
 class VectorMatrices:
-    """Each tenant's vectors in memory, for scope-wide searches: about 1 KiB per document at 256 dimensions.
+    """Each tenant's vectors in memory, for scope-wide searches: float32, four bytes per dimension per document.
 
     Refreshed at every search from the rows added since (`vector_key` grows with each insert), and
     read again whole when the count says rows were added out of key order (concurrent writers on

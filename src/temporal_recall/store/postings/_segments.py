@@ -32,7 +32,7 @@ MERGE_SEGMENTS = 64
 """A write that leaves this many segments pending makes them due a merge: a read probes each segment per term."""
 
 MERGE_POSTINGS = 800_000
-"""A write that leaves this many postings pending makes them due a merge (9.6 MB of segments)."""
+"""A write that leaves this many postings pending makes them due a merge."""
 
 MERGE_BATCH = 4 * MERGE_SEGMENTS
 """The most segments one merge off the write path takes, oldest first: a merge is bounded however far

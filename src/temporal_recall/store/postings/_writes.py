@@ -33,9 +33,9 @@ _OFFSETS = 1 << 32
 """A block's documents lie less than this above its `first_doc` (the offset is 32 bits)."""
 
 NO_FRONT = b''
-"""What a new block row's `front` column holds. The column (version 7) once held each block's highest
-frequency and shortest length, a bound no search read; it stays, since dropping it would rewrite every
-block, and is no longer written (docs/store.md)."""
+"""What a new block row's `front` column holds: nothing. In rows that have one, the column (version 7)
+holds each block's highest frequency and shortest length, a bound no search reads; it stays, since
+dropping it would rewrite every block (docs/store.md)."""
 
 _COLUMNS = (
     ('tenant_id', 'bigint'),
@@ -77,8 +77,8 @@ class NewPostings(NamedTuple):
 
 SMALL_WRITE = 256
 """Up to this many postings, a write places them in Python (`_rows_in_python`); more, as arrays
-(`_rows_as_arrays`). Measured without the database: 20 vs 82 µs for 24 postings, 170 vs 159 µs for
-200, 4.5 vs 0.9 ms for 10,000. Most writes are a step's few messages; imports and rebuilds are large."""
+(`_rows_as_arrays`), where arrays start to pay (docs/benchmarks.md). Most writes are a step's few
+messages; imports and rebuilds are large."""
 
 
 async def _last_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]) -> list[Row]:
@@ -86,8 +86,7 @@ async def _last_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]
 
     One index probe per term, whatever the tenant's size. A planner that chooses joins itself is
     given a `LATERAL` probe to run: joined instead, PostgreSQL hashed every block of the tenant on
-    each write whenever its statistics lagged the table's growth (5 ms for a 2-message append into a
-    tenant of 13,000 blocks, growing with the tenant).
+    each write whenever its statistics lagged the table's growth, a cost growing with the tenant.
     """
     dialect = session.dialect
     if dialect.supports_join_planning:
@@ -202,8 +201,8 @@ def segment_rows(tenant_id: int, segment: int, new: NewPostings) -> list[tuple[A
     (`check_postings`), as segment `segment` of a write holds them, by term.
 
     A step's write (`SMALL_WRITE`) is placed here without arrays or a call per block: most of its
-    terms have one posting, a block `_ONE` packs. Measured for 30 postings: 133 µs as `unplaced_rows`
-    of each `spans` part, checked, against 16 µs.
+    terms have one posting, a block `_ONE` packs, and building `unplaced_rows` for each `spans` part
+    costs several times as much (docs/benchmarks.md).
     """
     if len(new.term_ids) > SMALL_WRITE or not all(isinstance(column, list) for column in new):
         rows: list[tuple[Any, ...]] = []

@@ -124,7 +124,7 @@ class Tail:
     `RETURNING` carries `reads`, scalar subqueries that must not depend on the inserted rows.
 
     An append's last writes (its head's move, its segment, its membership and the counters) read
-    nothing of each other, so on PostgreSQL they cost one round trip instead of one each (issue 42).
+    nothing of each other, so on PostgreSQL they cost one round trip instead of one each.
     """
 
     table: str

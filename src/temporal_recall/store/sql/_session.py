@@ -87,8 +87,8 @@ class Dialect:
     """The `COLLATE` clause ordering text by its bytes."""
     marked_members: ClassVar[str] = ''
     """What follows `conversation_documents h` in a probe for a conversation's members marked `superseded`, so
-    the partial index of marked rows drives the probe (a choice, measured: SQLite's planner takes the primary
-    key instead and reads every member of the conversation, 63 µs against 4 µs at 1,000 members)."""
+    the partial index of marked rows drives the probe (a choice made by measurement, docs/benchmarks.md:
+    SQLite's planner takes the primary key instead and reads every member of the conversation)."""
 
     def each(self, param: int, sql_type: str) -> str:
         """A table expression over array parameter `$param` (bound with `array`), its column named `value`.

@@ -57,9 +57,8 @@ async def _migrate(db: Database, migrations: Sequence[Migration]) -> None:
 CACHE_KIB = 65_536
 """The page cache of a store's connection, 64 MiB rather than SQLite's default 2 MiB. A write inserts
 postings all over the index (at the end of each of its terms' lists), so with a cache smaller than
-those hot pages nearly every insert reads a page back from the OS. Measured on this project's 2-core
-machine, filling 20,000 messages: 307 → 413 messages/s; rebuilding their index: 32 s → 21 s. SQLite
-allocates the cache as pages are used, so a small store takes only what it needs."""
+those hot pages nearly every insert reads a page back from the OS (docs/benchmarks.md has the
+measurement). SQLite allocates the cache as pages are used, so a small store takes only what it needs."""
 
 
 async def _first_look(session: Session, path: Path) -> int:
@@ -72,15 +71,13 @@ CHECKPOINT_PAGES = 16_384
 """Write-ahead log pages after which a commit copies them into the database (SQLite's default: 1,000).
 
 An indexed write rewrites the tail block of every term it holds, each on a page of its own in a large
-store: a 100-message append dirties about 4,000 pages, so at the default every commit was followed by
-a checkpoint that wrote them all into the database file again, the commonest terms' tails included,
-which the next append rewrites anyway. With a checkpoint every 16,384 pages (64 MiB of log) a hot page
-is copied once per checkpoint instead of once per commit. Measured on this project's 2-core machine,
-filling 20,000 messages in 100-message appends: 862-889 -> 1,064-1,088 messages/s, and the last tenth
-745/701 -> 883/907; 2-message appends of 20-300 words: mean 9.9-10.6 -> 7.0-7.4 ms, p95 24-25 -> 11-12 ms,
-with a longer pause at each checkpoint (p99 32-35 -> 56-63 ms). Searches measured the same.
-Durability does not change: a commit is as durable as `synchronous` makes its frames in the log, and
-a reopened store reads the log whatever its length."""
+store: a large append dirties thousands of pages, so at the default every commit is followed by a
+checkpoint that writes them all into the database file again, the commonest terms' tails included,
+which the next append rewrites anyway. With a checkpoint every `CHECKPOINT_PAGES` pages a hot page is
+copied once per checkpoint instead of once per commit, at the price of a longer pause at each
+checkpoint (docs/benchmarks.md has the measurement). Durability does not change: a commit is as
+durable as `synchronous` makes its frames in the log, and a reopened store reads the log whatever its
+length."""
 
 _LOG_LIMIT = 4096 * CHECKPOINT_PAGES
 """Bytes the log file is cut back to after a checkpoint, if a long reader let it grow past that."""
