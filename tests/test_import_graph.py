@@ -329,7 +329,7 @@ STORE_LAYERS: dict[str, set[str]] = {
 
 A part is a folder of `store/`, or: `protocol`; `engine`, the store's own top-level modules (the store
 class, bodies, input checks, applying migrations); `open`, which picks a driver by URL. The
-package `__init__` may import anything (it only re-exports). docs/store.md draws the map."""
+package `__init__` may import anything (it only re-exports). docs/design/store.md draws the map."""
 
 
 def store_part(module: str, package: str = 'temporal_recall') -> str | None:
@@ -376,7 +376,9 @@ def private_imports(graph: dict[str, set[str]], package: str = 'temporal_recall'
 
 def test_the_store_parts_import_only_what_the_layout_allows() -> None:
     arrows = disallowed_arrows(import_graph(PACKAGE))
-    assert not arrows, f'Imports between store parts that STORE_LAYERS does not allow (see docs/store.md): {arrows}'
+    assert not arrows, (
+        f'Imports between store parts that STORE_LAYERS does not allow (see docs/design/store.md): {arrows}'
+    )
 
 
 def test_no_module_outside_the_store_or_search_imports_their_private_modules() -> None:

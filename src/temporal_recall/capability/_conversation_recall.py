@@ -5,7 +5,7 @@ Most steps are written inside their own model-request activity, by the `Persisti
 through the durable operation `store_step` (a pinned activity name), the capability writes only
 what no model request saw, and every boundary of a workflow whose history predates in-activity
 writes. Its decisions are made from the activity results in the workflow's history (the marker a
-stored response carries), so they replay identically. More in docs/store.md ("The step write").
+stored response carries), so they replay identically. More in docs/design/store.md ("The step write").
 """
 
 from __future__ import annotations

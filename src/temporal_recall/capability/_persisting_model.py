@@ -4,7 +4,7 @@ pydantic-ai calls `ConversationRecall.get_wrapper_model` inside the model-reques
 streaming one), and in-process on a plain `agent.run`. There the wrapper sees what no workflow-side
 hook can without an activity of its own: the request's messages, the response, the run context and
 the activity's identity. So each step is written by the request that makes it (`_step_write`), and
-the response carries a marker back to the workflow (`_marker`). More in docs/store.md ("The step write").
+the response carries a marker back to the workflow (`_marker`). More in docs/design/store.md ("The step write").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ workflow run id and activity id, and fenced by the activity's attempt so a cut-o
 move the head back. The first attempt writes the request's new messages with the response in one
 write; a retried one writes the messages under the same key again (stored and counted once) and
 its response under a key of its own. A response the store refuses is left to the workflow side.
-More in docs/store.md ("The step write").
+More in docs/design/store.md ("The step write").
 """
 
 from __future__ import annotations

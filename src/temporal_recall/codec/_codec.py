@@ -5,7 +5,7 @@ so a run's history grows with the square of its length until it hits Temporal's 
 message, each fixed chunk of a long list and each large subtree is stored once per tenant scope
 (`_tree`). A replay decodes from the store as the original run did, so bodies are kept while a history
 can be replayed (`store._bodies`), and an unreachable store fails the task for Temporal to retry.
-docs/store.md ("The payload codec") has the details.
+docs/design/store.md ("The payload codec") has the details.
 """
 
 from __future__ import annotations

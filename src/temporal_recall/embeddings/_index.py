@@ -4,7 +4,7 @@
 model failure writes nothing, and the activity retries), runs the append unchanged, never waiting on
 the model, and stores the vectors after it in a transaction of their own. `embedded_save` does the
 same for pydantic-ai's `ConversationStore.save`, but never fails a save over a model it was not given.
-docs/semantic.md ("Where embeddings are computed") has the details.
+docs/design/semantic.md ("Where embeddings are computed") has the details.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Embedders are named the pydantic-ai way, plus `LOCAL_MODEL`; building one creates no client and loads
 no weights, so a module-level agent's capability can hold one in the workflow sandbox. The worker's
 embedder reaches capabilities through a `ContextVar` set around each activity, and a search with none
-falls back to the model the store's vectors were made with, built by name (docs/semantic.md).
+falls back to the model the store's vectors were made with, built by name (docs/design/semantic.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A vector is stored as int8 components with one float scale (`quantize`): unit length first, then each
 component divided by `max(|component|) / 127` and rounded, which ranks like the float vector at a
-quarter of its size (docs/semantic.md, "Storage", gives the rounding error).
+quarter of its size (docs/design/semantic.md, "Storage", gives the rounding error).
 """
 
 from __future__ import annotations

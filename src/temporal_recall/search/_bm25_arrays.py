@@ -3,7 +3,7 @@
 Every search scores its postings here (`rank_columns`). The arithmetic is `rank`'s, operation by
 operation in IEEE doubles and in the same order, so every score is bitwise the one `rank` computes
 from the same postings and ties break the same way (smaller `doc_id` first). Scoring every posting
-as arrays costs less than deciding which ones to skip (docs/benchmarks.md has the measurement).
+as arrays costs less than deciding which ones to skip (docs/benchmarks/history.md has the measurement).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `fuse`, what a hybrid search uses, adds each ranking's scores scaled to its best one, BM25 weighing less
 because its list holds every document sharing any word with the query; `reciprocal_rank_fusion` is the
 alternative it was measured against. `above_floor` then drops a document found by meaning alone far
-below the best cosine a page can show. docs/semantic.md ("Fusion", "The meaning floor") has the reasons.
+below the best cosine a page can show. docs/design/semantic.md ("Fusion", "The meaning floor") has the reasons.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ at least this share of the best cosine a page can show (a share, not a cosine, s
 embedder's range of cosines). Chosen on bench/semantic's labelled set with the local model, in the gap
 between the shares of the documents the words miss on exact-id questions (noise there) and of the
 paraphrased messages only meaning finds, nearer the noise; `python -m bench.semantic --floors` measures
-it, and docs/semantic.md has the numbers."""
+it, and docs/design/semantic.md has the numbers."""
 
 Fused = tuple[list[ScoredDocument], dict[int, list[Arm]]]
 """The fused ranking, best first (ties: the smaller `doc_id`, as in BM25), and each document's rankings."""

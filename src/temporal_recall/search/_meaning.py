@@ -3,7 +3,7 @@
 The query is embedded in the search's own process with the model the store's vectors were made with;
 the nearest vectors come from the same target as BM25's postings and the page's rows from
 `IndexReader.documents`, so a hit has a BM25 hit's shape and isolation. A hybrid search keeps a
-document found by meaning alone only above the meaning floor (docs/semantic.md). Activity-side: it
+document found by meaning alone only above the meaning floor (docs/design/semantic.md). Activity-side: it
 awaits the store and the embedding model.
 """
 

@@ -5,7 +5,7 @@ One engine holds every rule, written once; a driver per backend holds only what 
 search reads), `log` (conversations and entries), `sqlite` and `postgres` (the drivers); at the top,
 `protocol` (the public seams), `_engine` (the store class), bodies, integrity, input checks,
 migrating and `open_store`. Callers use this package's names and `protocol`, never a private module.
-The map, the allowed imports and the design: docs/store.md.
+The map, the allowed imports and the design: docs/design/store.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The message bodies of `RecallDataCodec`, written once for every backend: put, get, touch, scopes, stats, prune.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The stores' side of input validation: what each primitive checks before its driver sees anything.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

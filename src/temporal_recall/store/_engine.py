@@ -1,5 +1,5 @@
 """`EngineStore`: pydantic-ai's `ConversationStore` and the recall seams, written once over a driver's `Backend`.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

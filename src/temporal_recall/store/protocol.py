@@ -1,4 +1,4 @@
-"""The seams between the store, the search layer and the persistence capability. More in docs/store.md."""
+"""The seams between the store, the search layer and the persistence capability. More in docs/design/store.md."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ One named, versioned pipeline (`ANALYZER`) for documents and queries alike: Unic
 query can be read as search syntax), normalised and case-folded, accents folded, CJK text indexed as
 single characters and overlapping pairs, as Lucene's CJK analyzer does, while a query looks up the
 pairs. The store records which analyzer built its index and rebuilds it when that changes.
-docs/store.md ("Text analysis") walks through each step and its reasons.
+docs/design/store.md ("Text analysis") walks through each step and its reasons.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A document is what one speaker said in one message (`searchable_texts`), so a role filter keeps only
 that speaker's words. Documents hold what a person expects to find again and leave out what is not
 conversation (thinking, binary content) and compaction summaries: the messages a summary replaced stay
-findable, and indexing the summary would find the same words twice. docs/store.md ("Text analysis")
+findable, and indexing the summary would find the same words twice. docs/design/store.md ("Text analysis")
 lists the summary shapes recognised.
 """
 

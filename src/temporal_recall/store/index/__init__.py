@@ -2,5 +2,5 @@
 search reads, where a hit was said and its context.
 
 Imports `sql`, `postings` and `protocol`; never `log` (the log calls the index, not the other way).
-See docs/store.md.
+See docs/design/store.md.
 """

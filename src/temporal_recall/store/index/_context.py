@@ -1,5 +1,5 @@
 """The context around search hits, kept on the hit's own conversation: the one rule both backends use.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

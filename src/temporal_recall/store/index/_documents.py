@@ -1,5 +1,5 @@
 """Keeping the BM25 index in step with the log, inside the caller's write transaction, on any backend.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ async def lock_contents(session: Session, tenant_id: int, hashes: Iterable[bytes
     """Where writers run side by side, take the tenant's creation lock of each content among `hashes` that
     has no document yet, before the write allocates its entry keys: writers that are about to create the
     same document take turns, so the first holder's entry is the lowest one holding it, the creator the
-    rebuild finds (docs/store.md, "Concurrency"). Contents already indexed take no lock."""
+    rebuild finds (docs/design/store.md, "Concurrency"). Contents already indexed take no lock."""
     locks = content_locks(session, tenant_id, hashes)
     if locks is not None:
         await session.run(locks[0], *locks[1])

@@ -1,5 +1,5 @@
 """A conversation's whole index membership, read from the log, given, taken away or rebuilt, on any backend.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Where a matching document was said: the occurrences of each hit, by the one rule both backends use.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

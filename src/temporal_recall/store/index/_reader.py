@@ -1,4 +1,7 @@
-"""The search reads (`IndexReader`): stats, postings and document rows for a `SearchTarget`. More in docs/store.md."""
+"""The search reads (`IndexReader`): stats, postings and document rows for a `SearchTarget`.
+
+More in docs/design/store.md.
+"""
 
 from __future__ import annotations
 

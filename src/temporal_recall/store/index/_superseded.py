@@ -4,7 +4,7 @@ Recall is for what the model's context no longer holds, so a default search sees
 conversation stored, on its head and on every branch it left, except a retraction: the first answer of
 a retried model request, describing tool calls that never ran. The store records it when it happens
 (`record_supersession`) and marks the memberships it hides; a conversation without one pays one probe.
-docs/store.md (store/index/_superseded.py) has the rules.
+docs/design/store.md (store/index/_superseded.py) has the rules.
 """
 
 from __future__ import annotations

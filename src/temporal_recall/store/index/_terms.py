@@ -57,7 +57,7 @@ def document_id(entry_key: int, index: int) -> int:
     """The id of the `index`-th document (`index_documents` order) of the entry that created it.
 
     Derived from the log, not allocated: a document keeps the id of its first member whichever writer
-    commits first, and `reindex` gives it the same one (the ranking tie-break; docs/store.md, "Concurrency").
+    commits first, and `reindex` gives it the same one (the ranking tie-break; docs/design/store.md, "Concurrency").
     """
     return entry_key * DOCUMENTS_PER_ENTRY + index
 
@@ -135,7 +135,7 @@ def encode_term_ids(term_ids: Iterable[int]) -> bytes:
     """Sorted term ids as delta varints: a document's term list, so its postings can be deleted by key.
 
     Far smaller than a secondary index on postings by document would be. A loop in Python rather than
-    arrays, for the common write of a few messages (docs/benchmarks.md has the comparison).
+    arrays, for the common write of a few messages (docs/benchmarks/history.md has the comparison).
     """
     out = bytearray()
     previous = 0

@@ -4,7 +4,7 @@ A vector is keyed like its document, by tenant, content hash and role rather tha
 `reindex` keeps it and a content said again is embedded once. A store holds one model's vectors
 (`vector_space`) and refuses another with `EmbeddingMismatch` rather than mix spaces. Vectors are
 written after the step's append, in a transaction of their own, and read through the same membership
-filter as BM25 (docs/semantic.md, "Storage" and "Searching").
+filter as BM25 (docs/design/semantic.md, "Storage" and "Searching").
 """
 
 from __future__ import annotations

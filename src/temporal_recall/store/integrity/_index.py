@@ -1,5 +1,5 @@
 """The index's checks: documents, postings, segments, memberships, marks and counters, against the log.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

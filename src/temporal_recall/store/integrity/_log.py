@@ -1,4 +1,4 @@
-"""The log's checks: entries and their chains, conversations, message bodies. More in docs/store.md."""
+"""The log's checks: entries and their chains, conversations, message bodies. More in docs/design/store.md."""
 
 from __future__ import annotations
 

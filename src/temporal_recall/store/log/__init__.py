@@ -2,5 +2,5 @@
 reading and deleting.
 
 Imports `sql`, `index` (a write keeps the index in step in the same transaction) and `protocol`.
-See docs/store.md.
+See docs/design/store.md.
 """

@@ -1,4 +1,7 @@
-"""`DeltaWriter.append`, written once: one step boundary's messages in one write transaction. More in docs/store.md."""
+"""`DeltaWriter.append`, written once: one step boundary's messages in one write transaction.
+
+More in docs/design/store.md.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Turning records and messages into column values and back, independent of the database. More in docs/store.md."""
+"""Turning records and messages into column values and back, independent of the database.
+
+More in docs/design/store.md.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The write side of the message log and the conversation rows, over a `Session`, for `log._append` and `log._write`.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

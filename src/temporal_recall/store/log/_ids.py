@@ -1,4 +1,7 @@
-"""Entry ids, revisions and timestamps the store mints, without pydantic-ai's private helpers. More in docs/store.md."""
+"""Entry ids, revisions and timestamps the store mints, without pydantic-ai's private helpers.
+
+More in docs/design/store.md.
+"""
 
 from __future__ import annotations
 

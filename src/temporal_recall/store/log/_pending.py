@@ -7,7 +7,7 @@ requests no response separates into one, when it loads a history and when it sen
 position of the first, and every later run counts them as one message. `append` therefore reads a
 written request against consecutive stored requests taken as one (`continues`), stores only what a
 request adds to the ones at the head, and accepts an attach point counted that way (`anchor`).
-More in docs/store.md ("store/log/_pending.py").
+More in docs/design/store.md ("store/log/_pending.py").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Reading the message log and the conversation rows, and deleting a conversation: written once, on a `Session`.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Tenants and runs: the rows a scope and an agent run are keyed by, created on first use.
 
 Every write locks its tenants (`lock_tenants`) right after its conversation row: shared by writes that
-add to the index, which run side by side; exclusive by those that take from it (docs/store.md, "Concurrency").
+add to the index, which run side by side; exclusive by those that take from it (docs/design/store.md, "Concurrency").
 """
 
 from __future__ import annotations

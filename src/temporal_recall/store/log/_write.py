@@ -1,5 +1,5 @@
 """`ConversationStore.write_record`, written once: a record, its new entries and their index rows.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ async def _apply(session: Session, write: _RecordWrite, merging: list[int]) -> N
     tenant_id = await tenant_of(session, record.scope)
     # A record created (perhaps over stored entries: a fork) or moved to another scope is indexed
     # afresh, its membership released first: that waits for the tenants' other writers. A record
-    # written on adds new entries only, side by side with them (docs/store.md, "Concurrency").
+    # written on adds new entries only, side by side with them (docs/design/store.md, "Concurrency").
     alone = row is None or row.tenant_id != tenant_id
     await lock_tenants(session, [tenant_id] if row is None else [tenant_id, row.tenant_id], exclusive=alone)
     if not alone:  # Before the entries take their keys, as an append does (`_append.apply`).

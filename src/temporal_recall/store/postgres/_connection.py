@@ -1,4 +1,4 @@
-"""An asyncpg pool with the store's transactions, retries and error translation. More in docs/store.md."""
+"""An asyncpg pool with the store's transactions, retries and error translation. More in docs/design/store.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """PostgreSQL's dialect: the engine's SQL as written, the tables in PostgreSQL's spelling, and what SQL
-has no common spelling for (sequences, table locks). More in docs/store.md.
+has no common spelling for (sequences, table locks). More in docs/design/store.md.
 """
 
 from __future__ import annotations

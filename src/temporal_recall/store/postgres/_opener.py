@@ -1,5 +1,5 @@
 """Opening a PostgreSQL store: check the recorded schema version, then apply missing migrations safely.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`PostgresConversationStore`: the engine store (`_engine.EngineStore`) on a PostgreSQL schema.
 
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

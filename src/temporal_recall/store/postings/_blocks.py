@@ -1,6 +1,6 @@
 """Posting lists stored in blocks: the layout, its encoding and every read of `posting_blocks`.
 
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Merges off the write path: a write that left its tenant's segments due starts one in the background.
-More in docs/store.md ("Concurrency").
+More in docs/design/store.md ("Concurrency").
 """
 
 from __future__ import annotations

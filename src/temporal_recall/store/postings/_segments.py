@@ -1,5 +1,5 @@
 """Each write's postings and collection statistics as a segment of its own, folded into the blocks and
-the counters by a merge. More in docs/store.md ("Segments", "Concurrency").
+the counters by a merge. More in docs/design/store.md ("Segments", "Concurrency").
 """
 
 from __future__ import annotations

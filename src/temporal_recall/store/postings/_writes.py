@@ -1,5 +1,5 @@
 """Writing posting blocks (`postings._blocks`): adding postings to their terms' blocks, and taking documents out.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ _OFFSETS = 1 << 32
 NO_FRONT = b''
 """What a new block row's `front` column holds: nothing. In rows that have one, the column (version 7)
 holds each block's highest frequency and shortest length, a bound no search reads; it stays, since
-dropping it would rewrite every block (docs/store.md)."""
+dropping it would rewrite every block (docs/design/store.md)."""
 
 _COLUMNS = (
     ('tenant_id', 'bigint'),
@@ -77,7 +77,7 @@ class NewPostings(NamedTuple):
 
 SMALL_WRITE = 256
 """Up to this many postings, a write places them in Python (`_rows_in_python`); more, as arrays
-(`_rows_as_arrays`), where arrays start to pay (docs/benchmarks.md). Most writes are a step's few
+(`_rows_as_arrays`), where arrays start to pay (docs/benchmarks/history.md). Most writes are a step's few
 messages; imports and rebuilds are large."""
 
 
@@ -202,7 +202,7 @@ def segment_rows(tenant_id: int, segment: int, new: NewPostings) -> list[tuple[A
 
     A step's write (`SMALL_WRITE`) is placed here without arrays or a call per block: most of its
     terms have one posting, a block `_ONE` packs, and building `unplaced_rows` for each `spans` part
-    costs several times as much (docs/benchmarks.md).
+    costs several times as much (docs/benchmarks/history.md).
     """
     if len(new.term_ids) > SMALL_WRITE or not all(isinstance(column, list) for column in new):
         rows: list[tuple[Any, ...]] = []

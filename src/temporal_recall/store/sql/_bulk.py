@@ -1,4 +1,4 @@
-"""Set-oriented statements over a batch of rows, written once for every backend. More in docs/store.md."""
+"""Set-oriented statements over a batch of rows, written once for every backend. More in docs/design/store.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Schema migrations bookkeeping, written once for every backend: versions, names, what is pending, applying.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

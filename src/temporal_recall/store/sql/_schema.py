@@ -1,5 +1,5 @@
 """The store's tables, written once: each released migration's DDL, rendered per backend by its `Dialect`.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ _V10: tuple[_Statement, ...] = (
 )
 
 _V11: tuple[_Statement, ...] = (
-    # Writers of one tenant side by side (docs/store.md, "Concurrency"): a document's id is derived from
+    # Writers of one tenant side by side (docs/design/store.md, "Concurrency"): a document's id is derived from
     # the entry that created it (no identity, no `refs`), and every write's postings and collection
     # statistics go to a segment of its own, keyed by its first new document, folded by the merger.
     # The rebuild fills them all.

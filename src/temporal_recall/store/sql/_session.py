@@ -1,4 +1,7 @@
-"""`Session` and `Dialect`: the one surface engine code runs its SQL through, on any backend. More in docs/store.md."""
+"""`Session` and `Dialect`: the one surface engine code runs its SQL through, on any backend.
+
+More in docs/design/store.md.
+"""
 
 from __future__ import annotations
 
@@ -87,7 +90,7 @@ class Dialect:
     """The `COLLATE` clause ordering text by its bytes."""
     marked_members: ClassVar[str] = ''
     """What follows `conversation_documents h` in a probe for a conversation's members marked `superseded`, so
-    the partial index of marked rows drives the probe (a choice made by measurement, docs/benchmarks.md:
+    the partial index of marked rows drives the probe (a choice made by measurement, docs/benchmarks/history.md:
     SQLite's planner takes the primary key instead and reads every member of the conversation)."""
 
     def each(self, param: int, sql_type: str) -> str:
@@ -168,7 +171,7 @@ class Dialect:
         """The statement that locks the tenants of array parameter `$1` (sorted ids) until the transaction
         ends: shared by writes that add to their index, which run side by side; exclusive by those that
         take from it (a delete, a scope change, a conversation created over stored entries) and wait for
-        every writer of the tenant. `None` where writers take turns anyway (docs/store.md, "Concurrency")."""
+        every writer of the tenant. `None` where writers take turns anyway (docs/design/store.md, "Concurrency")."""
         raise NotImplementedError
 
     def lock_tenant_in(self, tenant: str) -> str | None:

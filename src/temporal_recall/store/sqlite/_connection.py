@@ -1,6 +1,6 @@
 """One aiosqlite connection with the store's opening checks, transactions and error translation.
 
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

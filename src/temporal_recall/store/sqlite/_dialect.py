@@ -1,5 +1,5 @@
 """SQLite's dialect: what SQLite spells otherwise than the engine's SQL, and the tables in its spelling.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations

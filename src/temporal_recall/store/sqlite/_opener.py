@@ -1,5 +1,5 @@
 """Opening a SQLite store: check the file and the recorded schema version, then apply missing migrations.
-More in docs/store.md.
+More in docs/design/store.md.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ async def _migrate(db: Database, migrations: Sequence[Migration]) -> None:
 CACHE_KIB = 65_536
 """The page cache of a store's connection, 64 MiB rather than SQLite's default 2 MiB. A write inserts
 postings all over the index (at the end of each of its terms' lists), so with a cache smaller than
-those hot pages nearly every insert reads a page back from the OS (docs/benchmarks.md has the
+those hot pages nearly every insert reads a page back from the OS (docs/benchmarks/history.md has the
 measurement). SQLite allocates the cache as pages are used, so a small store takes only what it needs."""
 
 
@@ -75,7 +75,7 @@ store: a large append dirties thousands of pages, so at the default every commit
 checkpoint that writes them all into the database file again, the commonest terms' tails included,
 which the next append rewrites anyway. With a checkpoint every `CHECKPOINT_PAGES` pages a hot page is
 copied once per checkpoint instead of once per commit, at the price of a longer pause at each
-checkpoint (docs/benchmarks.md has the measurement). Durability does not change: a commit is as
+checkpoint (docs/benchmarks/history.md has the measurement). Durability does not change: a commit is as
 durable as `synchronous` makes its frames in the log, and a reopened store reads the log whatever its
 length."""
 

@@ -1,4 +1,7 @@
-"""`SqliteConversationStore`: the engine store (`_engine.EngineStore`) on one SQLite file. More in docs/store.md."""
+"""`SqliteConversationStore`: the engine store (`_engine.EngineStore`) on one SQLite file.
+
+More in docs/design/store.md.
+"""
 
 from __future__ import annotations
 

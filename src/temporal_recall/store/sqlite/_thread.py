@@ -1,4 +1,4 @@
-"""The SQLite store's connection thread, which never keeps a process alive. More in docs/store.md."""
+"""The SQLite store's connection thread, which never keeps a process alive. More in docs/design/store.md."""
 
 from __future__ import annotations
 
