@@ -1,33 +1,9 @@
 """The HTTP search API: search, list and read a tenant's conversations over the store.
 
-Every request under `/api/v1/` carries a bearer token, and the configuration maps each token to
-exactly one tenant scope. The scope is the only one the request can see: a conversation stored under
-another scope answers 404 with the same body as one that does not exist, so a token holder cannot
-probe for other tenants' conversation ids. Tokens are compared by their SHA-256 digests with
-`hmac.compare_digest`, against every configured token, so the time taken says nothing about how
-close a guess was or which token matched.
-
-The guard in front of the application authenticates and bounds the request body before FastAPI
-parses anything: no token, an unknown token or a body over `MAX_BODY_BYTES` is refused from the
-headers and the first bytes alone. Errors are JSON, `{"error": {"code": ..., "message": ...}}`:
-
-| status | code | when |
-|---|---|---|
-| 400 | `bad_request` | malformed JSON, missing, unknown or mistyped fields, a limit outside 1-100 |
-| 400 | `invalid_id` | an id (body or path) over 512 characters, with a control character or invalid text |
-| 400 | `invalid_query` | an empty or oversized query, or one holding control characters |
-| 400 | `invalid_parameters` | parameters the search refuses, or an `after` cursor the listing did not hand out |
-| 401 | `unauthorized` | no bearer token, or one the configuration does not know |
-| 404 | `not_found` | no such conversation in the token's scope (or no such route) |
-| 405 | `method_not_allowed` | a known path with the wrong method |
-| 413 | `payload_too_large` | a body over 64 KiB |
-| 503 | `store_unavailable` | the store cannot be opened or read right now; retry later |
-| 503 | `embedder_unavailable` | a search by meaning whose model failed or does not match the store's vectors |
-| 500 | `internal_error` | a bug; the details are in the server log, never in the answer |
-
-Ids and queries are checked by the same rule as everywhere else (`temporal_recall._validation`,
-through the annotated types of the bodies and path parameters), before any store sees them. An
-error quotes at most the first 40 characters of a refused value.
+Each bearer token maps to exactly one tenant scope, and a conversation of another scope answers
+exactly like one that does not exist, so a token holder cannot probe for other tenants' ids. A
+guard refuses a request without a known token, or with too large a body, from its headers before
+FastAPI parses anything. The error codes are documented in docs/operations/http-api.md.
 """
 
 from __future__ import annotations

@@ -1,48 +1,11 @@
-"""A Temporal remote codec server: the Web UI and `temporal workflow show` see messages, not hashes.
+"""A Temporal remote codec server, so the Web UI and `temporal workflow show` see messages, not hashes.
 
-With `RecallDataCodec` on, a history holds `{"$recall": "<sha256>"}` where the messages were, and
-only code that can read the store can turn it back. Temporal's answer for any custom codec is a
-codec server: the UI (and the CLI's `--codec-endpoint`) POSTs the payloads it is about to show to
-`<endpoint>/decode` and shows what comes back. The protocol is Temporal's JSON form of `Payloads`:
-
-    POST /decode   {"payloads": [{"metadata": {"encoding": "<base64>"}, "data": "<base64>"}]}
-    POST /encode   the same document; the answer has the same shape and the same number of payloads
-
-The decode is `RecallDataCodec.decode` itself, the code a worker runs, built for the scope of the
-caller's token, so a request can only ever read bodies of that one scope. A payload whose body is
-missing, corrupted or stored under another scope comes back unchanged (as the hash the history
-holds), so another tenant's body and a body that does not exist answer byte for byte alike. Payloads
-that are not ours (other encodings, small inline JSON) pass through unchanged both ways. On `/decode`
-a payload the codec cannot read (not JSON, a reference that is not a SHA-256 hex digest, which is
-refused before any store read) comes back unchanged too, like a missing body, and never takes the
-other payloads of its request with it.
-
-Authentication is the HTTP API's: a bearer token from the same tokens file maps to exactly one
-scope (`Authorization: Bearer <token>`, which `temporal --codec-auth` sends), or is an operator
-token (`{"<token>": {"operator": true}}`), which decodes every scope's bodies, encodes nothing, and
-is accepted by nothing else (the search API answers it 401). The Web UI only sends
-its own OIDC access token, and only to an https endpoint, so for the UI the same token can come in
-the `recall-codec-token` cookie instead, which the UI sends when its codec setting "include
-cross-origin credentials" is on. A request authenticated by cookie must be `application/json`,
-which a cross-site form cannot send without a CORS preflight, so another site cannot make a
-browser decode or encode on its user's behalf. `GET /session` is a one-field form that sets the
-cookie (HttpOnly; `SameSite=None; Secure` behind https, for a UI on another site).
-
-CORS is answered only for the configured origins (the UI's), with credentials allowed; a preflight
-from any other origin is refused with 400 and no CORS headers. Errors are JSON,
-`{"error": {"code": ..., "message": ...}}`:
-
-| status | code | when |
-|---|---|---|
-| 400 | `bad_request` | the body is not the JSON payloads document (bytes not strict base64 included) |
-| 400 | `bad_payload` | `/encode`: a `json/plain` payload that is not storable JSON (the message names its index) |
-| 401 | `unauthorized` | no token, or one the configuration does not know |
-| 403 | `forbidden` | `/encode` with an operator token, which only decodes |
-| 404 | `not_found` | any path other than `/decode` and `/encode` |
-| 405 | `method_not_allowed` | `/decode` or `/encode` with another method than POST |
-| 413 | `payload_too_large` | a body over `max_body_bytes` (4 MiB by default) |
-| 415 | `unsupported_media_type` | a cookie-authenticated request that is not `application/json` |
-| 503 | `store_unavailable` | the store cannot be read or written right now; retry later |
+It speaks Temporal's remote codec protocol (`POST /decode`, `POST /encode`, JSON `Payloads`) and
+decodes with `RecallDataCodec` itself, built for the scope of the caller's token: a body of another
+scope, a missing one and one the codec cannot read all come back unchanged, alike. Tokens are the
+HTTP API's; for the Web UI, which sends only its own login token, a cookie set at `/session` carries
+it instead, honoured only on `application/json` requests so another site cannot use it through a
+browser. The error codes and the UI's set-up are in docs/guides/codec.md.
 """
 
 from __future__ import annotations
