@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from temporal_recall.content import load_message
@@ -268,57 +269,76 @@ async def _occurrences(session: Session, report: CheckReport) -> None:
             )
 
 
-async def _superseded(session: Session, report: CheckReport) -> None:
-    """A member is marked `superseded` exactly when every entry of its conversation holding it is superseded:
-    at or below an entry recorded in `superseded_entries`, and off the head's history (`index._superseded`).
+@dataclass
+class _EntryTree:
+    """The whole entry log in memory: each entry's parent, children and searchable content."""
 
-    Computed here from the log in memory, independently of the statement that keeps the marks.
-    """
-    parents: dict[int, int | None] = {}
-    children: dict[int, list[int]] = defaultdict(list)
-    contents: dict[int, bytes | None] = {}
-    for key, parent, content, unindexed in await session.rows(
-        'SELECT entry_key, parent_key, content_hash, unindexed FROM entries'
-    ):
-        parents[int(key)] = None if parent is None else int(parent)
-        contents[int(key)] = None if unindexed else stored_bytes(content)
-        if parent is not None:
-            children[int(parent)].append(int(key))
+    parents: dict[int, int | None] = field(default_factory=dict[int, int | None])
+    children: defaultdict[int, list[int]] = field(default_factory=lambda: defaultdict[int, list[int]](list))
+    contents: dict[int, bytes | None] = field(default_factory=dict[int, bytes | None])
 
-    def ancestry(tip: int | None) -> set[int]:
+    @classmethod
+    async def read(cls, session: Session) -> _EntryTree:
+        tree = cls()
+        for key, parent, content, unindexed in await session.rows(
+            'SELECT entry_key, parent_key, content_hash, unindexed FROM entries'
+        ):
+            tree.parents[int(key)] = None if parent is None else int(parent)
+            tree.contents[int(key)] = None if unindexed else stored_bytes(content)
+            if parent is not None:
+                tree.children[int(parent)].append(int(key))
+        return tree
+
+    def ancestry(self, tip: int | None) -> set[int]:
+        """`tip` and every entry above it."""
         seen: set[int] = set()
         while tip is not None and tip not in seen:
             seen.add(tip)
-            tip = parents.get(tip)
+            tip = self.parents.get(tip)
         return seen
 
+    def below(self, roots: list[int]) -> set[int]:
+        """The `roots` and every entry under them."""
+        found: set[int] = set()
+        pending = list(roots)
+        while pending:
+            key = pending.pop()
+            if key not in found:
+                found.add(key)
+                pending.extend(self.children.get(key, ()))
+        return found
+
+    def held(self, keys: set[int]) -> set[bytes]:
+        return {content for key in keys if (content := self.contents.get(key)) is not None}
+
+
+async def _hidden_contents(session: Session) -> dict[int, set[bytes]]:
+    """Per conversation, the contents only superseded entries hold: at or below an entry recorded in
+    `superseded_entries`, off the head's history, and held by no other entry the conversation reaches."""
+    tree = await _EntryTree.read(session)
     roots: dict[int, list[int]] = defaultdict(list)
     for conv_key, entry_key in await session.rows('SELECT conv_key, entry_key FROM superseded_entries'):
         roots[int(conv_key)].append(int(entry_key))
     tips: dict[int, list[int]] = defaultdict(list)
-    heads: dict[int, int | None] = {}
-    for conv_key, head_key in await session.rows('SELECT conv_key, head_key FROM conversations'):
-        heads[int(conv_key)] = None if head_key is None else int(head_key)
     for conv_key, entry_key in await session.rows('SELECT conv_key, entry_key FROM conversation_branches'):
         tips[int(conv_key)].append(int(entry_key))
     hidden_contents: dict[int, set[bytes]] = {}
-    for conv_key, head in heads.items():
-        if not roots.get(conv_key):
-            hidden_contents[conv_key] = set()
+    for conv_key, head_key in await session.rows('SELECT conv_key, head_key FROM conversations'):
+        if not roots.get(int(conv_key)):
+            hidden_contents[int(conv_key)] = set()
             continue
-        on_head = ancestry(head)
-        reach = set(on_head).union(*(ancestry(tip) for tip in tips[conv_key]))
-        below: set[int] = set()
-        pending = list(roots[conv_key])
-        while pending:
-            key = pending.pop()
-            if key not in below:
-                below.add(key)
-                pending.extend(children.get(key, ()))
-        hidden = below - on_head
-        held_hidden = {contents[k] for k in hidden if contents.get(k) is not None}
-        held_seen = {contents[k] for k in reach - hidden if contents.get(k) is not None}
-        hidden_contents[conv_key] = {c for c in held_hidden - held_seen if c is not None}
+        on_head = tree.ancestry(None if head_key is None else int(head_key))
+        reach = set(on_head).union(*(tree.ancestry(tip) for tip in tips[int(conv_key)]))
+        hidden = tree.below(roots[int(conv_key)]) - on_head
+        hidden_contents[int(conv_key)] = tree.held(hidden) - tree.held(reach - hidden)
+    return hidden_contents
+
+
+async def _superseded(session: Session, report: CheckReport) -> None:
+    """A member is marked `superseded` exactly when every entry of its conversation holding it is superseded
+    (`index._superseded`), computed here from the log in memory, independently of the statement that keeps
+    the marks."""
+    hidden_contents = await _hidden_contents(session)
     for conversation_id, conv_key, doc_id, superseded, content in await session.rows(
         'SELECT c.conversation_id, cd.conv_key, cd.doc_id, cd.superseded, d.content_hash '
         'FROM conversation_documents cd JOIN conversations c ON c.conv_key = cd.conv_key '
