@@ -16,13 +16,18 @@ import shutil
 import tempfile
 import urllib.request
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .._devserver import DevServer, free_port, start_dev_server
 from .._metrics import prometheus_runtime
 from ..models import ConversationInput, SearchRequest, SearchResult, TurnInput, TurnOutput
 from ..settings import DEMO_STORE
+
+if TYPE_CHECKING:
+    from pydantic_ai.conversation_store import ConversationEntry
+    from temporalio.client import WorkflowHandle
 
 __all__ = ('DEMO_TURNS', 'run_demo')
 
@@ -107,18 +112,7 @@ async def run_demo(*, store_url: str | None = None, model: str | None = None, me
             for prompt in DEMO_TURNS:
                 reply = await handle.execute_update('send', TurnInput(prompt=prompt), result_type=TurnOutput)
                 print(f'  user:  {prompt}\n  agent: {reply.output}')
-            found = await handle.execute_update(
-                'search', SearchRequest(query='invoice INV-7731'), result_type=SearchResult
-            )
-            print('\nRecall from workflow code (search Update) for "invoice INV-7731":')
-            for hit in found.hits[:3]:
-                print(f'  [{hit.position}] {hit.role} (score {hit.score:.2f}): {hit.excerpt}')
-            if meaning is not None:
-                asked = SearchRequest(query=MEANING_QUERY, role='user', limit=3)
-                found = await handle.execute_update('search', asked, result_type=SearchResult)
-                print(f'\nRecall by meaning (hybrid, {meaning}) for "{MEANING_QUERY}":')
-                for hit in found.hits:
-                    print(f'  [{hit.position}] {hit.role} (found by {"+".join(hit.found_by)}): {hit.excerpt}')
+            await _show_recall(handle, meaning)
             await handle.signal(ConversationWorkflow.close)
             summary = await handle.result()
             runs = [run async for run in client.list_workflows(f"WorkflowId = '{handle.id}'")]
@@ -135,13 +129,31 @@ async def run_demo(*, store_url: str | None = None, model: str | None = None, me
         f'(continue-as-new every 3 turns). Store: {stats.entries} messages, {stats.documents} indexed, '
         f'{stats.database_bytes:,} bytes.'
     )
-    from ..search import message_role, transcript_text
-
-    for index, entry in enumerate(entries):
-        text = transcript_text(entry.message).replace('\n', ' ')
-        print(f'  [{index:2d}] {message_role(entry.message):9} {text[:110]}')
+    _show_entries(entries)
     print(f"\nRecall's metrics on {metrics} (labelled by namespace, task queue and activity type):")
     for line in scraped:
         print(f'  {line}')
     print('\nDemo finished; the dev server and worker were stopped.')
     return 0
+
+
+async def _show_recall(handle: WorkflowHandle[Any, Any], meaning: str | None) -> None:
+    """Recall from workflow code, through the conversation's search Update: by words, then by meaning."""
+    found = await handle.execute_update('search', SearchRequest(query='invoice INV-7731'), result_type=SearchResult)
+    print('\nRecall from workflow code (search Update) for "invoice INV-7731":')
+    for hit in found.hits[:3]:
+        print(f'  [{hit.position}] {hit.role} (score {hit.score:.2f}): {hit.excerpt}')
+    if meaning is not None:
+        asked = SearchRequest(query=MEANING_QUERY, role='user', limit=3)
+        found = await handle.execute_update('search', asked, result_type=SearchResult)
+        print(f'\nRecall by meaning (hybrid, {meaning}) for "{MEANING_QUERY}":')
+        for hit in found.hits:
+            print(f'  [{hit.position}] {hit.role} (found by {"+".join(hit.found_by)}): {hit.excerpt}')
+
+
+def _show_entries(entries: Sequence[ConversationEntry]) -> None:
+    from ..search import message_role, transcript_text
+
+    for index, entry in enumerate(entries):
+        text = transcript_text(entry.message).replace('\n', ' ')
+        print(f'  [{index:2d}] {message_role(entry.message):9} {text[:110]}')
