@@ -75,7 +75,13 @@ def note(current: Span, **attributes: AttributeValue | None) -> None:
 
 
 async def traced_append(store: DeltaWriter, request: AppendRequest, *, write: str) -> AppendResult:
-    """`store.append(request)` inside a `WRITE` span; `write` says which (`prefix`, `response`, `store_step`)."""
+    """`store.append(request)` inside a `WRITE` span; `write` says which (`prefix`, `response`, `store_step`).
+
+    Without a tracer provider the span would be a non-recording one carrying the current span's context, which
+    is what the store sees anyway: it is left out (checked per call, so a provider installed later is followed).
+    """
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return await store.append(request)
     with span(
         WRITE,
         write=write,
