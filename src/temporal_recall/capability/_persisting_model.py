@@ -123,7 +123,12 @@ class PersistingModel(WrapperModel):
     def _stamped(self, response: ModelResponse, parameters: ModelRequestParameters) -> ModelResponse:
         """A copy (the model may hand out a response it keeps: a scripted model does) with the model id
         and each tool call's kind and UI visibility, as pydantic-ai stamps them in workflow code."""
-        return stamp_tool_call_parts(replace(response, model_id=response.model_id or self.wrapped.model_id), parameters)
+        model_id = response.model_id or self.wrapped.model_id
+        stamped = stamp_tool_call_parts(response, parameters)
+        if stamped is response:
+            return replace(response, model_id=model_id)
+        stamped.model_id = model_id  # A copy already: the model's response is left as it was.
+        return stamped
 
     def _with_model_id(self, response: ModelResponse) -> ModelResponse:
         """A streamed response with the model id, in place: the run rebuilds its own copy from the stream."""
