@@ -4,8 +4,8 @@ Metrics are the Temporal runtime's Prometheus endpoint (`_metrics.prometheus_run
 offers no health routes, so these two remain. `ThreadingHTTPServer` is the smallest well-known
 stack for them: no dependency (uvicorn is only in the `api` extra), and it runs in its own thread,
 so it never touches the worker's SIGTERM handling (uvicorn's `Server.serve` installs its own signal
-handlers). It limits a request line to 64 KiB and a head to 100 headers; the handler's `timeout`
-cuts off a client that sends nothing for 5 s. The port is for the cluster network only.
+handlers). It keeps the standard library's bounds on a request line and its headers, and the
+handler's `timeout` cuts off a client that sends nothing. The port is for the cluster network only.
 
 - `GET /healthz`: 200 while the worker's event loop runs a callback within `LOOP_TIMEOUT`; a loop
   blocked by runaway code answers 503, so the liveness probe restarts it.
