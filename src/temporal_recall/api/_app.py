@@ -21,12 +21,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Protocol, cast
 
-from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
 from fastapi import Path as PathParameter
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_ai.embeddings import Embedder
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -509,6 +510,92 @@ async def _opened_store(request: Request) -> ApiStore:
 Store = Annotated[ApiStore, Depends(_opened_store)]
 
 
+async def _embedder(request: Request) -> Embedder | None:
+    embedder: Embedder | None = request.app.state.recall_embedder
+    return embedder
+
+
+Meaning = Annotated[Embedder | None, Depends(_embedder)]
+
+_routes = APIRouter()
+"""The API's routes; `create_app` adds them to an app that holds the store, the embedder and the guard."""
+
+
+@_routes.post(
+    f'{API_PREFIX}/conversations/search',
+    response_model=SearchResponse,
+    responses=_ERROR_RESPONSES,
+    summary="Search one conversation, or every conversation of the token's scope",
+    operation_id='search_conversation',
+)
+async def search(
+    body: SearchBody, tenant: Tenant, store: Store, meaning: Meaning, response: Response
+) -> SearchResponse:
+    renamed = body.model_fields_set & {'include_branches'}
+    if renamed:
+        response.headers['Deprecation'] = 'true'
+        response.headers['Warning'] = '299 - "include_branches is renamed include_superseded"'
+    result = await search_messages(
+        store,
+        body.query,
+        conversation_id=body.conversation_id,
+        scope=tenant,
+        run_id=body.run_id,
+        role=body.role,
+        limit=body.limit,
+        include_superseded=body.include_superseded or bool(renamed and body.include_branches),
+        mode=body.mode,
+        embedder=meaning,
+    )
+    return SearchResponse(hits=result.hits)
+
+
+@_routes.get(
+    f'{API_PREFIX}/conversations',
+    response_model=ConversationList,
+    responses={code: _ERROR_RESPONSES[code] for code in (400, 401, 503)},
+    summary="List the token's conversations, newest first, a page at a time",
+    operation_id='list_conversations',
+)
+async def conversations(
+    tenant: Tenant,
+    store: Store,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description='Most conversations per page (1-100).')] = 20,
+    after: Annotated[
+        str | None,
+        Query(
+            json_schema_extra={'maxLength': MAX_CURSOR_LENGTH},
+            description='The `next_cursor` of the previous page: list the conversations after it.',
+        ),
+    ] = None,
+) -> ConversationList:
+    page = await list_conversation_page(store, scope=tenant, limit=limit, after=after)
+    return ConversationList(conversations=[_summary(info) for info in page.conversations], next_cursor=page.next_cursor)
+
+
+@_routes.get(
+    f'{API_PREFIX}/conversations/{{conversation_id}}',
+    response_model=ConversationDetail,
+    responses={code: _ERROR_RESPONSES[code] for code in (400, 401, 404, 503)},
+    summary='A conversation and the transcript of its current branch',
+    operation_id='get_conversation',
+)
+async def conversation(
+    conversation_id: Annotated[Identifier, PathParameter(json_schema_extra={'maxLength': MAX_ID_LENGTH})],
+    tenant: Tenant,
+    store: Store,
+) -> ConversationDetail:
+    transcript = await read_conversation(store, conversation_id, scope=tenant)
+    dumped: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(
+        [message.message for message in transcript.messages], mode='json'
+    )
+    messages = [
+        TranscriptMessage(position=m.position, entry_id=m.entry_id, role=m.role, text=m.text, message=data)
+        for m, data in zip(transcript.messages, dumped, strict=True)
+    ]
+    return ConversationDetail(conversation=_summary(transcript.conversation), messages=messages)
+
+
 def create_app(
     store: str | os.PathLike[str] | ApiStore,
     *,
@@ -555,80 +642,10 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.recall_store = provider
+    app.state.recall_embedder = meaning
     app.openapi = _without_unused_responses(app)
     _install_error_handlers(app)
     app.add_middleware(_Guard, tokens=checked, max_body_bytes=max_body_bytes)
 
-    @app.post(
-        f'{API_PREFIX}/conversations/search',
-        response_model=SearchResponse,
-        responses=_ERROR_RESPONSES,
-        summary="Search one conversation, or every conversation of the token's scope",
-        operation_id='search_conversation',
-    )
-    async def search(body: SearchBody, tenant: Tenant, store: Store, response: Response) -> SearchResponse:
-        renamed = body.model_fields_set & {'include_branches'}
-        if renamed:
-            response.headers['Deprecation'] = 'true'
-            response.headers['Warning'] = '299 - "include_branches is renamed include_superseded"'
-        result = await search_messages(
-            store,
-            body.query,
-            conversation_id=body.conversation_id,
-            scope=tenant,
-            run_id=body.run_id,
-            role=body.role,
-            limit=body.limit,
-            include_superseded=body.include_superseded or bool(renamed and body.include_branches),
-            mode=body.mode,
-            embedder=meaning,
-        )
-        return SearchResponse(hits=result.hits)
-
-    @app.get(
-        f'{API_PREFIX}/conversations',
-        response_model=ConversationList,
-        responses={code: _ERROR_RESPONSES[code] for code in (400, 401, 503)},
-        summary="List the token's conversations, newest first, a page at a time",
-        operation_id='list_conversations',
-    )
-    async def conversations(
-        tenant: Tenant,
-        store: Store,
-        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description='Most conversations per page (1-100).')] = 20,
-        after: Annotated[
-            str | None,
-            Query(
-                json_schema_extra={'maxLength': MAX_CURSOR_LENGTH},
-                description='The `next_cursor` of the previous page: list the conversations after it.',
-            ),
-        ] = None,
-    ) -> ConversationList:
-        page = await list_conversation_page(store, scope=tenant, limit=limit, after=after)
-        return ConversationList(
-            conversations=[_summary(info) for info in page.conversations], next_cursor=page.next_cursor
-        )
-
-    @app.get(
-        f'{API_PREFIX}/conversations/{{conversation_id}}',
-        response_model=ConversationDetail,
-        responses={code: _ERROR_RESPONSES[code] for code in (400, 401, 404, 503)},
-        summary='A conversation and the transcript of its current branch',
-        operation_id='get_conversation',
-    )
-    async def conversation(
-        conversation_id: Annotated[Identifier, PathParameter(json_schema_extra={'maxLength': MAX_ID_LENGTH})],
-        tenant: Tenant,
-        store: Store,
-    ) -> ConversationDetail:
-        transcript = await read_conversation(store, conversation_id, scope=tenant)
-        dumped: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(
-            [message.message for message in transcript.messages], mode='json'
-        )
-        messages = [
-            TranscriptMessage(position=m.position, entry_id=m.entry_id, role=m.role, text=m.text, message=data)
-            for m, data in zip(transcript.messages, dumped, strict=True)
-        ]
-        return ConversationDetail(conversation=_summary(transcript.conversation), messages=messages)
-
+    app.include_router(_routes)
     return app
