@@ -273,6 +273,36 @@ class _CodecServer:
         return Response(json.dumps(document, separators=(',', ':')), media_type='application/json')
 
 
+def _cors(allowed_origins: Sequence[str]) -> list[Middleware]:
+    """CORS for exactly `allowed_origins`, credentials allowed (none at all without origins)."""
+    for origin in allowed_origins:
+        if origin == '*' or '://' not in origin or origin.endswith('/') or origin != origin.strip():
+            raise ConfigurationError(
+                f'Allowed origin {origin!r} must be an exact origin like "https://ui.example.com" or '
+                '"http://localhost:8233" (no wildcard, path or trailing slash), since credentials are allowed.'
+            )
+    if not allowed_origins:
+        return []
+    return [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(allowed_origins),
+            allow_methods=['POST'],
+            allow_headers=['authorization', 'authorization-extras', 'content-type', 'x-namespace'],
+            allow_credentials=True,
+            max_age=600,
+        )
+    ]
+
+
+async def _not_found(request: Request, error: Exception) -> Response:
+    return _error(404, 'not_found', 'No such resource; the codec server answers POST /decode and POST /encode.')
+
+
+async def _method_not_allowed(request: Request, error: Exception) -> Response:
+    return _error(405, 'method_not_allowed', 'Use POST for /decode and /encode (GET or POST for /session).')
+
+
 def create_codec_app(
     store: str | os.PathLike[str] | StoreProvider | Any,
     *,
@@ -299,12 +329,7 @@ def create_codec_app(
             `scheme://host[:port]`.
     """
     checked = checked_tokens(tokens, operators=True)
-    for origin in allowed_origins:
-        if origin == '*' or '://' not in origin or origin.endswith('/') or origin != origin.strip():
-            raise ConfigurationError(
-                f'Allowed origin {origin!r} must be an exact origin like "https://ui.example.com" or '
-                '"http://localhost:8233" (no wildcard, path or trailing slash), since credentials are allowed.'
-            )
+    middleware = _cors(allowed_origins)
     owned = isinstance(store, str | os.PathLike)
     provider = StoreProvider(os.fspath(store)) if owned else StoreProvider.coerce(store)  # pyright: ignore[reportArgumentType]
     server = _CodecServer(provider, checked, max_body_bytes)
@@ -320,12 +345,6 @@ def create_codec_app(
             return HTMLResponse(_SESSION_FORM)
         return await server.sign_in(request)
 
-    async def not_found(request: Request, error: Exception) -> Response:
-        return _error(404, 'not_found', 'No such resource; the codec server answers POST /decode and POST /encode.')
-
-    async def method_not_allowed(request: Request, error: Exception) -> Response:
-        return _error(405, 'method_not_allowed', 'Use POST for /decode and /encode (GET or POST for /session).')
-
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncGenerator[None]:
         try:
@@ -334,18 +353,6 @@ def create_codec_app(
             if owned:
                 await provider.aclose()
 
-    middleware: list[Middleware] = []
-    if allowed_origins:
-        middleware.append(
-            Middleware(
-                CORSMiddleware,
-                allow_origins=list(allowed_origins),
-                allow_methods=['POST'],
-                allow_headers=['authorization', 'authorization-extras', 'content-type', 'x-namespace'],
-                allow_credentials=True,
-                max_age=600,
-            )
-        )
     app = Starlette(
         routes=[
             Route('/decode', decode, methods=['POST']),
@@ -353,7 +360,7 @@ def create_codec_app(
             Route('/session', session, methods=['GET', 'POST']),
         ],
         middleware=middleware,
-        exception_handlers={404: not_found, 405: method_not_allowed},
+        exception_handlers={404: _not_found, 405: _method_not_allowed},
         lifespan=lifespan,
     )
     app.state.codec_store = provider
