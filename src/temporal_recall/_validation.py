@@ -10,7 +10,8 @@ lets any other exception through: a bad model field raises a `RecallError`, not 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, ValidationInfo
 
@@ -98,14 +99,22 @@ QueryText = Annotated[str, AfterValidator(_field_query)]
 """A `str` field checked with `check_query`."""
 
 
+_Choice = TypeVar('_Choice', bound=str)
+
+
+def _one_of(value: object, choices: Sequence[_Choice], field: str, what: str, otherwise: str) -> _Choice:
+    """`value` if it is one of `choices`; otherwise `InvalidSearchParameters` listing them."""
+    for choice in choices:
+        if value == choice:
+            return choice
+    raise InvalidSearchParameters(
+        f'{field}={repr(value)[:40]} is not {what}: use one of {", ".join(choices)}, or {otherwise}.'
+    )
+
+
 def check_role(value: object) -> Role:
     """`value` if it names a role; otherwise `InvalidSearchParameters` listing the roles there are."""
-    for role in ROLES:
-        if value == role:
-            return role
-    raise InvalidSearchParameters(
-        f'role={repr(value)[:40]} is not a role: use one of {", ".join(ROLES)}, or no role to search every message.'
-    )
+    return _one_of(value, ROLES, 'role', 'a role', 'no role to search every message')
 
 
 RoleFilter = Annotated[Role, BeforeValidator(check_role)]
@@ -114,12 +123,8 @@ RoleFilter = Annotated[Role, BeforeValidator(check_role)]
 
 def check_mode(value: object) -> SearchMode:
     """`value` if it names a search mode; otherwise `InvalidSearchParameters` listing the modes there are."""
-    for mode in SEARCH_MODES:
-        if value == mode:
-            return mode
-    raise InvalidSearchParameters(
-        f'mode={repr(value)[:40]} is not a search mode: use one of {", ".join(SEARCH_MODES)}, or none for the '
-        'default (hybrid with an embedder, else bm25).'
+    return _one_of(
+        value, SEARCH_MODES, 'mode', 'a search mode', 'none for the default (hybrid with an embedder, else bm25)'
     )
 
 
