@@ -44,12 +44,11 @@ from ..errors import (
     RecallError,
     StoreUnavailable,
     UnknownConversation,
-    non_retryable,
-    retryable,
 )
 from ..models import HistoryWindow, RecallDeps, SearchRequest, StepDelta, StepWritten
 from ..search import Role, SearchMode, SummaryRule
 from ..text._documents import RECALL_TOOL_NAME
+from ._activity_errors import failing_for_good, raise_retryable
 from ._delta import Delta, DeltaTracker
 from ._marker import Marker, take_marker
 from ._persisting_model import PersistingModel
@@ -394,19 +393,17 @@ class ConversationRecall(AbstractCapability[AgentDepsT]):
             usage=step.usage,
             summary=self.summary,
         )
-        try:
-            embedder = embedder_for(self.embedder, store)
-            result = await embedded_append(
-                store, embedder, request, lambda: traced_append(store, request, write='store_step')
-            )
-            self.record_write(result)
-        except HistoryMismatch:
-            return StepWritten(attached=False)
-        except (StoreUnavailable, EmbeddingUnavailable) as error:
-            raise retryable(error) from None  # retried by Temporal with backoff, showing the store's message
-        except RecallError as error:
-            # Deterministic: another attempt would fail the same way.
-            raise non_retryable(error) from error
+        with failing_for_good():  # the step write's rule: what another attempt would meet again fails for good
+            try:
+                embedder = embedder_for(self.embedder, store)
+                result = await embedded_append(
+                    store, embedder, request, lambda: traced_append(store, request, write='store_step')
+                )
+                self.record_write(result)
+            except HistoryMismatch:
+                return StepWritten(attached=False)
+            except (StoreUnavailable, EmbeddingUnavailable) as error:
+                raise_retryable(error)
         return StepWritten(
             attached=True,
             head_id=result.head_id,
