@@ -182,8 +182,8 @@ VARIANTS: dict[str, Callable[[], AbstractCapability[Any] | None]] = {
     'floor': lambda: ConversationRecall(store=NothingStored()),
     'floor-tool': lambda: ConversationRecall(store=NothingStored(), search_tool=False),
 }
-"""Each variant's capability (`None`: without). The cuts docs/floor.md simulated are made in the code since
-(docs/benchmarks/floor.md): run this script with PYTHONPATH at the src of the commits to compare."""
+"""Each variant's capability (`None`: without). To compare two commits, run this script with PYTHONPATH at
+each one's src, alternately (docs/benchmarks/floor.md)."""
 DEFAULT_VARIANTS = (
     'without',
     'hooks',
@@ -363,7 +363,6 @@ PIECES: tuple[tuple[str, str | None, str, str], ...] = (
         'content._canonical (a serialisation for a hash: dump, canonical form)',
     ),
     # The rest of a step's work, by piece (each may contain serialisations; see the note).
-    (f'{_CAPABILITY}_hashes', 'MessageHashes', '_key', "MessageHashes._key (the pickle a run's hashes are found by)"),
     (f'{_CAPABILITY}_persisting_model', None, 'stamp_tool_call_parts', 'stamp_tool_call_parts (pydantic-ai private)'),
     (
         f'{_CAPABILITY}_step_write',
