@@ -493,8 +493,22 @@ UNDO_VERSION_13 = ('DROP INDEX message_bodies_by_hash',)
 """What migration 13 added, taken away."""
 
 
+UNDO_VERSION_16_POSTGRES = ('DROP FUNCTION temporal_recall_append',)
+"""What migration 16 added on PostgreSQL (nothing on SQLite), taken away."""
+
+
+async def back_to_version_15(store: AnyStore) -> None:
+    """Turn a store into what version 15 wrote: no append function (PostgreSQL), version 15 recorded. Close
+    and reopen it afterwards."""
+    if not isinstance(store, SqliteConversationStore):
+        for statement in UNDO_VERSION_16_POSTGRES:
+            await run_sql(store, statement)
+    await run_sql(store, 'DELETE FROM schema_migrations WHERE version > 15')
+
+
 async def back_to_version_14(store: AnyStore) -> None:
     """Turn a store into what version 14 wrote: no titles or metadata, version 14 recorded. Close and reopen it."""
+    await back_to_version_15(store)
     for statement in (*UNDO_VERSION_15, 'DELETE FROM schema_migrations WHERE version > 14'):
         await run_sql(store, statement)
 

@@ -14,6 +14,7 @@ from pydantic_ai.usage import RunUsage
 from temporal_recall.content import dump_message, load_message
 from temporal_recall.errors import HistoryMismatch, MessageNotSerializable, UnknownConversation
 from temporal_recall.store import AppendRequest, AppendResult, PostgresConversationStore
+from temporal_recall.store.postgres._dialect import POSTGRESQL
 
 from ._support import AnyStore, Site, hex_hash, row_counts, tool_return, turn, user
 
@@ -285,10 +286,14 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return sent
 
 
-async def test_a_step_updates_its_conversation_in_one_statement(recall_store: AnyStore, statements: list[str]) -> None:
+async def test_a_step_updates_its_conversation_in_one_statement(
+    recall_store: AnyStore, statements: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A step's last writes (its head's move, its postings' segment, its membership and the counters) read
     nothing of each other, so the conversation's row is updated once, and where arrays bind they are one
-    statement: a round trip each cost a PostgreSQL step a tenth of its client CPU (issue 42)."""
+    statement: a round trip each cost a PostgreSQL step a tenth of its client CPU (issue 42). (The general
+    append's shape: a plain step on PostgreSQL is one call, tests/store/test_one_call.py.)"""
+    monkeypatch.setattr(POSTGRESQL, 'appends_in_one_call', False)
     await recall_store.append(delta(turn(1)))
     statements.clear()
     result = await recall_store.append(delta(turn(2), base=turn(1)))

@@ -37,6 +37,7 @@ from .log import _append, _details, _entries, _write
 from .log import _reads as _log
 from .log._columns import record_columns, timestamp_order
 from .log._details import details_columns
+from .log._one_call import Known
 from .log._save import save_after_own_appends
 from .log._tenants import lock_tenants
 from .postings._merger import Merger
@@ -99,6 +100,7 @@ class EngineStore(CheckedStore, StoredBodies):
         self._backend = backend
         self._bodies = BodyEngine(backend)
         self._merger = Merger(backend)
+        self._known = Known()
         self._matrices = _vectors.VectorMatrices()
         self._embedder: Embedder | None = None
 
@@ -369,7 +371,7 @@ class EngineStore(CheckedStore, StoredBodies):
             InvalidIdentifier: The conversation id, scope or run id is too long or not printable text.
         """
         check_append(request)
-        return await _append.append(self._backend, request, self._merger.due)
+        return await _append.append(self._backend, request, self._merger.due, self._known)
 
     # --- IndexReader -------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ __all__ = (
     'content_locks',
     'documents_with',
     'lock_contents',
+    'ordered_content_locks',
     'read_documents',
     'send_tail',
 )
@@ -257,11 +258,18 @@ def content_locks(session: Session, tenant_id: int, hashes: Iterable[bytes]) -> 
     sql = session.dialect.lock_new_contents()
     if sql is None:
         return None
-    keys = {_content_lock(tenant_id, content): content for content in hashes}
-    if not keys:
+    ordered_hashes, ordered_keys = ordered_content_locks(tenant_id, hashes)
+    if not ordered_keys:
         return None
-    ordered = sorted(keys)  # One order for every writer: no deadlock between them.
-    return sql, (tenant_id, [keys[key] for key in ordered], ordered)
+    return sql, (tenant_id, ordered_hashes, ordered_keys)
+
+
+def ordered_content_locks(tenant_id: int, hashes: Iterable[bytes]) -> tuple[list[bytes], list[int]]:
+    """The contents among `hashes` and their creation lock keys, in the one order every writer takes
+    them (ascending keys), so that no two writers deadlock; a content per key."""
+    keys = {_content_lock(tenant_id, content): content for content in hashes}
+    ordered = sorted(keys)
+    return [keys[key] for key in ordered], ordered
 
 
 def _content_lock(tenant_id: int, content: bytes) -> int:

@@ -17,68 +17,37 @@ from temporal_recall.errors import HistoryMismatch, UnknownConversation
 from ..index._documents import add_members, content_locks, documents_with, read_documents, send_tail
 from ..index._superseded import extend_head, follow_supersessions, record_supersession
 from ..index._terms import Member, PreparedMessage, prepare_message
-from ..protocol import AppendRequest, AppendResult, fence_row_key
+from ..protocol import AppendRequest, AppendResult
 from ..sql._bulk import Batch, Tail
-from ..sql._keys import hash_bytes, run_id_of
+from ..sql._keys import run_id_of
 from ..sql._session import Backend, Session
 from . import _entries as entries
 from . import _statements as statements
 from ._columns import RecordColumns, dump_usage, load_usage, timestamp_order
 from ._ids import new_id, now
 from ._lineage import appended_revision
+from ._one_call import Known, append_in_one_call
 from ._pending import anchor, continues, requests_at, requests_ending_the_chain
+from ._prepared import Prepared, prepare
 from ._rows import ChainEntry, ConversationRow
 from ._tenants import tenant_of
 
-__all__ = ('Prepared', 'append', 'apply', 'prepare')
+__all__ = ('append', 'apply')
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """What an append computes before its transaction: the checked base hash, the fence key, the messages."""
-
-    request: AppendRequest
-    base_hash: bytes | None
-    fence_key: str | None
-    messages: list[PreparedMessage]
-
-
-def prepare(request: AppendRequest) -> Prepared:
-    """Check and serialise `request` outside the transaction (which holds the write lock while it runs)."""
-    hashes = request.content_hashes  # as many as the messages (`AppendRequest.__post_init__`)
-    return Prepared(
-        request=request,
-        base_hash=_base_hash(request),
-        fence_key=fence_row_key(request),
-        messages=[
-            prepare_message(
-                message,
-                run_id=request.run_id,
-                summary=request.summary,
-                known_hash=None if hashes is None else hashes[index],
-            )
-            for index, message in enumerate(request.messages)
-        ],
-    )
-
-
-def _base_hash(request: AppendRequest) -> bytes | None:
-    if request.base_length < 0:
-        raise HistoryMismatch(f'base_length must not be negative (got {request.base_length}).')
-    if request.base_length == 0:
-        return None
-    if request.base_hash is None:
-        raise HistoryMismatch('base_hash is required when base_length is positive; resend with base_length=0.')
-    try:
-        return hash_bytes(request.base_hash)
-    except ValueError:
-        raise HistoryMismatch(f'base_hash {request.base_hash!r} is not a hex content hash.') from None
-
-
-async def append(backend: Backend, request: AppendRequest, merge_due: Callable[[int], None]) -> AppendResult:
-    """`DeltaWriter.append`: check and serialise `request`, then apply it in one write transaction; then,
-    if it left its tenant's segments due a merge, pass the tenant to `merge_due` (`postings._merger`)."""
+async def append(
+    backend: Backend, request: AppendRequest, merge_due: Callable[[int], None], known: Known
+) -> AppendResult:
+    """`DeltaWriter.append`: check and serialise `request`, then apply it in one call where the store can
+    (`_one_call`), otherwise in one write transaction; then, if it left its tenant's segments due a
+    merge, pass the tenant to `merge_due` (`postings._merger`). `known`: the store's `_one_call.Known`."""
     prepared = prepare(request)
+    if backend.dialect.appends_in_one_call:
+        done = await append_in_one_call(backend, prepared, known)
+        if done is not None:
+            if done.merge_tenant is not None:
+                merge_due(done.merge_tenant)
+            return done.result
     merging: list[int] = []
     result = await backend.run_write(
         lambda session: apply(session, prepared, merging), retry=entries.lost_creation_race

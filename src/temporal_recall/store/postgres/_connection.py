@@ -249,9 +249,16 @@ class Database:
             raise _reraise(error, self.display) from error
 
     async def run_write(
-        self, body: Callable[[Session], Coroutine[Any, Any, T]], *, retry: Callable[[BaseException], bool] | None = None
+        self,
+        body: Callable[[Session], Coroutine[Any, Any, T]],
+        *,
+        retry: Callable[[BaseException], bool] | None = None,
+        one_statement: bool = False,
     ) -> T:
         """`Backend.run_write`: `body` in a READ COMMITTED transaction, committed on return, rolled back on a raise.
+
+        With `one_statement`, the statement `body` sends is its own transaction (no `BEGIN`, no `COMMIT`:
+        two round trips fewer).
 
         A deadlock or serialization failure, or an error `retry` accepts, rolls back and runs `body`
         again after a short random pause, up to `MAX_ATTEMPTS` times.
@@ -268,8 +275,11 @@ class Database:
         while True:
             attempt += 1
             try:
-                async with self.connection() as conn, conn.transaction():
-                    return await body(PostgresSession(conn))
+                async with self.connection() as conn:
+                    if one_statement:
+                        return await body(PostgresSession(conn))
+                    async with conn.transaction():
+                        return await body(PostgresSession(conn))
             except (pg.PostgresError, pg.InterfaceError, pg.InternalClientError, OSError, TimeoutError) as error:
                 again = isinstance(error, pg.DeadlockDetectedError | pg.SerializationError) or (
                     retry is not None and retry(error)

@@ -26,6 +26,7 @@ __all__ = (
     'merge_off_path',
     'merge_pending',
     'remove_postings',
+    'segment_due',
 )
 
 MERGE_SEGMENTS = 64
@@ -108,11 +109,16 @@ async def add_postings(
 async def merge_if_due(session: Session, tenant_id: int, counts: Row, *, merge: bool) -> bool:
     """After a segment's insert, given what `_SEGMENT_COUNT` read: with `merge` (the caller keeps the
     tenant's other writers out), a due merge runs here; otherwise returns whether one is due."""
-    due = int(counts[0]) >= MERGE_SEGMENTS or int(counts[1]) >= MERGE_POSTINGS
+    due = segment_due(int(counts[0]), int(counts[1]))
     if due and merge:
         await merge_pending(session, tenant_id)
         return False
     return due
+
+
+def segment_due(segments: int, postings: int) -> bool:
+    """Whether a tenant with `segments` pending segments holding `postings` postings is due a merge."""
+    return segments >= MERGE_SEGMENTS or postings >= MERGE_POSTINGS
 
 
 _SEGMENT_COUNT = (

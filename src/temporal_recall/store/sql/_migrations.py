@@ -36,6 +36,7 @@ RELEASED: tuple[tuple[int, str, bool], ...] = (
     (13, 'message bodies found by hash in any scope', False),
     (14, 'document vectors for recall by meaning', False),
     (15, 'conversation titles and metadata', False),
+    (16, 'an append in one call where statements are round trips', False),
 )
 """`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
 

@@ -24,7 +24,7 @@ recognised by this name (`log._entries.lost_creation_race`)."""
 class When:
     """A statement for the backends whose dialect has the boolean `flag` set (or, with `unset`, not set)."""
 
-    flag: Literal['constant_column_defaults', 'indexes_entry_hashes']
+    flag: Literal['constant_column_defaults', 'indexes_entry_hashes', 'appends_in_one_call']
     statement: str
     unset: bool = False
 
@@ -334,6 +334,149 @@ _V15: tuple[_Statement, ...] = (
     'ALTER TABLE conversations ADD COLUMN metadata TEXT',
 )
 
+_V16: tuple[_Statement, ...] = (
+    # An append in one call where statements are round trips (`log._one_call`): given what a read
+    # without locks found, it takes the locks the general append takes, in its order, checks that the
+    # read still holds, and writes the append's rows, creating the conversation when `p_conv` is NULL;
+    # or, when anything changed, writes nothing and answers NULL (the caller then runs the general
+    # append). Keys are drawn after the content locks, as the general append draws them, and must be
+    # consecutive: the caller numbered documents and encoded postings from the first one. Returns the
+    # first entry key and the conversation's, then the tenant's pending segments and postings when the
+    # append added a segment.
+    When(
+        'appends_in_one_call',
+        """
+        CREATE FUNCTION temporal_recall_append(
+            p_conv BIGINT, p_conversation_id TEXT, p_tenant BIGINT, p_scope TEXT, p_head BIGINT,
+            p_revision TEXT, p_usage TEXT, p_idempotency_key TEXT, p_fence_key TEXT, p_fence_attempt INTEGER,
+            p_terms TEXT[], p_term_ids BIGINT[], p_lock_hashes BYTEA[], p_lock_keys INTEGER[], p_contents BYTEA[],
+            p_entry_ids TEXT[], p_entry_hashes BYTEA[], p_entry_runs TEXT[], p_entry_messages TEXT[],
+            p_entry_unindexed BOOLEAN[], p_first_position INTEGER,
+            p_doc_offsets BIGINT[], p_doc_entries INTEGER[], p_doc_lengths INTEGER[], p_doc_terms BYTEA[],
+            p_doc_roles TEXT[], p_documents_per_entry BIGINT,
+            p_posting_terms BIGINT[], p_posting_firsts BIGINT[], p_posting_lasts BIGINT[], p_posting_blocks BYTEA[],
+            p_postings BIGINT, p_usage_after TEXT, p_revision_after TEXT, p_updated_at TEXT, p_updated_order BIGINT
+        ) RETURNS BIGINT[] LANGUAGE plpgsql AS $append$
+        DECLARE
+            conversation RECORD;
+            conv BIGINT := p_conv;
+            created_seq BIGINT;
+            entry_count INTEGER := cardinality(p_entry_ids);
+            document_total INTEGER := cardinality(p_doc_offsets);
+            document_length BIGINT := coalesce((SELECT sum(x.l) FROM unnest(p_doc_lengths) AS x(l)), 0);
+            keys BIGINT[];
+            run_keys BIGINT[];
+            base BIGINT;
+            doc_base BIGINT;
+            segment BIGINT;
+            pending BIGINT[];
+        BEGIN
+            IF conv IS NOT NULL THEN
+                SELECT c.tenant_id, c.scope, c.head_key, c.revision, c.usage INTO conversation
+                FROM conversations c WHERE c.conv_key = conv FOR UPDATE;
+                IF NOT FOUND OR conversation.tenant_id <> p_tenant OR conversation.scope IS DISTINCT FROM p_scope
+                    OR conversation.head_key IS DISTINCT FROM p_head OR conversation.revision <> p_revision
+                    OR conversation.usage <> p_usage THEN
+                    RETURN NULL;
+                END IF;
+            END IF;
+            PERFORM pg_advisory_xact_lock_shared(
+                hashtext(current_schema() || '/temporal_recall/tenants'), CAST(p_tenant % 2147483647 AS INT));
+            IF EXISTS (SELECT 1 FROM conversation_branches b WHERE b.conv_key = conv)
+                OR EXISTS (
+                    SELECT 1 FROM applied_writes w WHERE w.conv_key = conv AND w.idempotency_key = p_idempotency_key)
+                OR EXISTS (
+                    SELECT 1 FROM applied_writes f
+                    WHERE f.conv_key = conv AND f.idempotency_key = p_fence_key AND f.length > p_fence_attempt)
+                OR (SELECT count(*) FROM unnest(p_terms, p_term_ids) AS x(term, k)
+                    JOIN terms t ON t.term = x.term AND t.term_id = x.k) <> cardinality(p_terms) THEN
+                RETURN NULL;
+            END IF;
+            -- The content locks, in the arrays' order (sorted by key by the caller), then the keys.
+            PERFORM pg_advisory_xact_lock(hashtext(current_schema() || '/temporal_recall/contents'), x.k)
+            FROM unnest(p_lock_hashes, p_lock_keys) AS x(h, k)
+            WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.tenant_id = p_tenant AND d.content_hash = x.h);
+            IF EXISTS (
+                SELECT 1 FROM documents d WHERE d.tenant_id = p_tenant AND d.content_hash = ANY(p_contents)) THEN
+                RETURN NULL;
+            END IF;
+            IF conv IS NULL THEN
+                created_seq := (SELECT coalesce(max(e.entry_key), 0) FROM entries e);
+            END IF;
+            -- The runs, interned after the content locks and before the keys, as the general append does.
+            INSERT INTO runs (run_id)
+            SELECT n.run_id FROM (
+                SELECT DISTINCT x.run_id FROM unnest(p_entry_runs) AS x(run_id)
+                WHERE x.run_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = x.run_id)
+            ) AS n ORDER BY n.run_id COLLATE "C"
+            ON CONFLICT (run_id) DO NOTHING;
+            run_keys := ARRAY(
+                SELECT r.run_key FROM unnest(p_entry_runs) WITH ORDINALITY AS x(run_id, i)
+                LEFT JOIN runs r ON r.run_id = x.run_id ORDER BY x.i);
+            keys := ARRAY(
+                SELECT nextval(pg_get_serial_sequence('entries', 'entry_key')) FROM generate_series(1, entry_count));
+            base := keys[1];
+            IF keys[entry_count] - base <> entry_count - 1 THEN
+                RETURN NULL;
+            END IF;
+            IF conv IS NULL THEN
+                INSERT INTO conversations (
+                    conversation_id, tenant_id, head_key, created_seq, scope, revision, updated_at, updated_order,
+                    usage, deferred_tool_requests, forked_from, forked_at, format_version)
+                VALUES (
+                    p_conversation_id, p_tenant, NULL, created_seq, p_scope, p_revision_after, p_updated_at,
+                    p_updated_order, p_usage_after, NULL, NULL, NULL, 1)
+                ON CONFLICT (conversation_id) DO NOTHING
+                RETURNING conv_key INTO conv;
+                IF conv IS NULL THEN
+                    RETURN NULL;
+                END IF;
+            END IF;
+            doc_base := base * p_documents_per_entry;
+            INSERT INTO entries (
+                entry_key, entry_id, parent_key, position, kind, content_hash, run_key, message, unindexed)
+            SELECT base + x.i - 1, x.id, CASE WHEN x.i = 1 THEN p_head ELSE base + x.i - 2 END,
+                p_first_position + CAST(x.i AS INTEGER) - 1, 'message', x.h, x.r, x.m, x.u
+            FROM unnest(p_entry_ids, p_entry_hashes, run_keys, p_entry_messages, p_entry_unindexed)
+                WITH ORDINALITY AS x(id, h, r, m, u, i);
+            IF document_total > 0 THEN
+                INSERT INTO documents (doc_id, tenant_id, content_hash, length, term_ids, role)
+                SELECT doc_base + x.o, p_tenant, p_entry_hashes[x.e + 1], x.l, x.t, x.r
+                FROM unnest(p_doc_offsets, p_doc_entries, p_doc_lengths, p_doc_terms, p_doc_roles) AS x(o, e, l, t, r);
+                INSERT INTO conversation_documents (conv_key, doc_id, entry_key, run_key, position, occurrences)
+                SELECT conv, doc_base + x.o, base + x.e, run_keys[x.e + 1], p_first_position + x.e, 1
+                FROM unnest(p_doc_offsets, p_doc_entries) AS x(o, e);
+                segment := doc_base + p_doc_offsets[1];
+                INSERT INTO pending_postings (tenant_id, segment, term_id, first_doc, last_doc, postings)
+                SELECT p_tenant, segment, x.t, doc_base + x.f, doc_base + x.l, x.b
+                FROM unnest(p_posting_terms, p_posting_firsts, p_posting_lasts, p_posting_blocks) AS x(t, f, l, b)
+                ORDER BY x.t, x.f;
+                INSERT INTO index_segments (tenant_id, segment, document_count, total_length, postings)
+                VALUES (p_tenant, segment, document_total, document_length, p_postings);
+                pending := ARRAY(
+                    SELECT count(*) FROM index_segments s WHERE s.tenant_id = p_tenant
+                    UNION ALL
+                    SELECT CAST(sum(s.postings) AS BIGINT) FROM index_segments s WHERE s.tenant_id = p_tenant);
+            END IF;
+            INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored)
+            VALUES (conv, p_idempotency_key, base + entry_count - 1, p_first_position + entry_count, entry_count);
+            IF p_fence_key IS NOT NULL THEN
+                INSERT INTO applied_writes (conv_key, idempotency_key, head_key, length, stored)
+                VALUES (conv, p_fence_key, NULL, p_fence_attempt, 0)
+                ON CONFLICT (conv_key, idempotency_key)
+                DO UPDATE SET length = GREATEST(applied_writes.length, excluded.length);
+            END IF;
+            UPDATE conversations SET head_key = base + entry_count - 1, usage = p_usage_after,
+                revision = p_revision_after, updated_at = p_updated_at, updated_order = p_updated_order,
+                document_count = document_count + document_total, total_length = total_length + document_length
+            WHERE conv_key = conv;
+            RETURN ARRAY[base, conv] || pending;
+        END
+        $append$
+        """,
+    ),
+)
+
 _VERSIONS: tuple[tuple[_Statement, ...], ...] = (
     _V1,
     _V2,
@@ -350,6 +493,7 @@ _VERSIONS: tuple[tuple[_Statement, ...], ...] = (
     _V13,
     _V14,
     _V15,
+    _V16,
 )
 """Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 

@@ -50,6 +50,10 @@ class Dialect:
     supports_concurrent_writes: ClassVar[bool] = True
     """Writers run side by side, rather than one at a time: they keep apart by the locks the dialect
     spells (`lock_tenants`, `lock_new_contents`, `try_lock_merge`) and by writing rows of their own."""
+    appends_in_one_call: ClassVar[bool] = True
+    """The store holds the function that applies a plain append in one call (migration 16,
+    `log._one_call`): where each statement is a round trip, an append reads without locks and sends
+    one statement, instead of the general append's six or more inside a transaction."""
 
     # --- The tables' spelling -------------------------------------------------------------------
 
@@ -234,11 +238,14 @@ class Backend(Protocol):
         body: Callable[[Session], Coroutine[Any, Any, _T]],
         *,
         retry: Callable[[BaseException], bool] | None = None,
+        one_statement: bool = False,
     ) -> _T:
         """Run `body` in a write transaction, committed when it returns and rolled back if it raises.
 
         A backend that runs writers side by side may run `body` again after a conflict it resolved by
         aborting (and after an error `retry` accepts), so `body` must have no effect outside the database.
+        `one_statement`: `body` sends a single statement, which is a transaction of its own, so a backend
+        where statements are round trips sends no `BEGIN` and `COMMIT` around it.
         """
         ...
 

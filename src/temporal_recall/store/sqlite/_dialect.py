@@ -24,6 +24,7 @@ class SqliteDialect(Dialect):
     supports_join_planning = False
     supports_concurrent_writes = False
     statements_are_round_trips = False
+    appends_in_one_call = False
 
     ddl = MappingProxyType(
         {
