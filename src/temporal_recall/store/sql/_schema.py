@@ -342,7 +342,10 @@ _V16: tuple[_Statement, ...] = (
     # append). Keys are drawn after the content locks, as the general append draws them, and must be
     # consecutive: the caller numbered documents and encoded postings from the first one. Returns the
     # first entry key and the conversation's, then the tenant's pending segments and postings when the
-    # append added a segment.
+    # append added a segment. Its statements keep generic plans (`plan_cache_mode = auto`, where the
+    # store's sessions force custom ones): planning each of them anew on every call cost the server
+    # more than running them, and none compares a column with `= ANY` of an array, the plan that
+    # goes wrong when generic (each array is joined, or probed element by element, by an index).
     When(
         'appends_in_one_call',
         """
@@ -356,7 +359,7 @@ _V16: tuple[_Statement, ...] = (
             p_doc_roles TEXT[], p_documents_per_entry BIGINT,
             p_posting_terms BIGINT[], p_posting_firsts BIGINT[], p_posting_lasts BIGINT[], p_posting_blocks BYTEA[],
             p_postings BIGINT, p_usage_after TEXT, p_revision_after TEXT, p_updated_at TEXT, p_updated_order BIGINT
-        ) RETURNS BIGINT[] LANGUAGE plpgsql AS $append$
+        ) RETURNS BIGINT[] LANGUAGE plpgsql SET plan_cache_mode = 'auto' AS $append$
         DECLARE
             conversation RECORD;
             conv BIGINT := p_conv;
@@ -397,7 +400,8 @@ _V16: tuple[_Statement, ...] = (
             FROM unnest(p_lock_hashes, p_lock_keys) AS x(h, k)
             WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.tenant_id = p_tenant AND d.content_hash = x.h);
             IF EXISTS (
-                SELECT 1 FROM documents d WHERE d.tenant_id = p_tenant AND d.content_hash = ANY(p_contents)) THEN
+                SELECT 1 FROM unnest(p_contents) AS x(h)
+                JOIN documents d ON d.tenant_id = p_tenant AND d.content_hash = x.h) THEN
                 RETURN NULL;
             END IF;
             IF conv IS NULL THEN
@@ -411,8 +415,8 @@ _V16: tuple[_Statement, ...] = (
             ) AS n ORDER BY n.run_id COLLATE "C"
             ON CONFLICT (run_id) DO NOTHING;
             run_keys := ARRAY(
-                SELECT r.run_key FROM unnest(p_entry_runs) WITH ORDINALITY AS x(run_id, i)
-                LEFT JOIN runs r ON r.run_id = x.run_id ORDER BY x.i);
+                SELECT (SELECT r.run_key FROM runs r WHERE r.run_id = x.run_id)
+                FROM unnest(p_entry_runs) WITH ORDINALITY AS x(run_id, i) ORDER BY x.i);
             keys := ARRAY(
                 SELECT nextval(pg_get_serial_sequence('entries', 'entry_key')) FROM generate_series(1, entry_count));
             base := keys[1];
