@@ -10,6 +10,7 @@ import pytest
 from pydantic_ai import messages as m
 from pydantic_ai.usage import RunUsage
 
+from temporal_recall.errors import UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest, Fence, PostgresConversationStore
@@ -250,3 +251,42 @@ async def test_what_another_process_wrote_since_this_one_appended_goes_to_the_ge
         assert (calls.applied, calls.declined, again.length) == (2, 1, 3)  # read again: a kept branch, no call
         assert (await mine.check()).clean
         assert await problems_of(mine) == []
+
+
+async def test_another_scope_answers_as_absent_whatever_the_process_knows(
+    sites: tuple[PostgresSite, PostgresSite], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scope comes from the request: a process that knows the conversation in its own scope never
+    applies another scope's write to it, and the answer is the general append's: no such conversation."""
+    site, _ = sites
+    calls = Calls(monkeypatch)
+    prompt = user('where is my order')
+    async with await site.open() as store:
+        await store.append(_request([user('a tenant for the scope')], [], key='t', conversation_id='t'))
+        await store.append(_request([prompt], [], key='p'))
+        counts = await rows_of(store, 'SELECT count(*) FROM entries')
+        for scope in ('globex', None, ''):
+            with pytest.raises(UnknownConversation):
+                await store.append(_request([reply('at the depot')], [prompt], key=f'x-{scope}', scope=scope))
+        assert await rows_of(store, 'SELECT count(*) FROM entries') == counts
+        assert (calls.applied, calls.declined) == (1, 0)
+
+
+def test_known_conversations_and_terms_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from temporal_recall.store.log import _one_call
+
+    monkeypatch.setattr(_one_call, 'KNOWN_CONVERSATIONS', 2)
+    monkeypatch.setattr(_one_call, 'KNOWN_TERMS', 3)
+    known = _one_call.Known()
+    state = _one_call._Conversation(  # pyright: ignore[reportPrivateUsage]
+        conv_key=1, tenant_id=1, scope=None, head_key=1, head_position=0, head_hash=b'', revision='r', usage='u'
+    )
+    known.learn('a', state, {'x': 1})
+    known.learn('b', state, {'y': 2})
+    assert known.conversation('a') is state  # now the most recent
+    known.learn('c', state, {'z': 3})
+    assert (known.conversation('b'), known.conversation('a')) == (None, state)
+    known.learn('d', state, {'w': 4})  # past three terms: started again
+    assert known.terms == {'w': 4}
+    known.forget('a')
+    assert known.conversation('a') is None and known.terms == {}
