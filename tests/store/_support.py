@@ -493,7 +493,7 @@ UNDO_VERSION_13 = ('DROP INDEX message_bodies_by_hash',)
 """What migration 13 added, taken away."""
 
 
-UNDO_VERSION_16_POSTGRES = ('DROP FUNCTION temporal_recall_append',)
+UNDO_VERSION_16_POSTGRES = ('DROP FUNCTION temporal_recall_append', 'DROP FUNCTION temporal_recall_append_state')
 """What migration 16 added on PostgreSQL (nothing on SQLite), taken away."""
 
 

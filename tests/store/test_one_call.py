@@ -14,6 +14,7 @@ from temporal_recall.errors import UnknownConversation
 from temporal_recall.models import SearchRequest
 from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest, Fence, PostgresConversationStore
+from temporal_recall.store.log import _one_call
 from temporal_recall.store.postgres._connection import PostgresSession
 from temporal_recall.store.postgres._dialect import POSTGRESQL
 
@@ -187,17 +188,17 @@ async def test_what_changed_after_the_read_goes_to_the_general_append(
     prompt, answer = user('where is my order, at the depot or in the van'), reply('at the depot')
     async with await site.open() as store, await site.open() as other:
         await store.append(_request([prompt], [], key='p'))
-        original = store._db.run_read  # pyright: ignore[reportPrivateUsage]
+        original = _one_call._read  # pyright: ignore[reportPrivateUsage]
         reads: list[bool] = []
 
-        async def run_read(body: Any, *, snapshot: bool = True) -> Any:
-            found = await original(body, snapshot=snapshot)
+        async def read(*args: Any) -> Any:
+            found = await original(*args)
             if not reads:  # the one call's read: another writer's turn
                 reads.append(True)
                 await other.append(_request([reply('in the van')], [prompt], key='other'))
             return found
 
-        monkeypatch.setattr(store._db, 'run_read', run_read)  # pyright: ignore[reportPrivateUsage]
+        monkeypatch.setattr(_one_call, '_read', read)
         result = await store.append(_request([answer], [prompt], key='mine'))
         assert (calls.applied, calls.declined) == (1, 1)  # the other writer's call, then ours, declined
         assert result.stored == 1 and result.length == 2
@@ -273,8 +274,6 @@ async def test_another_scope_answers_as_absent_whatever_the_process_knows(
 
 
 def test_known_conversations_and_terms_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from temporal_recall.store.log import _one_call
-
     monkeypatch.setattr(_one_call, 'KNOWN_CONVERSATIONS', 2)
     monkeypatch.setattr(_one_call, 'KNOWN_TERMS', 3)
     known = _one_call.Known()

@@ -27,7 +27,7 @@ from ..index._numbered import NumberedDocuments, merge_due
 from ..index._terms import DOCUMENTS_PER_ENTRY
 from ..protocol import AppendResult
 from ..sql._keys import scope_key
-from ..sql._session import Backend, Row, Session
+from ..sql._session import Backend, Session
 from ._columns import dump_usage, load_usage, timestamp_order
 from ._ids import new_id, now
 from ._lineage import appended_revision
@@ -42,26 +42,10 @@ KNOWN_CONVERSATIONS = 4096
 KNOWN_TERMS = 100_000
 """The most term ids `Known` keeps; past it, it starts again empty."""
 
-_READ = """
-SELECT c.conv_key, coalesce(c.tenant_id, t.tenant_id), c.scope, c.head_key, coalesce(h.position, -1),
-    h.content_hash, c.revision, c.usage,
-    EXISTS (SELECT 1 FROM conversation_branches b WHERE b.conv_key = c.conv_key)
-    OR EXISTS (SELECT 1 FROM applied_writes w WHERE w.conv_key = c.conv_key AND w.idempotency_key = $2)
-    OR EXISTS (
-        SELECT 1 FROM applied_writes f WHERE f.conv_key = c.conv_key AND f.idempotency_key = $3 AND f.length > $4)
-    OR EXISTS (
-        SELECT 1 FROM documents d
-        WHERE d.tenant_id = coalesce(c.tenant_id, t.tenant_id) AND d.content_hash = ANY($5::bytea[])),
-    ARRAY(SELECT ROW(x.term, x.term_id) FROM terms x WHERE x.term = ANY($6::text[]))
-FROM (SELECT 1) AS one
-LEFT JOIN conversations c ON c.conversation_id = $1
-LEFT JOIN entries h ON h.entry_key = c.head_key
-LEFT JOIN tenants t ON t.scope_key = $7
-"""
-"""What a plain append needs to know, by conversation id, read without locks (the call checks it again):
-the conversation, or its scope's tenant when there is none yet; whether the general append must apply
-the write (kept branches, the key applied, a higher fence attempt, a document of the contents); the
-ids of the append's words."""
+_READ = 'SELECT * FROM temporal_recall_append_state($1, $2, $3, $4, $5, $6, $7)'
+"""What a plain append needs to know, read without locks (migration 16's second function): the
+conversation, or its scope's tenant when there is none yet; whether the general append must apply the
+write; the ids of the append's words the store has."""
 
 _INTERN = """
 WITH new_terms AS (
@@ -145,30 +129,36 @@ class Known:
 
 async def append_in_one_call(backend: Backend, prepared: Prepared, known: Known) -> OneCall | None:
     """Apply `prepared` in one call when it is a plain append (see the module notes); `None` when the
-    general append must apply it: the request is not plain, or what it was computed from changed."""
+    general append must apply it: the request is not plain, or what it was computed from changed.
+
+    The read, the interning of new words and the call go on one connection, each statement its own
+    transaction."""
     request = prepared.request
     items = prepared.messages
     indexed = [item.content_hash for item in items if item.terms]
     if not items or len(set(indexed)) != len(indexed):  # A content said twice is counted: the general append.
         return None
     words = sorted({word for item in items for terms in item.terms for word in terms.frequencies})
-    conversation = known.conversation(request.conversation_id)
-    terms = {word: known.terms[word] for word in words if word in known.terms}
-    if conversation is None or len(terms) < len(words):
-        read = await _read(backend, prepared, indexed, words)
-        if read is None:
-            return None
-        conversation, terms = read
-    if not conversation.takes(prepared) or not await _interned(backend, terms, words):
-        return None
     ids = [new_id() for _ in items]
-    after = _after(prepared, conversation)
-    parameters = _parameters(prepared, conversation, after, ids, words, terms, indexed)
 
-    async def call(session: Session) -> Any:
-        return await session.value(_CALL, *parameters)
+    async def body(session: Session) -> tuple[_Conversation, dict[str, int], Any] | None:
+        conversation = known.conversation(request.conversation_id)
+        terms = {word: known.terms[word] for word in words if word in known.terms}
+        if conversation is None or len(terms) < len(words):
+            read = await _read(session, prepared, indexed, words)
+            if read is None:
+                return None
+            conversation, terms = read
+        if not conversation.takes(prepared) or not await _interned(session, terms, words):
+            return None
+        after = _after(prepared, conversation)
+        answer = await session.value(_CALL, *_parameters(prepared, conversation, after, ids, words, terms, indexed))
+        return after, terms, answer
 
-    answer = await backend.run_write(call, one_statement=True)
+    done = await backend.run_write(body, autocommit=True)
+    if done is None:
+        return None
+    after, terms, answer = done
     if answer is None:
         known.forget(request.conversation_id)
         return None
@@ -182,27 +172,23 @@ async def append_in_one_call(backend: Backend, prepared: Prepared, known: Known)
 
 
 async def _read(
-    backend: Backend, prepared: Prepared, indexed: list[bytes], words: list[str]
+    session: Session, prepared: Prepared, indexed: list[bytes], words: list[str]
 ) -> tuple[_Conversation, dict[str, int]] | None:
     """`_READ`: the conversation and the ids of the words the store has; `None` when the general append
     must apply the write."""
     request = prepared.request
     fence = request.fence
-
-    async def read(session: Session) -> Row | None:
-        return await session.one(
-            _READ,
-            request.conversation_id,
-            request.idempotency_key,
-            prepared.fence_key,
-            None if fence is None else fence.attempt,
-            indexed,
-            words,
-            scope_key(request.scope),
-        )
-
-    row = await backend.run_read(read, snapshot=False)
-    assert row is not None  # a row of `(SELECT 1)`, found or not
+    row = await session.one(
+        _READ,
+        request.conversation_id,
+        request.idempotency_key,
+        prepared.fence_key,
+        None if fence is None else fence.attempt,
+        indexed,
+        words,
+        scope_key(request.scope),
+    )
+    assert row is not None  # one row, found or not
     if row[8]:
         return None
     conversation = _Conversation(
@@ -215,19 +201,15 @@ async def _read(
         revision=row[6],
         usage=row[7],
     )
-    return conversation, {str(found[0]): int(found[1]) for found in row[9]}
+    return conversation, dict(zip(row[9], row[10], strict=True))
 
 
-async def _interned(backend: Backend, terms: dict[str, int], words: list[str]) -> bool:
+async def _interned(session: Session, terms: dict[str, int], words: list[str]) -> bool:
     """Intern the words `terms` lacks (adding their ids to it); whether it holds every word's id then."""
     missing = [word for word in words if word not in terms]
     if not missing:
         return True
-
-    async def intern(session: Session) -> list[Row]:
-        return await session.rows(_INTERN, missing)
-
-    terms.update((str(row[0]), int(row[1])) for row in await backend.run_write(intern, one_statement=True))
+    terms.update((str(row[0]), int(row[1])) for row in await session.rows(_INTERN, missing))
     return len(terms) == len(words)
 
 

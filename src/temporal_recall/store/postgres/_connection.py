@@ -253,12 +253,12 @@ class Database:
         body: Callable[[Session], Coroutine[Any, Any, T]],
         *,
         retry: Callable[[BaseException], bool] | None = None,
-        one_statement: bool = False,
+        autocommit: bool = False,
     ) -> T:
         """`Backend.run_write`: `body` in a READ COMMITTED transaction, committed on return, rolled back on a raise.
 
-        With `one_statement`, the statement `body` sends is its own transaction (no `BEGIN`, no `COMMIT`:
-        two round trips fewer).
+        With `autocommit`, each statement `body` sends is its own transaction (no `BEGIN`, no `COMMIT`: two
+        round trips fewer); a deadlock or a serialization failure runs `body` again all the same.
 
         A deadlock or serialization failure, or an error `retry` accepts, rolls back and runs `body`
         again after a short random pause, up to `MAX_ATTEMPTS` times.
@@ -276,7 +276,7 @@ class Database:
             attempt += 1
             try:
                 async with self.connection() as conn:
-                    if one_statement:
+                    if autocommit:
                         return await body(PostgresSession(conn))
                     async with conn.transaction():
                         return await body(PostgresSession(conn))

@@ -479,6 +479,46 @@ _V16: tuple[_Statement, ...] = (
         $append$
         """,
     ),
+    # What `log._one_call` computes an append's rows from, read without locks (the call above checks it
+    # again): the conversation (or, when there is none, its scope's tenant), whether the general append
+    # must apply the write (kept branches, the key applied, a higher fence attempt, a document of one of
+    # the contents), and the ids of the words the store has. A function for its generic plans, as above.
+    When(
+        'appends_in_one_call',
+        """
+        CREATE FUNCTION temporal_recall_append_state(
+            p_conversation_id TEXT, p_idempotency_key TEXT, p_fence_key TEXT, p_fence_attempt INTEGER,
+            p_contents BYTEA[], p_words TEXT[], p_scope_key TEXT,
+            OUT o_conv BIGINT, OUT o_tenant BIGINT, OUT o_scope TEXT, OUT o_head BIGINT, OUT o_position INTEGER,
+            OUT o_head_hash BYTEA, OUT o_revision TEXT, OUT o_usage TEXT, OUT o_general BOOLEAN,
+            OUT o_words TEXT[], OUT o_term_ids BIGINT[]
+        ) LANGUAGE plpgsql STABLE SET plan_cache_mode = 'auto' AS $state$
+        BEGIN
+            SELECT c.conv_key, c.tenant_id, c.scope, c.head_key, coalesce(h.position, -1), h.content_hash,
+                c.revision, c.usage
+            INTO o_conv, o_tenant, o_scope, o_head, o_position, o_head_hash, o_revision, o_usage
+            FROM conversations c LEFT JOIN entries h ON h.entry_key = c.head_key
+            WHERE c.conversation_id = p_conversation_id;
+            IF NOT FOUND THEN
+                o_position := -1;
+                o_tenant := (SELECT t.tenant_id FROM tenants t WHERE t.scope_key = p_scope_key);
+            END IF;
+            o_general := EXISTS (SELECT 1 FROM conversation_branches b WHERE b.conv_key = o_conv)
+                OR EXISTS (
+                    SELECT 1 FROM applied_writes w WHERE w.conv_key = o_conv AND w.idempotency_key = p_idempotency_key)
+                OR EXISTS (
+                    SELECT 1 FROM applied_writes f
+                    WHERE f.conv_key = o_conv AND f.idempotency_key = p_fence_key AND f.length > p_fence_attempt)
+                OR EXISTS (
+                    SELECT 1 FROM unnest(p_contents) AS x(h)
+                    JOIN documents d ON d.tenant_id = o_tenant AND d.content_hash = x.h);
+            SELECT coalesce(array_agg(t.term), ARRAY[]::TEXT[]), coalesce(array_agg(t.term_id), ARRAY[]::BIGINT[])
+            INTO o_words, o_term_ids
+            FROM unnest(p_words) AS x(w) JOIN terms t ON t.term = x.w;
+        END
+        $state$
+        """,
+    ),
 )
 
 _VERSIONS: tuple[tuple[_Statement, ...], ...] = (

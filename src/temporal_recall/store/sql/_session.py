@@ -238,14 +238,14 @@ class Backend(Protocol):
         body: Callable[[Session], Coroutine[Any, Any, _T]],
         *,
         retry: Callable[[BaseException], bool] | None = None,
-        one_statement: bool = False,
+        autocommit: bool = False,
     ) -> _T:
         """Run `body` in a write transaction, committed when it returns and rolled back if it raises.
 
         A backend that runs writers side by side may run `body` again after a conflict it resolved by
         aborting (and after an error `retry` accepts), so `body` must have no effect outside the database.
-        `one_statement`: `body` sends a single statement, which is a transaction of its own, so a backend
-        where statements are round trips sends no `BEGIN` and `COMMIT` around it.
+        `autocommit`: each statement `body` sends stands alone and is a transaction of its own, so a backend
+        where statements are round trips sends no `BEGIN` and `COMMIT` around them.
         """
         ...
 

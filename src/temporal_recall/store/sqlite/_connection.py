@@ -100,12 +100,12 @@ class Database:
         body: Callable[[Session], Coroutine[Any, Any, _T]],
         *,
         retry: Callable[[BaseException], bool] | None = None,
-        one_statement: bool = False,
+        autocommit: bool = False,
     ) -> _T:
         """`Backend.run_write`: one `BEGIN IMMEDIATE` transaction on the connection thread, one thread hop.
 
         SQLite has one writer at a time, so there is no conflict to retry: `retry` is accepted for
-        the protocol and never consulted; nor is `one_statement` (a transaction costs no round trip).
+        the protocol and never consulted; nor is `autocommit` (a transaction costs no round trip).
         """
         async with self._lock, self._translated():
             if self.read_only:
