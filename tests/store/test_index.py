@@ -20,7 +20,7 @@ from temporal_recall.store import (
     SqliteConversationStore,
     StoreStats,
 )
-from temporal_recall.store.index import _membership, _reader
+from temporal_recall.store.index import _reader, _rebuild
 from temporal_recall.store.postings import _blocks, _segments
 from temporal_recall.store.protocol import Fence
 
@@ -302,14 +302,14 @@ async def _answers(store: AnyStore, targets: list[SearchTarget]) -> list[Any]:
 
 
 @pytest.mark.parametrize('block', [_blocks.BLOCK, 2], ids=['blocks', 'blocks-of-2'])
-@pytest.mark.parametrize('page', [_membership.BATCH, 2], ids=['one-page', 'pages-of-2'])
+@pytest.mark.parametrize('page', [_rebuild.BATCH, 2], ids=['one-page', 'pages-of-2'])
 async def test_reindex_answers_exactly_like_the_incremental_index(
     recall_store: AnyStore, page: int, block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Forks into the same and other scopes, a branch, a delete, runs and summaries: the rebuilt index numbers
     documents in the order the events happened, however many pages of events the rebuild reads them in and
     however its posting lists are cut into blocks."""
-    monkeypatch.setattr(_membership, 'BATCH', page)
+    monkeypatch.setattr(_rebuild, 'BATCH', page)
     monkeypatch.setattr(_blocks, 'BLOCK', block)
     monkeypatch.setattr(_reader, 'BLOCK', block)
     store = recall_store
