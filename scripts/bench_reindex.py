@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'src'))
+sys.path.append(str(Path(__file__).resolve().parents[1] / 'src'))  # after PYTHONPATH: another checkout's code
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for bench/
 
 from bench._scale_corpus import Corpus

@@ -18,8 +18,10 @@ its first event there and counts every event of the conversation holding it (`oc
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from temporal_recall.content import load_message
 
@@ -28,7 +30,7 @@ from ..postings._writes import NewPostings
 from ..sql._bulk import CHUNK, allocate_keys, insert_returning, insert_rows, intern, run_batch, select_batch
 from ..sql._session import Session
 from ._documents import documents_of_contents
-from ._terms import IndexTerms, Member, document_id, encode_term_ids, index_documents
+from ._terms import IndexTerms, Member, document_id, encode_term_id_lists, index_documents
 
 __all__ = ('Event', 'index_events')
 
@@ -75,7 +77,10 @@ class _New:
     tenant_id: int
     content: bytes
     terms: IndexTerms
+    ids: list[int] = field(default_factory=list[int])
+    """The term ids of `terms.frequencies`, in its order."""
     term_ids: bytes = b''
+    """`ids` as stored (`encode_term_ids`)."""
 
 
 async def index_events(session: Session, events: Sequence[Event]) -> int:
@@ -117,7 +122,9 @@ async def _create(session: Session, creators: dict[_Content, Member]) -> dict[_C
         return {}
     term_ids = await intern(session, 'terms', (word for each in new for word in each.terms.frequencies))
     for each in new:
-        each.term_ids = encode_term_ids(term_ids[word] for word in each.terms.frequencies)
+        each.ids = [term_ids[word] for word in each.terms.frequencies]
+    for each, encoded in zip(new, encode_term_id_lists([each.ids for each in new]), strict=True):
+        each.term_ids = encoded
     await _insert_documents(session, new)
     created: dict[_Content, list[_Document]] = {}
     for each in new:
@@ -129,14 +136,20 @@ async def _create(session: Session, creators: dict[_Content, Member]) -> dict[_C
         by_tenant.setdefault(each.tenant_id, []).append(each)
     for tenant_id in sorted(by_tenant):
         made = sorted(by_tenant[tenant_id], key=lambda each: each.doc_id)
-        postings = NewPostings(
-            [term_ids[word] for each in made for word in each.terms.frequencies],
-            [each.doc_id for each in made for _ in each.terms.frequencies],
-            [count for each in made for count in each.terms.frequencies.values()],
-            [each.terms.length for each in made for _ in each.terms.frequencies],
-        )
-        await add_to_blocks(session, tenant_id, postings, (len(made), sum(each.terms.length for each in made)))
+        await add_to_blocks(session, tenant_id, _postings(made), (len(made), sum(each.terms.length for each in made)))
     return created
+
+
+def _postings(made: Sequence[_New]) -> NewPostings:
+    """The postings of `made` (in document order) as arrays, each document's terms in a row."""
+    sizes = np.fromiter((len(each.ids) for each in made), dtype=np.int64, count=len(made))
+    count = int(sizes.sum())
+    return NewPostings(
+        np.fromiter((term_id for each in made for term_id in each.ids), dtype=np.int64, count=count),
+        np.repeat(np.fromiter((each.doc_id for each in made), dtype=np.int64, count=len(made)), sizes),
+        np.fromiter((n for each in made for n in each.terms.frequencies.values()), dtype=np.int64, count=count),
+        np.repeat(np.fromiter((each.terms.length for each in made), dtype=np.int64, count=len(made)), sizes),
+    )
 
 
 async def _messages(session: Session, entry_keys: Sequence[int]) -> dict[int, str]:
