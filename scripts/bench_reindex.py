@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import resource
 import sys
 import tempfile
 import time
@@ -91,7 +92,8 @@ async def main() -> None:
         same = before == after
         print(f'hits after reindex: {"identical" if same else "DIFFERENT"} ({sum(map(len, before))} hits)')
         report = await engine.store.check()
-        print(f'check: {len(report.findings)} findings')
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        print(f'check: {len(report.findings)} findings; peak memory {peak} MB')
     finally:
         await engine.close()
         if args.store != 'sqlite' and not args.keep:

@@ -27,6 +27,9 @@ __all__ = ('MARKER', 'reindex_store')
 MARKER = 'reindex'
 """The `index_settings` row naming the tenant an unfinished `recall reindex` rebuilt last."""
 
+LOG_EVERY = 10.0
+"""Seconds between two log lines of one tenant's rebuild (its batches commit with the tenant, at its end)."""
+
 _log = logging.getLogger('temporal_recall.store')
 
 
@@ -57,7 +60,7 @@ class _Run:
     def __init__(self, store: str, progress: Progress | None, total: int) -> None:
         self.store, self.progress, self.total = store, progress, total
         self.done = self.guess = self.tenants = 0
-        self.started = time.monotonic()
+        self.started = self.logged = time.monotonic()
 
     def report(self, done: int) -> None:
         if self.progress is not None:
@@ -72,11 +75,19 @@ class _Run:
             self.total += total - self.guess
             self.guess = total
         self.report(self.done + done)
+        now = time.monotonic()
+        if now - self.logged >= LOG_EVERY and done < total:  # A large tenant: its batches are logged too.
+            self.logged = now
+            _log.info(
+                'Store %s: reindexing, %d of %d membership events done, %.0f a second.',
+                self.store, self.done + done, self.total, (self.done + done) / max(now - self.started, 1e-9),
+            )  # fmt: skip
 
     def finish(self, tenant_id: int, tenants: int) -> None:
         self.done += self.guess
         self.tenants += 1
-        rate = self.done / max(time.monotonic() - self.started, 1e-9)
+        self.logged = time.monotonic()
+        rate = self.done / max(self.logged - self.started, 1e-9)
         _log.info(
             'Store %s: reindexed tenant %d (%d of %d); %d of %d membership events done, %.0f a second.',
             self.store, tenant_id, self.tenants, tenants, self.done, self.total, rate,
