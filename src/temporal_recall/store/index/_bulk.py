@@ -97,7 +97,7 @@ async def index_events(session: Session, events: Sequence[Event]) -> int:
     for tenant_id, hashes in contents.items():
         found = await documents_of_contents(session, tenant_id, list(dict.fromkeys(hashes)))
         stored.update(((tenant_id, content), list(documents)) for content, documents in found.items())
-    creators: dict[tuple[int, bytes], Member] = {}
+    creators: dict[_Content, Member] = {}
     for event in indexable:
         key = (event.tenant_id, event.member.content_hash)
         if key not in stored:
