@@ -20,7 +20,7 @@ from temporal_recall.store import (
     SqliteConversationStore,
     StoreStats,
 )
-from temporal_recall.store.index import _membership, _reader
+from temporal_recall.store.index import _reader, _rebuild
 from temporal_recall.store.postings import _blocks, _segments
 from temporal_recall.store.protocol import Fence
 
@@ -28,6 +28,7 @@ from ._support import (
     AnyStore,
     column_of,
     hex_hash,
+    merge_everything,
     postings_of,
     problems_of,
     reply,
@@ -301,14 +302,14 @@ async def _answers(store: AnyStore, targets: list[SearchTarget]) -> list[Any]:
 
 
 @pytest.mark.parametrize('block', [_blocks.BLOCK, 2], ids=['blocks', 'blocks-of-2'])
-@pytest.mark.parametrize('page', [_membership.CHUNK, 2], ids=['one-page', 'pages-of-2'])
+@pytest.mark.parametrize('page', [_rebuild.BATCH, 2], ids=['one-page', 'pages-of-2'])
 async def test_reindex_answers_exactly_like_the_incremental_index(
     recall_store: AnyStore, page: int, block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Forks into the same and other scopes, a branch, a delete, runs and summaries: the rebuilt index numbers
     documents in the order the events happened, however many pages of events the rebuild reads them in and
     however its posting lists are cut into blocks."""
-    monkeypatch.setattr(_membership, 'CHUNK', page)
+    monkeypatch.setattr(_rebuild, 'BATCH', page)
     monkeypatch.setattr(_blocks, 'BLOCK', block)
     monkeypatch.setattr(_reader, 'BLOCK', block)
     store = recall_store
@@ -446,6 +447,18 @@ async def test_a_tail_too_far_below_for_32_bit_offsets_stays_and_the_next_block_
     assert report.clean, report.findings
     found = await postings_of(recall_store, target('c'), ['kiwi'])
     assert sorted(p.doc_id for p in found['kiwi']) == [p.doc_id for _, _, ps in blocks for p in ps]
+
+
+async def test_a_conversation_search_reads_blocks_of_allocated_ids(recall_store: AnyStore) -> None:
+    """A fork into another scope numbers its documents above every derived id (`FIRST_ALLOCATED`); once
+    merged, a term only its reply holds has a block starting above that, which a conversation's search
+    must still read when it reads the term's list whole."""
+    await save(recall_store, 'b', turn(1, 'taxes'), scope='team')
+    await recall_store.fork('b', new_conversation_id='fork-other', scope='elsewhere')
+    await save(recall_store, 'other', turn(2, 'rivers'), scope='elsewhere')
+    await merge_everything(recall_store)
+    found = await postings_of(recall_store, target('fork-other', 'elsewhere'), ['taxes', 'regarding'])
+    assert {term: len(postings) for term, postings in found.items()} == {'taxes': 2, 'regarding': 1}
 
 
 async def test_a_record_rewritten_into_another_scope_moves_its_index(recall_store: AnyStore) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from temporal_recall.store.index._terms import decode_term_ids, encode_term_ids
+from temporal_recall.store.index._terms import decode_term_ids, encode_term_id_lists, encode_term_ids
 
 
 def test_a_term_list_decodes_to_its_sorted_ids() -> None:
@@ -25,3 +25,13 @@ def test_an_id_on_a_seven_bit_boundary_takes_the_next_byte() -> None:
         b'\x05',
         b'',
     ]
+
+
+def test_many_term_lists_encode_at_once_as_each_does_alone() -> None:
+    rng = random.Random(51)
+    for _ in range(100):
+        documents = [
+            rng.sample(range(1, rng.choice([100, 20_000, 10**12, 2**62])), rng.randint(0, 30))
+            for _ in range(rng.randint(0, 12))
+        ]
+        assert encode_term_id_lists(documents) == [encode_term_ids(document) for document in documents]

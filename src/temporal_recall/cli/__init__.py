@@ -386,6 +386,12 @@ async def reindex(
 ) -> int:
     """Rebuild the search index from the entry log; with --embeddings, the vectors of recall by meaning.
 
+    One tenant (scope) at a time, each committed whole: searches see its old index or its new one.
+
+    Writes to the tenant being rebuilt wait for it; on PostgreSQL, other tenants' writes go on.
+
+    Interrupted, it resumes with the next tenant when run again.
+
     Example: recall reindex --store recall.db; recall reindex --embeddings --embedder wordllama:l2_supercat_256
     """
     if embeddings:

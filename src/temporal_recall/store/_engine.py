@@ -28,8 +28,8 @@ from ..embeddings._source import EmbedderSource, as_embedder
 from ..errors import UnknownEntry
 from ._bodies import BodyEngine, StoredBodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
+from ._reindex import reindex_store
 from .index import _reader, _vectors
-from .index._membership import rebuild_index
 from .index._terms import prepare_message
 from .index._vectors import VectorKey
 from .integrity import CheckReport, run_check
@@ -458,15 +458,16 @@ class EngineStore(CheckedStore, StoredBodies):
     # --- Maintenance ------------------------------------------------------------------------------
 
     async def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Drop and rebuild the index from the log in one transaction; returns the number of documents.
+        """Rebuild the index from the log, tenant by tenant; returns the number of documents.
 
         The rebuild replays membership in the order the writes happened, so document ids keep the
         incremental order (the ranking tie-break). One exception: a document whose first appearance
         was in a since-deleted conversation is ordered by its first surviving appearance.
-        `progress(done, total)` is called as (conversation, entry) memberships are replayed. Writers
-        wait for the rebuild; on PostgreSQL, readers do not.
+        `progress(done, total)` is called as (conversation, entry) memberships are replayed. Each
+        tenant is rebuilt in a transaction of its own, which its writers wait for and its searches see
+        whole or not at all; a run that stops resumes with the next tenant (see `_reindex`).
         """
-        return await self._backend.run_write(lambda s: rebuild_index(s, progress))
+        return await reindex_store(self._backend, str(getattr(self, 'url', type(self).__name__)), progress)
 
     async def check(self, progress: Callable[[str], None] | None = None) -> CheckReport:
         """Verify the store's integrity in one read snapshot (see `integrity`); writers are not blocked."""

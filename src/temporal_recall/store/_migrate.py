@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
-from .index._membership import rebuild_index
+from .index._rebuild import rebuild_index
 from .sql._migrations import MIGRATIONS_TABLE, Migration, pending, reindex_progress
 from .sql._session import Session
 

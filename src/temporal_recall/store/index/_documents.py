@@ -20,6 +20,7 @@ __all__ = (
     'CHUNK',
     'add_members',
     'content_locks',
+    'documents_of_contents',
     'documents_with',
     'lock_contents',
     'ordered_content_locks',
@@ -52,6 +53,13 @@ async def _documents_by_hash(session: Session, tenant_id: int, hashes: Sequence[
             match = f'IN ({", ".join(f"${index}" for index in range(2, len(chunk) + 2))})'
             rows += await session.rows(_DOCUMENTS_BY_HASH.format(match=match), tenant_id, *chunk)
     return _documents_of(rows)
+
+
+async def documents_of_contents(
+    session: Session, tenant_id: int, hashes: Sequence[bytes]
+) -> Mapping[bytes, Sequence[tuple[int, int, str]]]:
+    """The tenant's documents of the contents among `hashes`, `(doc_id, length, role)` in `doc_id` order."""
+    return await _documents_by_hash(session, tenant_id, hashes)
 
 
 _DOCUMENTS_BY_HASH = (

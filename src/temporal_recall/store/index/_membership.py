@@ -1,56 +1,21 @@
-"""A conversation's whole index membership, read from the log, given, taken away or rebuilt, on any backend.
+"""A conversation's whole index membership, read from the log, given or taken away, on any backend.
 More in docs/design/store.md.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from itertools import groupby
-
-from temporal_recall.text._analyzer import ANALYZER
+from collections.abc import Mapping, Sequence
 
 from ..postings._segments import remove_postings
 from ..sql._bulk import delete_rows, run_batch
 from ..sql._session import Session
-from ._documents import CHUNK, add_members
-from ._superseded import SUPERSEDING, follow_supersessions, follow_supersessions_of
-from ._terms import FIRST_ALLOCATED, Member, decode_term_ids
+from ._documents import add_members
+from ._superseded import follow_supersessions
+from ._terms import Member, decode_term_ids
 from ._vectors import forget_vectors
 
-__all__ = ('chain_members', 'conversation_tips', 'index_conversation', 'rebuild_index', 'release_members')
-
-_EVENTS = """
-CREATE TEMPORARY TABLE temp_rebuild_events AS
-WITH RECURSIVE tips(conv_key, k) AS (
-    SELECT conv_key, head_key FROM conversations WHERE head_key IS NOT NULL
-    UNION SELECT conv_key, entry_key FROM conversation_branches
-), reach(conv_key, k) AS (
-    SELECT conv_key, k FROM tips
-    UNION
-    SELECT reach.conv_key, e.parent_key FROM reach JOIN entries e ON e.entry_key = reach.k
-    WHERE e.parent_key IS NOT NULL
-)
-SELECT CASE WHEN reach.k > c.created_seq THEN reach.k ELSE c.created_seq END AS at,
-       CASE WHEN reach.k > c.created_seq THEN 0 ELSE 1 END AS late,
-       reach.conv_key AS conv_key, reach.k AS entry_key
-FROM reach JOIN conversations c ON c.conv_key = reach.conv_key
-"""
-"""Every membership event of the log, "entry `entry_key` joined conversation `conv_key`", with when it
-happened: `(at, late)`, the write of the entry (its key) or, for an entry that existed before the
-conversation was created over it, the creation (`created_seq`, after the writes of that moment). The
-order `(at, late, conv_key, entry_key)` is the one the incremental index numbered documents in (see
-`index._documents`). Every entry a conversation reaches from its head and kept branches is a member, once."""
-
-_EVENTS_PAGE = """
-SELECT ev.at, ev.late, ev.conv_key, ev.entry_key, c.tenant_id, e.position, e.run_key, e.content_hash, e.unindexed
-FROM temp_rebuild_events ev
-JOIN entries e ON e.entry_key = ev.entry_key JOIN conversations c ON c.conv_key = ev.conv_key
-WHERE (ev.at, ev.late, ev.conv_key, ev.entry_key) > ($1, $2, $3, $4)
-ORDER BY ev.at, ev.late, ev.conv_key, ev.entry_key
-LIMIT $5
-"""
-"""The next events after `($1 … $4)`, in event order, with what indexing each needs (keyset paging)."""
+__all__ = ('chain_members', 'conversation_tips', 'index_conversation', 'release_members')
 
 
 async def release_members(session: Session, conv_key: int) -> None:
@@ -155,63 +120,3 @@ async def index_conversation(
     await add_members(session, conv_key, tenant_id, members)
     if len(tips) > 1:
         await follow_supersessions(session, conv_key, tenant_id)
-
-
-async def rebuild_index(session: Session, progress: Callable[[int, int], None] | None = None) -> int:
-    """Drop the index and rebuild it from the log, in membership-event order, with this release's analyzer
-    (recorded in `index_settings`). Returns the document count.
-
-    Other writers are kept out of the store's tables for the whole rebuild (`Dialect.lock_tables`);
-    readers go on.
-    """
-    dialect = session.dialect
-    tables = (
-        'tenants', 'conversations', 'conversation_branches', 'entries', 'runs', 'documents', 'terms', 'posting_blocks',
-        'pending_postings', 'index_segments', 'term_documents', 'conversation_documents', 'index_settings',
-    )  # fmt: skip
-    lock = dialect.lock_tables(tables)
-    if lock is not None:
-        await session.run(lock)
-    for statement in (
-        'DELETE FROM posting_blocks',
-        'DELETE FROM pending_postings',
-        'DELETE FROM index_segments',
-        'DELETE FROM term_documents',
-        'DELETE FROM conversation_documents',
-        'DELETE FROM documents',
-        'DELETE FROM terms',
-        *dialect.reset_keys('documents', 'doc_id', FIRST_ALLOCATED),
-        "DELETE FROM index_settings WHERE name = 'analyzer'",
-        'UPDATE tenants SET document_count = 0, total_length = 0',
-        'UPDATE conversations SET document_count = 0, total_length = 0',
-        dialect.delete_unreferenced('runs', 'run_key', 'entries'),
-        dialect.delete_unreferenced('tenants', 'tenant_id', 'conversations'),
-    ):
-        await session.run(statement)
-    # Every membership event, ordered in the database rather than in memory: a rebuild's memory stays
-    # one page of events however large the log is.
-    await session.run(_EVENTS)
-    await session.run('CREATE INDEX temp_rebuild_events_order ON temp_rebuild_events (at, late, conv_key, entry_key)')
-    total = int(await session.value('SELECT count(*) FROM temp_rebuild_events'))
-    if progress is not None:
-        progress(0, total)
-    done, after = 0, (-1, -1, -1, -1)
-    while done < total:
-        page = await session.rows(_EVENTS_PAGE, *after, CHUNK)
-        if not page:  # pragma: no cover - the count was read in this transaction
-            break
-        # Consecutive events of one conversation join it together.
-        for (conv_key, tenant_id), events in groupby(page, key=lambda row: (int(row[2]), int(row[4]))):
-            members = [
-                Member(entry_key=key, position=position, run_key=run, content_hash=bytes(content), unindexed=bool(out))
-                for _, _, _, key, _, position, run, content, out in events
-            ]
-            await add_members(session, conv_key, tenant_id, members)
-            done += len(members)
-            if progress is not None:
-                progress(done, total)
-        after = tuple(int(value) for value in page[-1][:4])
-    await session.run('DROP TABLE temp_rebuild_events')
-    await follow_supersessions_of(session, [(int(row[0]), int(row[1])) for row in await session.rows(SUPERSEDING)])
-    await session.run("INSERT INTO index_settings (name, value) VALUES ('analyzer', $1)", ANALYZER.key)
-    return int(await session.value('SELECT count(*) FROM documents'))

@@ -257,8 +257,9 @@ async def _columns(
 _SPAN_GAP = BLOCK
 """Ids of the target's documents this close together are read as one range."""
 
-_EVERY_ID = 2**62
-"""Above every document id (they are 64-bit and allocated from 1)."""
+_EVERY_ID = 2**63 - 1
+"""At or above every document id (64-bit: derived ids lie below `index._terms.FIRST_ALLOCATED`, allocated
+ones from it up)."""
 
 
 def _spans(doc_ids: NDArray[np.int64]) -> list[tuple[int, int]]:

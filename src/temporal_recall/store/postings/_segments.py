@@ -22,6 +22,7 @@ __all__ = (
     'MERGE_POSTINGS',
     'MERGE_SEGMENTS',
     'add_postings',
+    'add_to_blocks',
     'merge_if_due',
     'merge_off_path',
     'merge_pending',
@@ -89,10 +90,7 @@ async def add_postings(
     if not len(new.term_ids):
         return False
     if merge and len(new.term_ids) >= DIRECT_WRITE:
-        await merge_pending(session, tenant_id)
-        await append_to_blocks(session, tenant_id, new)
-        terms, counts = np.unique(np.asarray(new.term_ids, dtype=np.int64), return_counts=True)
-        await _fold(session, tenant_id, list(zip(terms.tolist(), counts.tolist(), strict=True)), documents)
+        await add_to_blocks(session, tenant_id, new, documents)
         return False
     batches, params = _segment_writes(tenant_id, new, documents)
     if tail is not None:
@@ -104,6 +102,19 @@ async def add_postings(
     # The count goes with the inserts (`insert_then`): it is the same whether it sees them or not.
     [counts] = await insert_then(session, batches, f'SELECT {", ".join(_SEGMENT_COUNT)}', *params)
     return await merge_if_due(session, tenant_id, counts, merge=merge)
+
+
+async def add_to_blocks(session: Session, tenant_id: int, new: NewPostings, documents: tuple[int, int]) -> None:
+    """Add a bulk write's postings (a rebuild's batch: `documents` are its count and total length) to the
+    blocks directly, with the counters: what a merge of them as a segment would leave, without writing
+    the segment. The tenant's pending segments are merged first, oldest first; the caller keeps the
+    tenant's other writers out."""
+    if not len(new.term_ids):
+        return
+    await merge_pending(session, tenant_id)
+    await append_to_blocks(session, tenant_id, new)
+    terms, counts = np.unique(np.asarray(new.term_ids, dtype=np.int64), return_counts=True)
+    await _fold(session, tenant_id, list(zip(terms.tolist(), counts.tolist(), strict=True)), documents)
 
 
 async def merge_if_due(session: Session, tenant_id: int, counts: Row, *, merge: bool) -> bool:

@@ -1,0 +1,260 @@
+"""Indexing a batch of many membership events at once: the bulk path of a rebuild, on any backend.
+More in docs/design/store.md ("Bulk reindex").
+
+`add_members` indexes one conversation's new members, a handful of statements each time; a rebuild
+calling it once per run of one conversation's events pays those statements, a segment and its merge
+per conversation. `index_events` takes thousands of events of any conversations and tenants and
+writes the same rows with a fixed number of set-oriented statements: the documents in one insert,
+their terms interned at once, their postings straight into merged blocks (no segment), the tenants'
+and terms' counters and the conversations' counters updated once each.
+
+It must give exactly what `add_members` gives when called on each run of consecutive events of one
+conversation, in order, which the rebuild's exactness tests hold: a content's documents are created
+by its first event in the tenant and numbered by that event's entry (`document_id`), an id another
+tenant holds is refused and allocated instead, in event order; a document joins a conversation at
+its first event there and counts every event of the conversation holding it (`occurrences`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from temporal_recall.content import load_message
+
+from ..postings._segments import add_to_blocks
+from ..postings._writes import NewPostings
+from ..sql._bulk import CHUNK, allocate_keys, insert_returning, insert_rows, intern, run_batch, select_batch
+from ..sql._session import Session
+from ._documents import documents_of_contents
+from ._terms import IndexTerms, Member, document_id, encode_term_id_lists, index_documents
+
+__all__ = ('Event', 'index_events')
+
+
+@dataclass(frozen=True)
+class Event:
+    """Entry `member` joined conversation `conv_key` of tenant `tenant_id`: one membership event."""
+
+    conv_key: int
+    tenant_id: int
+    member: Member
+
+
+_Document = tuple[int, int, str]
+"""`(doc_id, length, role)`."""
+
+_Content = tuple[int, bytes]
+"""`(tenant_id, content_hash)`: the key of a content's documents."""
+
+_DOCUMENT_COLUMNS = (
+    ('doc_id', 'bigint'),
+    ('tenant_id', 'bigint'),
+    ('content_hash', 'bytea'),
+    ('length', 'int'),
+    ('term_ids', 'bytea'),
+    ('role', 'text'),
+)
+_MEMBER_COLUMNS = (
+    ('conv_key', 'bigint'),
+    ('doc_id', 'bigint'),
+    ('entry_key', 'bigint'),
+    ('run_key', 'bigint'),
+    ('position', 'int'),
+    ('occurrences', 'int'),
+)
+_PAIR = (('conv_key', 'bigint'), ('doc_id', 'bigint'))
+
+
+@dataclass
+class _New:
+    """A document this batch creates: its (first, derived) id, what it holds, and the event creating it."""
+
+    doc_id: int
+    tenant_id: int
+    content: bytes
+    terms: IndexTerms
+    ids: list[int] = field(default_factory=list[int])
+    """The term ids of `terms.frequencies`, in its order."""
+    term_ids: bytes = b''
+    """`ids` as stored (`encode_term_ids`)."""
+
+
+async def index_events(session: Session, events: Sequence[Event]) -> int:
+    """Index `events`, in order, as `add_members` on each run of one conversation's consecutive events
+    would (see the module notes); the caller keeps every other writer of their tenants out. Returns the
+    number of events indexed (those the application's summary rule keeps out included)."""
+    indexable = [event for event in events if not event.member.kept_out]
+    if not indexable:
+        return len(events)
+    contents: dict[int, list[bytes]] = {}
+    for event in indexable:
+        contents.setdefault(event.tenant_id, []).append(event.member.content_hash)
+    stored: dict[_Content, list[_Document]] = {}
+    for tenant_id, hashes in contents.items():
+        found = await documents_of_contents(session, tenant_id, list(dict.fromkeys(hashes)))
+        stored.update(((tenant_id, content), list(documents)) for content, documents in found.items())
+    creators: dict[_Content, Member] = {}
+    for event in indexable:
+        key = (event.tenant_id, event.member.content_hash)
+        if key not in stored:
+            creators.setdefault(key, event.member)
+    created = await _create(session, creators)
+    documents = {**stored, **created}
+    await _join(session, indexable, documents, set(created))
+    return len(events)
+
+
+async def _create(session: Session, creators: dict[_Content, Member]) -> dict[_Content, list[_Document]]:
+    """Create the documents of each `(tenant, content)` by its first event's entry, in event order, with
+    their postings and counters; returns them (a content without searchable words has none)."""
+    if not creators:
+        return {}
+    messages = await _messages(session, [member.entry_key for member in creators.values()])
+    new: list[_New] = []
+    for (tenant_id, content), member in creators.items():
+        for index, terms in enumerate(index_documents(load_message(messages[member.entry_key]))):
+            new.append(_New(document_id(member.entry_key, index), tenant_id, content, terms))
+    if not new:
+        return {}
+    term_ids = await intern(session, 'terms', (word for each in new for word in each.terms.frequencies))
+    for each in new:
+        each.ids = [term_ids[word] for word in each.terms.frequencies]
+    for each, encoded in zip(new, encode_term_id_lists([each.ids for each in new]), strict=True):
+        each.term_ids = encoded
+    await _insert_documents(session, new)
+    created: dict[_Content, list[_Document]] = {}
+    for each in new:
+        created.setdefault((each.tenant_id, each.content), []).append((each.doc_id, each.terms.length, each.terms.role))
+    for documents in created.values():
+        documents.sort()
+    by_tenant: dict[int, list[_New]] = {}
+    for each in new:
+        by_tenant.setdefault(each.tenant_id, []).append(each)
+    for tenant_id in sorted(by_tenant):
+        made = sorted(by_tenant[tenant_id], key=lambda each: each.doc_id)
+        await add_to_blocks(session, tenant_id, _postings(made), (len(made), sum(each.terms.length for each in made)))
+    return created
+
+
+def _postings(made: Sequence[_New]) -> NewPostings:
+    """The postings of `made` (in document order) as arrays, each document's terms in a row."""
+    sizes = np.fromiter((len(each.ids) for each in made), dtype=np.int64, count=len(made))
+    count = int(sizes.sum())
+    return NewPostings(
+        np.fromiter((term_id for each in made for term_id in each.ids), dtype=np.int64, count=count),
+        np.repeat(np.fromiter((each.doc_id for each in made), dtype=np.int64, count=len(made)), sizes),
+        np.fromiter((n for each in made for n in each.terms.frequencies.values()), dtype=np.int64, count=count),
+        np.repeat(np.fromiter((each.terms.length for each in made), dtype=np.int64, count=len(made)), sizes),
+    )
+
+
+async def _messages(session: Session, entry_keys: Sequence[int]) -> dict[int, str]:
+    """The stored messages of `entry_keys`."""
+    dialect = session.dialect
+    stored: dict[int, str] = {}
+    for start in range(0, len(entry_keys), CHUNK):
+        rows = await session.rows(
+            f'SELECT entry_key, message FROM entries WHERE entry_key {dialect.in_array(1, "bigint")}',  # noqa: S608
+            dialect.array(entry_keys[start : start + CHUNK]),
+        )
+        stored.update((int(row[0]), str(row[1])) for row in rows)
+    return stored
+
+
+async def _insert_documents(session: Session, new: list[_New]) -> None:
+    """Insert `new` (in event order) with their derived ids; one whose id another tenant's document holds
+    (already stored, or created earlier in this batch) takes an allocated id instead, in event order, as
+    `add_members` refuses and allocates them. Updates the ids in `new`."""
+    seen: set[int] = set()
+    first: list[_New] = []
+    for each in new:
+        if each.doc_id not in seen:
+            seen.add(each.doc_id)
+            first.append(each)
+    inserted = await insert_returning(
+        session, 'documents', _DOCUMENT_COLUMNS, [_document_row(each) for each in first], 'doc_id',
+        on_conflict='ON CONFLICT DO NOTHING',
+    )  # fmt: skip
+    kept = {int(row[0]) for row in inserted}
+    keeper = {each.doc_id: each for each in first if each.doc_id in kept}
+    refused = [each for each in new if keeper.get(each.doc_id) is not each]
+    if not refused:
+        return
+    keys = await allocate_keys(session, 'documents', len(refused))
+    for each, key in zip(refused, keys, strict=True):
+        each.doc_id = key
+    await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, [_document_row(each) for each in refused])
+
+
+def _document_row(each: _New) -> tuple[Any, ...]:
+    return (each.doc_id, each.tenant_id, each.content, each.terms.length, each.term_ids, each.terms.role)
+
+
+async def _join(
+    session: Session,
+    events: Sequence[Event],
+    documents: dict[_Content, list[_Document]],
+    created: set[_Content],
+) -> None:
+    """Each event's documents join its conversation at the event, or are counted again there: the
+    membership rows, their occurrence counts, and the conversations' counters."""
+    # Pairs of a conversation and a document stored before this batch may be members already.
+    candidates: dict[tuple[int, int], None] = {}
+    for event in events:
+        key = (event.tenant_id, event.member.content_hash)
+        if key not in created:
+            for doc_id, _, _ in documents.get(key, ()):
+                candidates[(event.conv_key, doc_id)] = None
+    held = await _members_of(session, list(candidates))
+    joined: dict[tuple[int, int], list[Any]] = {}
+    again: dict[tuple[int, int], int] = {}
+    counters: dict[int, list[int]] = {}
+    for event in events:
+        member = event.member
+        for doc_id, length, _ in documents.get((event.tenant_id, member.content_hash), ()):
+            pair = (event.conv_key, doc_id)
+            if pair in held:
+                again[pair] = again.get(pair, 0) + 1
+            elif (row := joined.get(pair)) is not None:
+                row[5] += 1
+            else:
+                joined[pair] = [event.conv_key, doc_id, member.entry_key, member.run_key, member.position, 1]
+                counts = counters.setdefault(event.conv_key, [0, 0])
+                counts[0] += 1
+                counts[1] += length
+    dialect = session.dialect
+    await insert_rows(session, 'conversation_documents', _MEMBER_COLUMNS, sorted(joined.values()))
+    columns = (*_PAIR, ('count', 'int'))
+    await run_batch(
+        session,
+        f'UPDATE conversation_documents AS c SET occurrences = c.occurrences + d.count FROM {dialect.batch(columns)} '  # noqa: S608
+        'WHERE c.conv_key = d.conv_key AND c.doc_id = d.doc_id',
+        sorted((conv_key, doc_id, count) for (conv_key, doc_id), count in again.items()),
+    )
+    columns = (('conv_key', 'bigint'), ('count', 'bigint'), ('total', 'bigint'))
+    await run_batch(
+        session,
+        'UPDATE conversations AS c SET document_count = c.document_count + d.count, '  # noqa: S608
+        f'total_length = c.total_length + d.total FROM {dialect.batch(columns)} WHERE c.conv_key = d.conv_key',
+        sorted((conv_key, count, total) for conv_key, (count, total) in counters.items()),
+    )
+
+
+async def _members_of(session: Session, pairs: Sequence[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Which `(conv_key, doc_id)` of `pairs` are memberships already."""
+    found: set[tuple[int, int]] = set()
+    sql = (
+        f'SELECT c.conv_key, c.doc_id FROM {session.dialect.batch(_PAIR)} '  # noqa: S608
+        'JOIN conversation_documents c ON c.conv_key = d.conv_key AND c.doc_id = d.doc_id'
+    )
+    for chunk in _chunks(pairs):
+        found.update((int(row[0]), int(row[1])) for row in await select_batch(session, sql, chunk))
+    return found
+
+
+def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+    return (items[start : start + CHUNK] for start in range(0, len(items), CHUNK))
