@@ -25,15 +25,16 @@ nothing-stored/without: how far from the agent alone the capability stays before
 temp dir, on a free port, as the `postgres` user when run as root): when a quarter of the workflows
 have finished it crash-restarts the server (`pg_ctl restart -m immediate`), when half have it
 SIGKILLs a worker (the one running the most activities then, from the workflows' descriptions) and
-starts a replacement. It prints the recovery from the kill, read from the histories of the workflows
-in flight then: how long until the last of them completed, and the kill-to-retry wait, from the kill
-to the start of each activity attempt that followed a timed-out one (the killed worker's activities,
-taken up by another worker once a heartbeat or start-to-close timeout said it was gone), with which
-timeout it was; and the workflow tasks that timed out after the kill (the killed worker's, which wait
-out the workflow task timeout, 10 s by default). Then it checks that every workflow completed and
-that every conversation holds exactly its run's 8 messages, once, in order, with no branch, and that
-`recall check` finds nothing; it exits 1 if anything is off (or a fault found nothing in flight).
-"""
+starts a replacement (when the workflows the restart held back all finished in one burst, it first
+starts a second wave, so the kill finds work in flight). It prints the recovery from the kill, read
+from the histories of the workflows in flight then: how long until the last of them completed, and
+the kill-to-retry wait, from the kill to the start of each activity attempt that followed a
+timed-out one (the killed worker's activities, taken up by another worker once a heartbeat or
+start-to-close timeout said it was gone), with which timeout it was; and the workflow tasks that
+timed out after the kill (the killed worker's, which wait out the workflow task timeout, 10 s by
+default). Then it checks that every workflow completed and that every conversation holds exactly its
+run's 8 messages, once, in order, with no branch, and that `recall check` finds nothing; it exits 1
+if anything is off (or a fault found nothing in flight)."""
 
 from __future__ import annotations
 
@@ -394,6 +395,13 @@ async def faults(args: argparse.Namespace, client: Client, address: str, tmp: Pa
             await asyncio.to_thread(cluster.restart_immediate)
             print(f'  PostgreSQL crash-restarted (pg_ctl restart -m immediate), {in_flight} workflows in flight')
             await when_done(results, args.workflows // 2)
+            if all(task.done() for task in results):
+                # The workflows the restart held back can all finish in one burst once the server is back:
+                # a second wave gives the kill work in flight (its conversations are checked as well).
+                more = [f'faults-{uuid.uuid4().hex[:6]}-{n}' for n in range(max(4, args.workflows // 4))]
+                handles += await start_batch(client, running.task_queue, WITH, more)
+                results += [asyncio.create_task(handle.result()) for handle in handles[len(results) :]]
+                print(f'  the rest finished in one burst after the restart: {len(more)} more workflows started')
             busiest, activities = await busiest_worker(
                 running, [handle for handle, task in zip(handles, results, strict=True) if not task.done()]
             )
