@@ -344,8 +344,9 @@ _V16: tuple[_Statement, ...] = (
     # first entry key and the conversation's, then the tenant's pending segments and postings when the
     # append added a segment. Its statements keep generic plans (`plan_cache_mode = auto`, where the
     # store's sessions force custom ones): planning each of them anew on every call cost the server
-    # more than running them, and none compares a column with `= ANY` of an array, the plan that
-    # goes wrong when generic (each array is joined, or probed element by element, by an index).
+    # more than running them. A generic plan knows neither an array's length nor which tenant, so
+    # every lookup of an array's elements is a scalar subquery, probed element by element by an
+    # index: written as a join, the plan hashed every document of the tenant on every call.
     When(
         'appends_in_one_call',
         """
@@ -392,16 +393,18 @@ _V16: tuple[_Statement, ...] = (
                     SELECT 1 FROM applied_writes f
                     WHERE f.conv_key = conv AND f.idempotency_key = p_fence_key AND f.length > p_fence_attempt)
                 OR (SELECT count(*) FROM unnest(p_terms, p_term_ids) AS x(term, k)
-                    JOIN terms t ON t.term = x.term AND t.term_id = x.k) <> cardinality(p_terms) THEN
+                    WHERE (SELECT t.term FROM terms t WHERE t.term_id = x.k) = x.term)
+                    <> cardinality(p_terms) THEN
                 RETURN NULL;
             END IF;
             -- The content locks, in the arrays' order (sorted by key by the caller), then the keys.
             PERFORM pg_advisory_xact_lock(hashtext(current_schema() || '/temporal_recall/contents'), x.k)
             FROM unnest(p_lock_hashes, p_lock_keys) AS x(h, k)
-            WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.tenant_id = p_tenant AND d.content_hash = x.h);
+            WHERE (SELECT 1 FROM documents d WHERE d.tenant_id = p_tenant AND d.content_hash = x.h LIMIT 1) IS NULL;
             IF EXISTS (
                 SELECT 1 FROM unnest(p_contents) AS x(h)
-                JOIN documents d ON d.tenant_id = p_tenant AND d.content_hash = x.h) THEN
+                WHERE (
+                    SELECT 1 FROM documents d WHERE d.tenant_id = p_tenant AND d.content_hash = x.h LIMIT 1) = 1) THEN
                 RETURN NULL;
             END IF;
             IF conv IS NULL THEN
@@ -411,7 +414,7 @@ _V16: tuple[_Statement, ...] = (
             INSERT INTO runs (run_id)
             SELECT n.run_id FROM (
                 SELECT DISTINCT x.run_id FROM unnest(p_entry_runs) AS x(run_id)
-                WHERE x.run_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = x.run_id)
+                WHERE x.run_id IS NOT NULL AND (SELECT r.run_key FROM runs r WHERE r.run_id = x.run_id) IS NULL
             ) AS n ORDER BY n.run_id COLLATE "C"
             ON CONFLICT (run_id) DO NOTHING;
             run_keys := ARRAY(
@@ -511,10 +514,14 @@ _V16: tuple[_Statement, ...] = (
                     WHERE f.conv_key = o_conv AND f.idempotency_key = p_fence_key AND f.length > p_fence_attempt)
                 OR EXISTS (
                     SELECT 1 FROM unnest(p_contents) AS x(h)
-                    JOIN documents d ON d.tenant_id = o_tenant AND d.content_hash = x.h);
-            SELECT coalesce(array_agg(t.term), ARRAY[]::TEXT[]), coalesce(array_agg(t.term_id), ARRAY[]::BIGINT[])
+                    WHERE (
+                        SELECT 1 FROM documents d WHERE d.tenant_id = o_tenant AND d.content_hash = x.h LIMIT 1) = 1);
+            SELECT coalesce(array_agg(found.w), ARRAY[]::TEXT[]), coalesce(array_agg(found.k), ARRAY[]::BIGINT[])
             INTO o_words, o_term_ids
-            FROM unnest(p_words) AS x(w) JOIN terms t ON t.term = x.w;
+            FROM (
+                SELECT x.w, (SELECT t.term_id FROM terms t WHERE t.term = x.w) AS k FROM unnest(p_words) AS x(w)
+            ) AS found
+            WHERE found.k IS NOT NULL;
         END
         $state$
         """,
