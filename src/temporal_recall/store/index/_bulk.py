@@ -29,7 +29,7 @@ from ..postings._segments import add_to_blocks
 from ..postings._writes import NewPostings
 from ..sql._bulk import CHUNK, allocate_keys, insert_returning, insert_rows, intern, run_batch, select_batch
 from ..sql._session import Session
-from ._documents import documents_of_contents
+from ._documents import DOCUMENT_COLUMNS, MEMBER_COLUMNS, documents_of_contents
 from ._terms import IndexTerms, Member, document_id, encode_term_id_lists, index_documents
 
 __all__ = ('Event', 'index_events')
@@ -50,22 +50,6 @@ _Document = tuple[int, int, str]
 _Content = tuple[int, bytes]
 """`(tenant_id, content_hash)`: the key of a content's documents."""
 
-_DOCUMENT_COLUMNS = (
-    ('doc_id', 'bigint'),
-    ('tenant_id', 'bigint'),
-    ('content_hash', 'bytea'),
-    ('length', 'int'),
-    ('term_ids', 'bytea'),
-    ('role', 'text'),
-)
-_MEMBER_COLUMNS = (
-    ('conv_key', 'bigint'),
-    ('doc_id', 'bigint'),
-    ('entry_key', 'bigint'),
-    ('run_key', 'bigint'),
-    ('position', 'int'),
-    ('occurrences', 'int'),
-)
 _PAIR = (('conv_key', 'bigint'), ('doc_id', 'bigint'))
 
 
@@ -176,7 +160,7 @@ async def _insert_documents(session: Session, new: list[_New]) -> None:
             seen.add(each.doc_id)
             first.append(each)
     inserted = await insert_returning(
-        session, 'documents', _DOCUMENT_COLUMNS, [_document_row(each) for each in first], 'doc_id',
+        session, 'documents', DOCUMENT_COLUMNS, [_document_row(each) for each in first], 'doc_id',
         on_conflict='ON CONFLICT DO NOTHING',
     )  # fmt: skip
     kept = {int(row[0]) for row in inserted}
@@ -187,7 +171,7 @@ async def _insert_documents(session: Session, new: list[_New]) -> None:
     keys = await allocate_keys(session, 'documents', len(refused))
     for each, key in zip(refused, keys, strict=True):
         each.doc_id = key
-    await insert_rows(session, 'documents', _DOCUMENT_COLUMNS, [_document_row(each) for each in refused])
+    await insert_rows(session, 'documents', DOCUMENT_COLUMNS, [_document_row(each) for each in refused])
 
 
 def _document_row(each: _New) -> tuple[Any, ...]:
@@ -227,7 +211,7 @@ async def _join(
                 counts[0] += 1
                 counts[1] += length
     dialect = session.dialect
-    await insert_rows(session, 'conversation_documents', _MEMBER_COLUMNS, sorted(joined.values()))
+    await insert_rows(session, 'conversation_documents', MEMBER_COLUMNS, sorted(joined.values()))
     columns = (*_PAIR, ('count', 'int'))
     await run_batch(
         session,

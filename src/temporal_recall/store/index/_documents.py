@@ -18,6 +18,8 @@ from ._terms import IndexTerms, Member, document_id, encode_term_ids, index_docu
 
 __all__ = (
     'CHUNK',
+    'DOCUMENT_COLUMNS',
+    'MEMBER_COLUMNS',
     'add_members',
     'content_locks',
     'documents_of_contents',
@@ -113,7 +115,7 @@ async def _terms_of(session: Session, members: Sequence[Member]) -> list[tuple[M
     return indexable
 
 
-_DOCUMENT_COLUMNS = (
+DOCUMENT_COLUMNS = (
     ('doc_id', 'bigint'),
     ('tenant_id', 'bigint'),
     ('content_hash', 'bytea'),
@@ -154,7 +156,7 @@ async def _create_documents(
         for member, index, terms in new
     ]
     inserted = await insert_returning(
-        session, 'documents', _DOCUMENT_COLUMNS, rows, 'doc_id', on_conflict='ON CONFLICT DO NOTHING'
+        session, 'documents', DOCUMENT_COLUMNS, rows, 'doc_id', on_conflict='ON CONFLICT DO NOTHING'
     )
     contents = list(dict.fromkeys(member.content_hash for member, _, _ in new))
     if len(inserted) == len(rows):
@@ -176,7 +178,7 @@ async def _create_documents(
         await insert_rows(
             session,
             'documents',
-            _DOCUMENT_COLUMNS,
+            DOCUMENT_COLUMNS,
             [(key, *row[1:]) for key, row in zip(keys, refused, strict=True)],
             on_conflict='ON CONFLICT DO NOTHING',
         )
@@ -226,7 +228,7 @@ async def _join(
     joined = (len(joining), sum(length for _, _, length, _ in joining))
     members = Batch(
         'conversation_documents',
-        _MEMBER_COLUMNS,
+        MEMBER_COLUMNS,
         [
             (conv_key, doc_id, member.entry_key, member.run_key, member.position, count)
             for member, doc_id, _, count in joining
@@ -240,7 +242,7 @@ async def _join(
         await writes.send(session)
 
 
-_MEMBER_COLUMNS = (
+MEMBER_COLUMNS = (
     ('conv_key', 'bigint'),
     ('doc_id', 'bigint'),
     ('entry_key', 'bigint'),
