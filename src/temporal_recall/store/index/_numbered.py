@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..postings._segments import segment_due
 from ..postings._writes import NewPostings, segment_rows
-from ._terms import DOCUMENTS_PER_ENTRY, PreparedMessage, encode_term_ids
+from ._terms import PreparedMessage, document_id, encode_term_ids
 
 __all__ = ('NumberedDocuments', 'merge_due')
 
@@ -43,7 +43,7 @@ class NumberedDocuments:
         postings: tuple[list[int], list[int], list[int], list[int]] = ([], [], [], [])
         for entry, item in enumerate(items):
             for index, terms in enumerate(item.terms):
-                offset = entry * DOCUMENTS_PER_ENTRY + index
+                offset = document_id(entry, index)  # the id from the append's first entry on
                 offsets.append(offset)
                 entries.append(entry)
                 lengths.append(terms.length)
