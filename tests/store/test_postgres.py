@@ -220,7 +220,9 @@ async def test_a_statement_timeout_is_unavailable(pg_site: PostgresSite) -> None
     try:
         async with holder.transaction():
             await holder.execute(f'SELECT 1 FROM "{pg_site.schema}".conversations FOR UPDATE')
-            async with await pg_site.open(statement_timeout_ms=200) as impatient:
+            # The lock holder never lets go, so the append times out whatever the limit; a limit of 2 s keeps the
+            # open's own catalog reads clear of it on a machine busy enough to slow them (200 ms once was not).
+            async with await pg_site.open(statement_timeout_ms=2000) as impatient:
                 request = AppendRequest(
                     conversation_id='c',
                     scope=None,
