@@ -254,6 +254,45 @@ async def test_what_another_process_wrote_since_this_one_appended_goes_to_the_ge
         assert await problems_of(mine) == []
 
 
+async def test_a_process_reads_again_what_another_appended_since_and_still_takes_one_call(
+    sites: tuple[PostgresSite, PostgresSite], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers take turns on a conversation's steps: one whose known head another process has since moved
+    reads the conversation again rather than leaving the write to the general append. A word this
+    process has not seen but the store has costs no read: its id comes back with the interning of the
+    new ones, unchanged."""
+    site, _ = sites
+    calls = Calls(monkeypatch)
+    original = _one_call._read  # pyright: ignore[reportPrivateUsage]
+    reads: list[str] = []
+
+    async def read(session: Any, prepared: Any, *args: Any) -> Any:
+        reads.append(prepared.request.idempotency_key)
+        return await original(session, prepared, *args)
+
+    monkeypatch.setattr(_one_call, '_read', read)
+    prompt, answer, again = user('where is my order'), reply('in the van'), user('my order, where is')
+    async with await site.open() as mine, await site.open() as theirs:
+        await theirs.append(_request([user('a tenant for the scope')], [], key='t', conversation_id='t'))
+        await mine.append(_request([prompt], [], key='p'))
+        await theirs.append(_request([answer], [prompt], key='a'))
+        result = await mine.append(_request([again], [prompt, answer], key='q'))  # every word known here
+        assert (calls.applied, calls.declined, result.length) == (3, 0, 3)
+        assert reads == ['t', 'p', 'a', 'q']
+        await theirs.append(_request([user('zebra crossing')], [], key='z', conversation_id='z'))
+        last = await mine.append(_request([reply('by the zebra crossing')], [prompt, answer, again], key='r'))
+        assert (calls.applied, calls.declined, last.length) == (5, 0, 4)
+        assert reads == ['t', 'p', 'a', 'q', 'z']  # `r`: its conversation as `q` left it, and no read for its words
+        record = await mine.read_record('c')
+        assert record is not None and record.branches == []
+        terms = await rows_of(mine, 'SELECT term, term_id FROM terms ORDER BY term_id')
+        assert [term_id for _, term_id in terms] == list(range(1, len(terms) + 1))  # no key drawn twice
+        assert (await mine.check()).clean
+        assert await problems_of(mine) == []
+        found = await search_index(mine, SearchRequest(query='zebra', scope='acme', conversation_id='c'))
+        assert [hit.position for hit in found.hits] == [3]
+
+
 async def test_another_scope_answers_as_absent_whatever_the_process_knows(
     sites: tuple[PostgresSite, PostgresSite], monkeypatch: pytest.MonkeyPatch
 ) -> None:

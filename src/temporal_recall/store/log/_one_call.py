@@ -49,14 +49,21 @@ write; the ids of the append's words the store has."""
 
 _INTERN = """
 WITH new_terms AS (
-    INSERT INTO terms (term) SELECT x.value FROM unnest($1::text[]) AS x(value) ORDER BY x.value COLLATE "C"
+    INSERT INTO terms (term)
+    SELECT x.value FROM unnest($1::text[]) AS x(value)
+    WHERE (SELECT t.term_id FROM terms t WHERE t.term = x.value) IS NULL
+    ORDER BY x.value COLLATE "C"
     ON CONFLICT (term) DO NOTHING RETURNING term, term_id
 )
 SELECT n.term, n.term_id FROM new_terms n
+UNION ALL
+SELECT t.term, t.term_id FROM terms t WHERE t.term = ANY($1::text[])
 """
-"""The words a plain append found missing, interned in one statement: in sorted order, as every writer
-interns them (`_bulk.intern`), committed at once (a key nothing uses is harmless: `reindex` prunes
-it). One a concurrent writer interned first is not returned: the general append reads it."""
+"""The ids of words this process does not know, in one statement: those the store has, and the rest
+interned, in sorted order as every writer interns them (`_bulk.intern`) and committed at once (a key
+nothing uses is harmless: `reindex` prunes it). Only words the store lacks reach the insert, because a
+conflicting row still draws a key from the sequence. A word a concurrent writer interned after this
+statement's snapshot is in neither half: the general append reads it."""
 
 _CALL = f'SELECT temporal_recall_append({", ".join(f"${index}" for index in range(1, 37))})'
 """The call of migration 16's function, its 36 parameters in order (`_parameters`)."""
@@ -144,11 +151,13 @@ async def append_in_one_call(backend: Backend, prepared: Prepared, known: Known)
     async def body(session: Session) -> tuple[_Conversation, dict[str, int], Any] | None:
         conversation = known.conversation(request.conversation_id)
         terms = {word: known.terms[word] for word in words if word in known.terms}
-        if conversation is None or len(terms) < len(words):
+        if conversation is None or not conversation.takes(prepared):
+            # Not known here, or another process appended since this one did: read it as it is now.
             read = await _read(session, prepared, indexed, words)
             if read is None:
                 return None
-            conversation, terms = read
+            conversation, found = read
+            terms.update(found)
         if not conversation.takes(prepared) or not await _interned(session, terms, words):
             return None
         after = _after(prepared, conversation)
@@ -205,7 +214,8 @@ async def _read(
 
 
 async def _interned(session: Session, terms: dict[str, int], words: list[str]) -> bool:
-    """Intern the words `terms` lacks (adding their ids to it); whether it holds every word's id then."""
+    """Add to `terms` the ids of the words it lacks, interning those the store lacks too; whether it
+    holds every word's id then."""
     missing = [word for word in words if word not in terms]
     if not missing:
         return True
