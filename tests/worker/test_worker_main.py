@@ -100,6 +100,8 @@ async def test_worker_module_serves_a_run_and_stops_cleanly_on_sigterm(
     lines = [json.loads(line) for line in stderr.splitlines() if line.startswith('{')]
     messages = [line['msg'] for line in lines]
     assert 'worker started' in messages and 'worker stopped' in messages
+    started = next(line for line in lines if line['msg'] == 'worker started')
+    assert started['startup_objects_frozen'] > 10_000  # the heap startup built, out of later collections
     assert (await asyncio.to_thread(_get, f'http://127.0.0.1:{health}/healthz'))[0] == 0, 'the probe port is closed'
 
 
