@@ -44,6 +44,9 @@ capability uses); it prints each one's fill rate and database bytes per message,
 store with vectors, the scope-wide and one-conversation latencies of bm25, semantic and hybrid
 searches, alternating query by query, with the process CPU time beside the wall clock (the first
 semantic search of a tenant reads its vectors into memory: shown apart as the cold read).
+`--messages N --semantic` is issue 51's: one store of the scale corpus, embedded, searched by meaning
+scope-wide in fresh processes with their memory and recall@10 against the exact ranking, and with
+`--before-src DIR` another checkout's code on the same store, alternately (`bench/_scale_semantic.py`).
 
 Every size gets a fresh store: a new SQLite file, or a new PostgreSQL schema (`bench_<hex>`, dropped
 afterwards unless `--keep`) in the database the URL names. `--compare URL` runs SQLite and that
@@ -83,7 +86,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from bench import _chart, _provenance, _scale, _scale_report
+from bench import _chart, _provenance, _scale, _scale_report, _scale_semantic
 from temporal_recall.content import content_hash
 from temporal_recall.embeddings import LOCAL_MODEL, as_embedder
 from temporal_recall.embeddings._index import embedded_append
@@ -442,6 +445,17 @@ async def main() -> None:
         '--semantic', action='store_true', help='recall by meaning at each of --sizes (SQLite; see the module doc)'
     )
     parser.add_argument(
+        '--semantic-store',
+        type=Path,
+        help='with --messages and --semantic: the SQLite file to fill, kept and reused by a later run of the same size',
+    )
+    parser.add_argument(
+        '--before-src',
+        type=Path,
+        help="with --messages and --semantic: another checkout's src, measured on the same store, alternately",
+    )
+    parser.add_argument('--rounds', type=int, default=2, help='with --messages and --semantic: probes per checkout')
+    parser.add_argument(
         '--vacuum',
         action='store_true',
         help='PostgreSQL: VACUUM ANALYZE after the fill, before timing (for servers with autovacuum off)',
@@ -459,6 +473,19 @@ async def main() -> None:
     stores = ['sqlite', args.compare] if args.compare else [args.store]
     shown = ', '.join(store.split('@')[-1] for store in stores)
     print(f'cores {os.cpu_count()}, python {sys.version.split()[0]}, store {shown}')
+    if args.messages is not None and args.semantic:
+        await _scale_semantic.measure(
+            _scale_semantic.Options(
+                messages=args.messages,
+                seed=args.seed,
+                queries=args.queries,
+                store=(args.semantic_store or Path(tempfile.mkdtemp(prefix='bench-semantic-')) / 's.db').resolve(),
+                before_src=args.before_src.resolve() if args.before_src else None,
+                rounds=args.rounds,
+                progress=lambda line: print(line, file=sys.stderr, flush=True),
+            )
+        )
+        return
     if args.messages is not None:
         await at_scale(args, stores)
         return

@@ -16,7 +16,7 @@ import pytest
 from bench._scale_corpus import LONG_CONVERSATION, MAX_WORDS, MIN_WORDS, QUERY_CLASSES, Corpus, IdSample, rare_ids
 from bench._scale_engines import Engine, Fts5, Ours, Tantivy, drop_schema, tantivy_missing, with_schema
 
-from bench import _scale, _scale_report
+from bench import _scale, _scale_report, _scale_semantic
 from tests.store._support import postgres_url
 
 MESSAGES = 300
@@ -127,3 +127,26 @@ async def test_a_tiny_run_prints_the_issue_table_and_its_thresholds(
     # fill vs FTS5, fall, bytes, scope-wide p95, two per class, one conversation
     assert len(verdicts) == 3 + 1 + 2 * len(QUERY_CLASSES) + 1
     assert 'peak RSS' in text
+
+
+async def test_a_tiny_semantic_run_reports_memory_latency_and_recall(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`bench_search.py --messages N --semantic` at 300 messages: a tenant this small is ranked exactly, so
+    the probe's ten nearest are the exact ten (recall 1.000); a second run reuses the filled store."""
+    options = _scale_semantic.Options(
+        messages=MESSAGES,
+        seed=7,
+        queries=6,
+        store=tmp_path / 'semantic.db',
+        before_src=None,
+        rounds=1,
+        progress=lambda line: None,
+    )
+    await _scale_semantic.measure(options)
+    first = capsys.readouterr().out
+    assert 'filled 300 messages' in first
+    rows = [line for line in first.splitlines() if line.startswith('| this checkout |')]
+    assert len(rows) == 1 and rows[0].endswith('| 1.000 |')
+    await _scale_semantic.measure(options)
+    assert 'reusing the filled store' in capsys.readouterr().out

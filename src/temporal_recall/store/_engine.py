@@ -101,7 +101,7 @@ class EngineStore(CheckedStore, StoredBodies):
         self._bodies = BodyEngine(backend)
         self._merger = Merger(backend)
         self._known = Known()
-        self._matrices = _vectors.VectorMatrices()
+        self._signs = _vectors.VectorSigns()
         self._embedder: Embedder | None = None
 
     @property
@@ -453,7 +453,7 @@ class EngineStore(CheckedStore, StoredBodies):
         self, target: SearchTarget, model: str, query: NDArray[np.float32], limit: int
     ) -> tuple[list[tuple[int, float]], int] | None:
         check_target(target)
-        return await self._search(lambda s: _vectors.nearest(s, target, model, query, limit, self._matrices))
+        return await self._search(lambda s: _vectors.nearest(s, target, model, query, limit, self._signs))
 
     # --- Maintenance ------------------------------------------------------------------------------
 

@@ -9,8 +9,10 @@ filter as BM25 (docs/design/semantic.md, "Storage" and "Searching").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,7 +29,7 @@ from ._reader import Target, _documents_of, _stats, resolve
 
 __all__ = (
     'VectorKey',
-    'VectorMatrices',
+    'VectorSigns',
     'count_unembedded',
     'existing_tenant',
     'forget_vectors',
@@ -182,30 +184,81 @@ def _decode(blobs: Sequence[bytes], scales: Sequence[float], dimensions: int) ->
     return components.astype(np.float32) * np.asarray(scales, dtype=np.float32)[:, None]
 
 
+SIGNS_READ = 4096
+"""Vectors read per statement while a tenant's sign codes are built: what one read holds in memory."""
+SIGNS_SCANNED = 262_144
+"""Sign codes compared with the query per pass: bounds the pass's temporary arrays (about 8 MB)."""
+RESCORED_SHARE = 0.005
+"""The share of a tenant's vectors (the nearest by sign code) read and scored exactly, at least
+`RESCORED_AT_LEAST`. On `bench/_workload.py`'s text with the local model, recall@10 against the exact
+ranking was 0.956 at 100,000 vectors and 0.975 at 1,000,000 (docs/design/semantic.md, "Scale")."""
+RESCORED_AT_LEAST = 1000
+"""The fewest vectors a scope-wide search scores exactly: a tenant this size or smaller is ranked exactly."""
+
+_BITS_PER_WORD = 64
+_BYTE_BITS = np.array([bin(byte).count('1') for byte in range(256)], dtype=np.uint8)
+"""Set bits per byte value: the popcount where numpy has no `bitwise_count` (before 2.0)."""
+
+
+def _signs(centered: NDArray[np.float32]) -> NDArray[np.uint64]:
+    """One bit per dimension, set where the centred component is positive, packed into 64-bit words per row
+    (the last word padded with zero bits, which every row and query share)."""
+    packed = np.packbits(centered > 0, axis=-1)
+    width = -(-packed.shape[-1] // 8) * 8
+    if packed.shape[-1] != width:
+        padding = [(0, 0)] * (packed.ndim - 1) + [(0, width - packed.shape[-1])]
+        packed = np.pad(packed, padding)
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
+def _distances(signs: NDArray[np.uint64], query: NDArray[np.uint64]) -> NDArray[np.int32]:
+    """Hamming distance of each row of `signs` to `query`, `SIGNS_SCANNED` rows at a time."""
+    distances = np.empty(len(signs), dtype=np.int32)
+    for start in range(0, len(signs), SIGNS_SCANNED):
+        differing = signs[start : start + SIGNS_SCANNED] ^ query
+        if hasattr(np, 'bitwise_count'):
+            counts = np.bitwise_count(differing).sum(axis=1, dtype=np.int32)
+        else:  # numpy 1.26
+            counts = _BYTE_BITS[differing.view(np.uint8)].sum(axis=1, dtype=np.int32)
+        distances[start : start + len(differing)] = counts
+    return distances
+
+
 @dataclass(frozen=True)
-class _Matrix:
-    """A tenant's vectors as of `count` rows up to `last_key`: one snapshot, replaced whole when refreshed."""
+class _Signs:
+    """A tenant's vectors as sign codes, as of `count` rows up to `last_key`: one snapshot, replaced whole
+    when refreshed. 8 bytes of key, 2 of role and one bit per dimension per vector (42 bytes at 256
+    dimensions); the vectors themselves stay in the store."""
 
     count: int
     last_key: int
-    hashes: list[bytes]
-    roles: NDArray[np.str_]
-    vectors: NDArray[np.float32]
+    center: NDArray[np.float32]
+    """Subtracted before the signs are taken: the mean of the first vectors read. The texts of one
+    tenant share much of their direction (the mean of the benchmark's unit vectors has norm 0.8), and
+    signs of the raw vectors mostly record that. Any fixed centre ranks alike (`q·d` and `q·(d - c)`
+    differ by the same `q·c` for every document), so it is kept when rows are added."""
+    keys: NDArray[np.int64]
+    signs: NDArray[np.uint64]
+    roles: NDArray[np.uint16]
+    role_names: tuple[str, ...]
+
+    def role_code(self, role: str) -> int | None:
+        return self.role_names.index(role) if role in self.role_names else None
 
 
 @dataclass
-class VectorMatrices:
-    """Each tenant's vectors in memory, for scope-wide searches: float32, four bytes per dimension per document.
+class VectorSigns:
+    """Each tenant's vectors as sign codes in memory, for scope-wide searches (see `_Signs`).
 
     Refreshed at every search from the rows added since (`vector_key` grows with each insert), and
     read again whole when the count says rows were added out of key order (concurrent writers on
-    PostgreSQL) or deleted. Rows are only added or deleted, never changed, so a matrix equal in
-    count and last key to the table is the table.
+    PostgreSQL) or deleted. Rows are only added or deleted, never changed, so codes equal in count
+    and last key to the table are the table's.
     """
 
-    by_tenant: dict[tuple[int, str, int], _Matrix] = field(default_factory=dict[tuple[int, str, int], _Matrix])
+    by_tenant: dict[tuple[int, str, int], _Signs] = field(default_factory=dict[tuple[int, str, int], _Signs])
 
-    async def of(self, session: Session, tenant_id: int, model: str, dimensions: int) -> _Matrix:
+    async def of(self, session: Session, tenant_id: int, model: str, dimensions: int) -> _Signs:
         key = (tenant_id, model, dimensions)
         cached = self.by_tenant.get(key)
         row = await session.one(
@@ -216,35 +269,58 @@ class VectorMatrices:
         if cached is not None and (cached.count, cached.last_key) == (count, last):
             return cached
         base = cached if cached is not None and count > cached.count and last > cached.last_key else None
-        rows = await session.rows(
-            'SELECT vector_key, content_hash, role, vector, scale FROM document_vectors '
-            'WHERE tenant_id = $1 AND vector_key > $2 ORDER BY vector_key',
-            tenant_id,
-            0 if base is None else base.last_key,
-        )
-        if base is not None and base.count + len(rows) != count:
-            return await self._reload(session, key)
-        fresh = _Matrix(
-            count=len(rows),
-            last_key=int(rows[-1][0]) if rows else 0,
-            hashes=[bytes(r[1]) for r in rows],
-            roles=np.array([str(r[2]) for r in rows], dtype=np.str_),
-            vectors=_decode([r[3] for r in rows], [float(r[4]) for r in rows], dimensions),
-        )
-        if base is not None:
-            fresh = _Matrix(
-                count=base.count + fresh.count,
-                last_key=fresh.last_key,
-                hashes=base.hashes + fresh.hashes,
-                roles=np.concatenate([base.roles, fresh.roles]),
-                vectors=np.concatenate([base.vectors, fresh.vectors]),
-            )
+        fresh = await _read_signs(session, tenant_id, dimensions, base, last)
+        if base is not None and fresh.count != count:
+            self.by_tenant.pop(key, None)
+            return await self.of(session, tenant_id, model, dimensions)
         self.by_tenant[key] = fresh
         return fresh
 
-    async def _reload(self, session: Session, key: tuple[int, str, int]) -> _Matrix:
-        self.by_tenant.pop(key, None)
-        return await self.of(session, *key)
+
+async def _read_signs(session: Session, tenant_id: int, dimensions: int, base: _Signs | None, last: int) -> _Signs:
+    """`base` (or nothing) and the tenant's rows after it up to key `last`, as sign codes, read
+    `SIGNS_READ` rows at a time so a tenant of a million vectors never sits in memory whole."""
+    after = 0 if base is None else base.last_key
+    center = None if base is None else base.center
+    role_names = [] if base is None else list(base.role_names)
+    keys: list[NDArray[np.int64]] = [] if base is None else [base.keys]
+    signs: list[NDArray[np.uint64]] = [] if base is None else [base.signs]
+    roles: list[NDArray[np.uint16]] = [] if base is None else [base.roles]
+    while True:
+        rows = await session.rows(
+            'SELECT vector_key, role, vector, scale FROM document_vectors '
+            'WHERE tenant_id = $1 AND vector_key > $2 AND vector_key <= $3 ORDER BY vector_key LIMIT $4',
+            tenant_id,
+            after,
+            last,
+            SIGNS_READ,
+        )
+        if not rows:
+            break
+        vectors = _decode([r[2] for r in rows], [float(r[3]) for r in rows], dimensions)
+        if center is None:
+            center = vectors.mean(axis=0, dtype=np.float32)
+        for name in dict.fromkeys(str(r[1]) for r in rows):
+            if name not in role_names:
+                role_names.append(name)
+        codes = {name: index for index, name in enumerate(role_names)}
+        keys.append(np.array([int(r[0]) for r in rows], dtype=np.int64))
+        signs.append(_signs(vectors - center))
+        roles.append(np.array([codes[str(r[1])] for r in rows], dtype=np.uint16))
+        after = int(rows[-1][0])
+        if len(rows) < SIGNS_READ:
+            break
+    words = -(-dimensions // _BITS_PER_WORD)
+    joined = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+    return _Signs(
+        count=len(joined),
+        last_key=int(joined[-1]) if len(joined) else 0,
+        center=center if center is not None else np.zeros(dimensions, dtype=np.float32),
+        keys=joined,
+        signs=np.concatenate(signs) if signs else np.zeros((0, words), dtype=np.uint64),
+        roles=np.concatenate(roles) if roles else np.zeros(0, dtype=np.uint16),
+        role_names=tuple(role_names),
+    )
 
 
 async def nearest(
@@ -253,7 +329,7 @@ async def nearest(
     model: str,
     query: NDArray[np.float32],
     limit: int,
-    matrices: VectorMatrices,
+    signs: VectorSigns,
 ) -> tuple[list[tuple[int, float]], int] | None:
     """The target's `limit` documents nearest `query` (a unit vector of `model`), best first, as
     `(doc_id, cosine)`, and how many documents with vectors the target holds; `None` when the target's
@@ -273,7 +349,7 @@ async def nearest(
     resolved = found[0]
     allowed = await _documents_of(session, resolved)
     if allowed is None:
-        return await _nearest_in_tenant(session, resolved, model, query, limit, matrices)
+        return await _nearest_in_tenant(session, resolved, model, query, limit, signs)
     return await _nearest_among(session, resolved.tenant_id, allowed, query, limit)
 
 
@@ -284,29 +360,54 @@ def _top(scores: NDArray[np.float32], limit: int) -> NDArray[np.intp]:
 
 
 async def _nearest_in_tenant(
-    session: Session, resolved: Target, model: str, query: NDArray[np.float32], limit: int, matrices: VectorMatrices
+    session: Session, resolved: Target, model: str, query: NDArray[np.float32], limit: int, signs: VectorSigns
 ) -> tuple[list[tuple[int, float]], int]:
-    """A target spanning its tenant: the in-memory matrix, then the ids of the best documents."""
-    matrix = await matrices.of(session, resolved.tenant_id, model, len(query))
-    if not matrix.count:
+    """A target spanning its tenant: the vectors nearest by sign code (`RESCORED_SHARE` of them), read
+    from the store and ranked exactly, then the ids of the best documents."""
+    codes = await signs.of(session, resolved.tenant_id, model, len(query))
+    if not codes.count:
         return [], 0
-    scores = matrix.vectors @ query
+    distances = _distances(codes.signs, _signs(query - codes.center))
+    eligible = codes.count
     if resolved.role is not None:
-        scores = np.where(matrix.roles == resolved.role, scores, -np.inf).astype(np.float32)
-    best = [int(index) for index in _top(scores, limit) if np.isfinite(scores[index])]
-    wanted = [(matrix.hashes[index], str(matrix.roles[index])) for index in best]
+        wanted_role = codes.role_code(resolved.role)
+        if wanted_role is None:
+            return [], codes.count
+        outside = codes.roles != wanted_role
+        distances[outside] = np.iinfo(np.int32).max
+        eligible -= int(np.count_nonzero(outside))
+    kept = min(eligible, max(RESCORED_AT_LEAST, math.ceil(codes.count * RESCORED_SHARE)))
+    if not kept:
+        return [], codes.count
+    nearest_codes = np.argpartition(distances, kept - 1)[:kept] if kept < len(distances) else np.arange(kept)
+    # In key order, as the vectors were stored: equal scores keep the order an exhaustive ranking gives them.
+    candidates = np.sort(codes.keys[nearest_codes]).tolist()
+    rows: list[Any] = []
+    dialect = session.dialect
+    for start in range(0, len(candidates), CHUNK):
+        rows += await session.rows(
+            'SELECT vector_key, content_hash, role, vector, scale FROM document_vectors '  # noqa: S608
+            f'WHERE tenant_id = $1 AND vector_key {dialect.in_array(2, "bigint")} ORDER BY vector_key',
+            resolved.tenant_id,
+            dialect.array(candidates[start : start + CHUNK]),
+        )
+    if not rows:
+        return [], codes.count
+    scores = _decode([r[3] for r in rows], [float(r[4]) for r in rows], len(query)) @ query
+    best = [int(index) for index in _top(scores, limit)]
+    wanted = [(bytes(rows[index][1]), str(rows[index][2])) for index in best]
     sql = (  # noqa: S608 (fixed names; values are parameters)
         'SELECT x.doc_id, x.content_hash, x.role FROM {batch} JOIN documents x ON x.tenant_id = $3 '
         'AND x.content_hash = d.content_hash AND x.role = d.role'
-    ).format(batch=session.dialect.batch((('content_hash', 'bytea'), ('role', 'text'))))
-    if session.dialect.supports_array_parameters:
-        rows = await session.rows(sql, [w[0] for w in wanted], [w[1] for w in wanted], resolved.tenant_id)
+    ).format(batch=dialect.batch((('content_hash', 'bytea'), ('role', 'text'))))
+    if dialect.supports_array_parameters:
+        found = await session.rows(sql, [w[0] for w in wanted], [w[1] for w in wanted], resolved.tenant_id)
     else:
-        rows = await select_batch(session, sql, [(content, role, resolved.tenant_id) for content, role in wanted])
-    ids = {(bytes(row[1]), str(row[2])): int(row[0]) for row in rows}
+        found = await select_batch(session, sql, [(content, role, resolved.tenant_id) for content, role in wanted])
+    ids = {(bytes(row[1]), str(row[2])): int(row[0]) for row in found}
     # A vector whose document left the index (its conversation deleted since) is not a hit.
     ranked = [(ids[key], float(scores[index])) for key, index in zip(wanted, best, strict=True) if key in ids]
-    return ranked, matrix.count
+    return ranked, codes.count
 
 
 async def _nearest_among(
