@@ -12,10 +12,10 @@ from numpy.typing import NDArray
 from pydantic_ai import messages as m
 
 from temporal_recall.embeddings._vectors import quantize
-from temporal_recall.store import AppendRequest, SearchTarget
+from temporal_recall.store import SearchTarget
 from temporal_recall.store.index import _vectors
 
-from ._support import AnyStore, rows_of
+from ._support import AnyStore, append_after, rows_of
 
 MODEL = 'test:random'
 DIMENSIONS = 96
@@ -36,10 +36,11 @@ _WORDS = [
 ]
 
 
-async def _filled(store: AnyStore, conversations: int, *, scope: str | None = 'acme', seed: int = 7) -> None:
-    """`conversations` conversations of 4 messages, then a random vector for every document of `scope`."""
+async def _filled(store: AnyStore, conversations: int, *, first: int = 0, scope: str = 'acme', seed: int = 7) -> None:
+    """`conversations` conversations of 4 messages (numbered from `first`), then a random vector for every
+    document of `scope` that has none."""
     rng = random.Random(seed)
-    for number in range(conversations):
+    for number in range(first, first + conversations):
         texts = [' '.join(rng.choices(_WORDS, k=6)) + f' {scope}-{number}-{index}' for index in range(4)]
         messages: list[m.ModelMessage] = [
             m.ModelRequest(parts=[m.UserPromptPart(texts[0])]),
@@ -47,23 +48,13 @@ async def _filled(store: AnyStore, conversations: int, *, scope: str | None = 'a
             m.ModelRequest(parts=[m.UserPromptPart(texts[2])]),
             m.ModelResponse(parts=[m.TextPart(texts[3])]),
         ]
-        await store.append(
-            AppendRequest(
-                conversation_id=f'{scope}-c{number}',
-                scope=scope,
-                idempotency_key=f'{scope}-c{number}',
-                base_length=0,
-                base_hash=None,
-                messages=messages,
-            )
-        )
-    tenant = "'s:" + scope + "'" if scope is not None else "'n:'"
+        await append_after(store, f'{scope}-c{number}', scope, [], messages)
     keys = [
         (bytes(row[0]).hex(), str(row[1]))
         for row in await rows_of(
             store,
             'SELECT d.content_hash, d.role FROM documents d JOIN tenants t ON t.tenant_id = d.tenant_id '
-            f'WHERE t.scope_key = {tenant} ORDER BY d.doc_id',
+            f"WHERE t.scope_key = 's:{scope}' ORDER BY d.doc_id",
         )
     ]
     vectors = np.random.default_rng(seed).standard_normal((len(keys), DIMENSIONS)).astype(np.float32)
@@ -159,7 +150,7 @@ async def test_codes_are_read_in_bounded_batches_and_follow_writes(
     found = await recall_store.nearest(target, MODEL, query, 5)
     assert found is not None and found[1] == 80
     assert [d for d, _ in found[0]] == [d for d, _ in await _exact(recall_store, 'acme', query, 5)]
-    await _filled(recall_store, 30, seed=9)  # 10 more conversations (the first 20 are replays), 40 vectors
+    await _filled(recall_store, 10, first=20, seed=9)  # 40 more vectors
     found = await recall_store.nearest(target, MODEL, query, 5)
     assert found is not None and found[1] == 120
     assert _signs_of(recall_store).count == 120
