@@ -35,6 +35,7 @@ import numpy as np
 
 from bench._scale_corpus import Corpus, IdSample, queries
 from bench._scale_engines import SCOPE, Ours
+from bench._scale_report import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -132,10 +133,6 @@ def _probe(options: Options, texts_file: Path, src: Path | None) -> dict[str, An
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _percentile(values: list[float], share: float) -> float:
-    return statistics.quantiles(values, n=100, method='inclusive')[int(share * 100) - 1]
-
-
 async def measure(options: Options) -> None:
     texts = await _fill(options)
     texts_file = options.store.with_suffix('.queries.json')
@@ -160,11 +157,11 @@ async def measure(options: Options) -> None:
                 len(set(found) & set(wanted)) / max(1, len(wanted))
                 for found, wanted in zip(result['nearest'], exact, strict=True)
             )
-            wall, cpu = result['wall_ms'], result['cpu_ms']
+            wall, cpu = result['wall_seconds'], result['cpu_seconds']
             grown = (result['peak_kib'] - result['rss_before_kib']) / 1024
             print(
-                f'| {label} | {round_number + 1} | {statistics.median(wall):.1f} / {_percentile(wall, 0.95):.1f} | '
-                f'{statistics.median(cpu):.1f} / {_percentile(cpu, 0.95):.1f} | {result["cold_ms"]:,.0f} | '
+                f'| {label} | {round_number + 1} | {percentile(wall, 0.5):.1f} / {percentile(wall, 0.95):.1f} | '
+                f'{percentile(cpu, 0.5):.1f} / {percentile(cpu, 0.95):.1f} | {result["cold_ms"]:,.0f} | '
                 f'{result["rss_before_kib"] / 1024:,.0f} | {grown:,.0f} | '
                 f'{recall:.3f} |',
                 flush=True,

@@ -68,8 +68,8 @@ async def probe(store_path: str, queries: list[str], scope: str) -> dict[str, An
         'rss_before_kib': before,
         'peak_kib': peak,
         'cold_ms': cold * 1000,
-        'wall_ms': [seconds * 1000 for seconds in wall],
-        'cpu_ms': [seconds * 1000 for seconds in cpu],
+        'wall_seconds': wall,
+        'cpu_seconds': cpu,
         'nearest': nearest,
         'query_vectors': [vector.tolist() for vector in vectors],
     }
