@@ -497,9 +497,20 @@ UNDO_VERSION_16_POSTGRES = ('DROP FUNCTION temporal_recall_append', 'DROP FUNCTI
 """What migration 16 added on PostgreSQL (nothing on SQLite), taken away."""
 
 
+UNDO_VERSION_17 = ('DROP TABLE vector_counts',)
+"""What migration 17 added (the vector counts per tenant), taken away."""
+
+
+async def back_to_version_16(store: AnyStore) -> None:
+    """Turn a store into what version 16 wrote: no vector counts, version 16 recorded. Close and reopen it."""
+    for statement in (*UNDO_VERSION_17, 'DELETE FROM schema_migrations WHERE version > 16'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_15(store: AnyStore) -> None:
     """Turn a store into what version 15 wrote: no append function (PostgreSQL), version 15 recorded. Close
     and reopen it afterwards."""
+    await back_to_version_16(store)
     if not isinstance(store, SqliteConversationStore):
         for statement in UNDO_VERSION_16_POSTGRES:
             await run_sql(store, statement)

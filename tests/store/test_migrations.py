@@ -23,14 +23,23 @@ from ._support import (
     UNDO_VERSION_13,
     UNDO_VERSION_14,
     UNDO_VERSION_15,
+    UNDO_VERSION_17,
     index_problems,
     turn,
 )
 
 UNDO_LATER = '; '.join(
-    (*UNDO_VERSION_15, *UNDO_VERSION_14, *UNDO_VERSION_13, *UNDO_SUPERSEDED, *UNDO_BRANCH_MARKS, *UNDO_SEGMENTS)
+    (
+        *UNDO_VERSION_17,
+        *UNDO_VERSION_15,
+        *UNDO_VERSION_14,
+        *UNDO_VERSION_13,
+        *UNDO_SUPERSEDED,
+        *UNDO_BRANCH_MARKS,
+        *UNDO_SEGMENTS,
+    )
 )
-"""What migrations 8, 10, 11, 12, 13 and 14 added, taken away (the blocks of 7 are undone by each test)."""
+"""What migrations 8, 10, 11, 12, 13, 14, 15 and 17 added, taken away (the blocks of 7 are undone by each test)."""
 
 LATEST = latest_version()
 NEXT = LATEST + 1
@@ -204,7 +213,7 @@ async def test_a_store_before_the_body_hash_index_gets_it_and_keeps_its_bodies(d
         await store.put_bodies(None, {'h1': b'unscoped'})
     with closing(sqlite3.connect(db_path)) as db, db:
         db.executescript(
-            f'{"; ".join((*UNDO_VERSION_15, *UNDO_VERSION_14, *UNDO_VERSION_13))}; '
+            f'{"; ".join((*UNDO_VERSION_17, *UNDO_VERSION_15, *UNDO_VERSION_14, *UNDO_VERSION_13))}; '
             f'DELETE FROM schema_migrations WHERE version >= {BODIES_BY_HASH};'
         )
     assert recorded(db_path) == CURRENT[: BODIES_BY_HASH - 1]

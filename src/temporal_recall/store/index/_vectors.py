@@ -10,8 +10,8 @@ filter as BM25 (docs/design/semantic.md, "Storage" and "Searching").
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,10 +22,11 @@ from temporal_recall.text._documents import document_texts
 
 from ...errors import EmbeddingMismatch
 from ..protocol import SearchTarget
-from ..sql._bulk import CHUNK, delete_rows, insert_rows, select_batch
+from ..sql._bulk import CHUNK, insert_returning, insert_rows, select_batch
 from ..sql._keys import scope_key
 from ..sql._session import Backend, Session
 from ._reader import Target, _documents_of, _stats, resolve
+from ._signs import VectorSigns, decode, nearest_codes
 
 __all__ = (
     'VectorKey',
@@ -121,7 +122,32 @@ async def put_vectors(
         (tenant_id, content, role, components[index].tobytes(), float(scales[index]))
         for index, (tenant_id, content, role) in enumerate(keys)
     ]
-    await insert_rows(session, 'document_vectors', _VECTOR_COLUMNS, rows, on_conflict='ON CONFLICT DO NOTHING')
+    inserted = await insert_returning(
+        session, 'document_vectors', _VECTOR_COLUMNS, rows, 'tenant_id', on_conflict='ON CONFLICT DO NOTHING'
+    )
+    await _count(session, Counter(int(row[0]) for row in inserted), keys[0][1])
+
+
+_COUNT_SHARDS = 16
+"""Rows of `vector_counts` per tenant that writers add to: concurrent writers of one tenant on PostgreSQL
+each lock the row of their shard until they commit, so sixteen of them seldom queue behind one row."""
+
+
+async def _count(session: Session, added: Counter[int], content: bytes) -> None:
+    """Add `added` (vectors per tenant, negative when deleted) to `vector_counts`, as the write's last
+    statement and in tenant order: a transaction holds a count's row only until it commits, and two
+    transactions take their rows in one order, so they never deadlock. The shard is drawn from
+    `content` (what the write stores), so concurrent writers spread over the shards."""
+    shard = content[0] % _COUNT_SHARDS if content else 0
+    rows = sorted((tenant_id, shard, change) for tenant_id, change in added.items() if change)
+    await insert_rows(
+        session,
+        'vector_counts',
+        (('tenant_id', 'bigint'), ('shard', 'integer'), ('vectors', 'bigint')),
+        rows,
+        order_by='tenant_id',
+        on_conflict='ON CONFLICT (tenant_id, shard) DO UPDATE SET vectors = vector_counts.vectors + excluded.vectors',
+    )
 
 
 async def existing_tenant(session: Session, scope: str | None) -> int | None:
@@ -136,6 +162,7 @@ async def replace_space(session: Session, model: str, dimensions: int) -> bool:
     if stored == (model, dimensions):
         return False
     await session.run('DELETE FROM document_vectors')
+    await session.run('DELETE FROM vector_counts')
     await session.run('DELETE FROM vector_space')
     await _claim_space(session, model, dimensions)
     return stored is not None
@@ -157,14 +184,18 @@ async def forget_vectors(session: Session, doc_ids: Sequence[int]) -> None:
     """Delete the vectors of documents about to leave the index (`_membership.release_members`), so a
     deleted conversation's meaning is not kept either."""
     dialect = session.dialect
+    sql = (
+        'DELETE FROM document_vectors WHERE (tenant_id, content_hash, role) IN (SELECT d.tenant_id, '  # noqa: S608
+        f'd.content_hash, d.role FROM documents d WHERE d.doc_id {dialect.in_array(1, "bigint")}) '
+        'RETURNING tenant_id, content_hash'
+    )
+    removed: Counter[int] = Counter()
+    content = b''
     for start in range(0, len(doc_ids), CHUNK):
-        rows = await session.rows(
-            f'SELECT tenant_id, content_hash, role FROM documents WHERE doc_id {dialect.in_array(1, "bigint")}',  # noqa: S608
-            dialect.array(doc_ids[start : start + CHUNK]),
-        )
-        keys = [(int(row[0]), bytes(row[1]), str(row[2])) for row in rows]
-        columns = (('tenant_id', 'bigint'), ('content_hash', 'bytea'), ('role', 'text'))
-        await delete_rows(session, 'document_vectors', columns, keys)
+        rows = await session.rows(sql, dialect.array(doc_ids[start : start + CHUNK]))
+        removed.subtract(int(row[0]) for row in rows)
+        content = content or (bytes(rows[0][1]) if rows else b'')
+    await _count(session, removed, content)
 
 
 async def count_unembedded(session: Session) -> int:
@@ -176,151 +207,12 @@ async def count_unembedded(session: Session) -> int:
 # --- Reading: the nearest documents of a search target ---------------------------------------------
 
 
-def _decode(blobs: Sequence[bytes], scales: Sequence[float], dimensions: int) -> NDArray[np.float32]:
-    """Stored vectors as float32 rows (components times scale): scored with one matrix product."""
-    if not blobs:
-        return np.zeros((0, dimensions), dtype=np.float32)
-    components = np.frombuffer(b''.join(bytes(blob) for blob in blobs), dtype=np.int8).reshape(len(blobs), -1)
-    return components.astype(np.float32) * np.asarray(scales, dtype=np.float32)[:, None]
-
-
-SIGNS_READ = 4096
-"""Vectors read per statement while a tenant's sign codes are built: what one read holds in memory."""
-SIGNS_SCANNED = 262_144
-"""Sign codes compared with the query per pass: bounds the pass's temporary arrays (about 8 MB)."""
 RESCORED_SHARE = 0.01
 """The share of a tenant's vectors (the nearest by sign code) read and scored exactly, at least
 `RESCORED_AT_LEAST`. On the scale corpus at 1,000,000 vectors, recall@10 against the exact ranking
 was 0.951 with 1% (0.922 with 0.5%), for about 20 ms more a search (docs/design/semantic.md, "Scale")."""
 RESCORED_AT_LEAST = 1000
 """The fewest vectors a scope-wide search scores exactly: a tenant this size or smaller is ranked exactly."""
-
-_BITS_PER_WORD = 64
-_BYTE_BITS = np.array([bin(byte).count('1') for byte in range(256)], dtype=np.uint8)
-"""Set bits per byte value: the popcount where numpy has no `bitwise_count` (before 2.0)."""
-
-
-def _signs(centered: NDArray[np.float32]) -> NDArray[np.uint64]:
-    """One bit per dimension, set where the centred component is positive, packed into 64-bit words per row
-    (the last word padded with zero bits, which every row and query share)."""
-    packed = np.packbits(centered > 0, axis=-1)
-    width = -(-packed.shape[-1] // 8) * 8
-    if packed.shape[-1] != width:
-        padding = [(0, 0)] * (packed.ndim - 1) + [(0, width - packed.shape[-1])]
-        packed = np.pad(packed, padding)
-    return np.ascontiguousarray(packed).view(np.uint64)
-
-
-def _distances(signs: NDArray[np.uint64], query: NDArray[np.uint64]) -> NDArray[np.int32]:
-    """Hamming distance of each row of `signs` to `query`, `SIGNS_SCANNED` rows at a time."""
-    distances = np.empty(len(signs), dtype=np.int32)
-    for start in range(0, len(signs), SIGNS_SCANNED):
-        differing = signs[start : start + SIGNS_SCANNED] ^ query
-        if hasattr(np, 'bitwise_count'):
-            counts = np.bitwise_count(differing).sum(axis=1, dtype=np.int32)
-        else:  # numpy 1.26
-            counts = _BYTE_BITS[differing.view(np.uint8)].sum(axis=1, dtype=np.int32)
-        distances[start : start + len(differing)] = counts
-    return distances
-
-
-@dataclass(frozen=True)
-class _Signs:
-    """A tenant's vectors as sign codes, as of `count` rows up to `last_key`: one snapshot, replaced whole
-    when refreshed. 8 bytes of key, 2 of role and one bit per dimension per vector (42 bytes at 256
-    dimensions); the vectors themselves stay in the store."""
-
-    count: int
-    last_key: int
-    center: NDArray[np.float32]
-    """Subtracted before the signs are taken: the mean of the first vectors read. The texts of one
-    tenant share much of their direction (the mean of the benchmark's unit vectors has norm 0.8), and
-    signs of the raw vectors mostly record that. Any fixed centre ranks alike (`q·d` and `q·(d - c)`
-    differ by the same `q·c` for every document), so it is kept when rows are added."""
-    keys: NDArray[np.int64]
-    signs: NDArray[np.uint64]
-    roles: NDArray[np.uint16]
-    role_names: tuple[str, ...]
-
-    def role_code(self, role: str) -> int | None:
-        return self.role_names.index(role) if role in self.role_names else None
-
-
-@dataclass
-class VectorSigns:
-    """Each tenant's vectors as sign codes in memory, for scope-wide searches (see `_Signs`).
-
-    Refreshed at every search from the rows added since (`vector_key` grows with each insert), and
-    read again whole when the count says rows were added out of key order (concurrent writers on
-    PostgreSQL) or deleted. Rows are only added or deleted, never changed, so codes equal in count
-    and last key to the table are the table's.
-    """
-
-    by_tenant: dict[tuple[int, str, int], _Signs] = field(default_factory=dict[tuple[int, str, int], _Signs])
-
-    async def of(self, session: Session, tenant_id: int, model: str, dimensions: int) -> _Signs:
-        key = (tenant_id, model, dimensions)
-        cached = self.by_tenant.get(key)
-        row = await session.one(
-            'SELECT count(*), coalesce(max(vector_key), 0) FROM document_vectors WHERE tenant_id = $1', tenant_id
-        )
-        assert row is not None
-        count, last = int(row[0]), int(row[1])
-        if cached is not None and (cached.count, cached.last_key) == (count, last):
-            return cached
-        base = cached if cached is not None and count > cached.count and last > cached.last_key else None
-        fresh = await _read_signs(session, tenant_id, dimensions, base, last)
-        if base is not None and fresh.count != count:
-            self.by_tenant.pop(key, None)
-            return await self.of(session, tenant_id, model, dimensions)
-        self.by_tenant[key] = fresh
-        return fresh
-
-
-async def _read_signs(session: Session, tenant_id: int, dimensions: int, base: _Signs | None, last: int) -> _Signs:
-    """`base` (or nothing) and the tenant's rows after it up to key `last`, as sign codes, read
-    `SIGNS_READ` rows at a time so a tenant of a million vectors never sits in memory whole."""
-    after = 0 if base is None else base.last_key
-    center = None if base is None else base.center
-    role_names = [] if base is None else list(base.role_names)
-    keys: list[NDArray[np.int64]] = [] if base is None else [base.keys]
-    signs: list[NDArray[np.uint64]] = [] if base is None else [base.signs]
-    roles: list[NDArray[np.uint16]] = [] if base is None else [base.roles]
-    while True:
-        rows = await session.rows(
-            'SELECT vector_key, role, vector, scale FROM document_vectors '
-            'WHERE tenant_id = $1 AND vector_key > $2 AND vector_key <= $3 ORDER BY vector_key LIMIT $4',
-            tenant_id,
-            after,
-            last,
-            SIGNS_READ,
-        )
-        if not rows:
-            break
-        vectors = _decode([r[2] for r in rows], [float(r[3]) for r in rows], dimensions)
-        if center is None:
-            center = vectors.mean(axis=0, dtype=np.float32)
-        for name in dict.fromkeys(str(r[1]) for r in rows):
-            if name not in role_names:
-                role_names.append(name)
-        codes = {name: index for index, name in enumerate(role_names)}
-        keys.append(np.array([int(r[0]) for r in rows], dtype=np.int64))
-        signs.append(_signs(vectors - center))
-        roles.append(np.array([codes[str(r[1])] for r in rows], dtype=np.uint16))
-        after = int(rows[-1][0])
-        if len(rows) < SIGNS_READ:
-            break
-    words = -(-dimensions // _BITS_PER_WORD)
-    joined = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
-    return _Signs(
-        count=len(joined),
-        last_key=int(joined[-1]) if len(joined) else 0,
-        center=center if center is not None else np.zeros(dimensions, dtype=np.float32),
-        keys=joined,
-        signs=np.concatenate(signs) if signs else np.zeros((0, words), dtype=np.uint64),
-        roles=np.concatenate(roles) if roles else np.zeros(0, dtype=np.uint16),
-        role_names=tuple(role_names),
-    )
 
 
 async def nearest(
@@ -367,21 +259,20 @@ async def _nearest_in_tenant(
     codes = await signs.of(session, resolved.tenant_id, model, len(query))
     if not codes.count:
         return [], 0
-    distances = _distances(codes.signs, _signs(query - codes.center))
+    distances = codes.distances(query)
     eligible = codes.count
     if resolved.role is not None:
         wanted_role = codes.role_code(resolved.role)
         if wanted_role is None:
             return [], codes.count
         outside = codes.roles != wanted_role
-        distances[outside] = np.iinfo(np.int32).max
+        distances[outside] = np.iinfo(np.uint16).max
         eligible -= int(np.count_nonzero(outside))
     kept = min(eligible, max(RESCORED_AT_LEAST, math.ceil(codes.count * RESCORED_SHARE)))
     if not kept:
         return [], codes.count
-    nearest_codes = np.argpartition(distances, kept - 1)[:kept] if kept < len(distances) else np.arange(kept)
     # In key order, as the vectors were stored: equal scores keep the order an exhaustive ranking gives them.
-    candidates = np.sort(codes.keys[nearest_codes]).tolist()
+    candidates = np.sort(codes.keys[nearest_codes(distances, kept)]).tolist()
     rows: list[Any] = []
     dialect = session.dialect
     for start in range(0, len(candidates), CHUNK):
@@ -393,7 +284,7 @@ async def _nearest_in_tenant(
         )
     if not rows:
         return [], codes.count
-    scores = _decode([r[3] for r in rows], [float(r[4]) for r in rows], len(query)) @ query
+    scores = decode([r[3] for r in rows], [float(r[4]) for r in rows], len(query)) @ query
     best = [int(index) for index in _top(scores, limit)]
     wanted = [(bytes(rows[index][1]), str(rows[index][2])) for index in best]
     sql = (  # noqa: S608 (fixed names; values are parameters)
@@ -435,7 +326,7 @@ async def _nearest_among(
             scales.append(float(row[2]))
     if not doc_ids:
         return [], 0
-    scores = _decode(blobs, scales, len(query)) @ query
+    scores = decode(blobs, scales, len(query)) @ query
     return [(doc_ids[index], float(scores[index])) for index in _top(scores, limit)], len(doc_ids)
 
 

@@ -80,6 +80,7 @@ async def check_index(session: Session, report: CheckReport) -> None:
     await _occurrences(session, report)
     await _superseded(session, report)
     await _counters(session, report)
+    await _vector_counts(session, report)
 
 
 _BLOCK_ROWS = (
@@ -383,3 +384,15 @@ async def _counters(session: Session, report: CheckReport) -> None:
                 f'conversation {conversation_id!r}',
                 f'counts {stored_count} documents of total length {stored_length}; stored: {count} and {length}',
             )
+
+
+async def _vector_counts(session: Session, report: CheckReport) -> None:
+    """What `vector_counts` holds per tenant against the vectors stored: a search by meaning trusts it to
+    tell whether the codes it holds are current."""
+    for tenant_id, counted, stored in await session.rows(
+        'SELECT tenant_id, sum(counted), sum(stored) FROM ('
+        'SELECT tenant_id, vectors AS counted, 0 AS stored FROM vector_counts '
+        'UNION ALL SELECT tenant_id, 0, 1 FROM document_vectors) AS x GROUP BY tenant_id ORDER BY tenant_id',
+    ):
+        if int(counted) != int(stored):
+            report.add('index', f'vector_counts (tenant {tenant_id})', f'counts {counted} vectors; stored: {stored}')

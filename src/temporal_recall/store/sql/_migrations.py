@@ -37,6 +37,7 @@ RELEASED: tuple[tuple[int, str, bool], ...] = (
     (14, 'document vectors for recall by meaning', False),
     (15, 'conversation titles and metadata', False),
     (16, 'an append in one call where statements are round trips', False),
+    (17, 'vector counts per tenant', False),
 )
 """`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
 

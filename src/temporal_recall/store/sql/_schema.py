@@ -528,6 +528,25 @@ _V16: tuple[_Statement, ...] = (
     ),
 )
 
+_V17: tuple[_Statement, ...] = (
+    # How many vectors each tenant holds, in a few rows per tenant (`index._vectors`): a search by
+    # meaning checks that the sign codes it holds are current by this sum and the highest key, instead
+    # of counting the tenant's vectors on every search. Writers of one tenant add to the row of a shard
+    # drawn from what they write, so they seldom wait for each other. Counted again from the vectors
+    # whenever it is applied, so applying it twice is harmless.
+    """
+    CREATE TABLE IF NOT EXISTS vector_counts (
+        tenant_id {big} NOT NULL,
+        shard INTEGER NOT NULL,
+        vectors {big} NOT NULL,
+        PRIMARY KEY (tenant_id, shard)
+    ){clustered}
+    """,
+    'DELETE FROM vector_counts',
+    'INSERT INTO vector_counts (tenant_id, shard, vectors) '
+    'SELECT tenant_id, 0, count(*) FROM document_vectors GROUP BY tenant_id',
+)
+
 _VERSIONS: tuple[tuple[_Statement, ...], ...] = (
     _V1,
     _V2,
@@ -545,6 +564,7 @@ _VERSIONS: tuple[tuple[_Statement, ...], ...] = (
     _V14,
     _V15,
     _V16,
+    _V17,
 )
 """Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 
