@@ -17,7 +17,7 @@ from ..sql._session import Session
 
 __all__ = ('VectorSigns', 'decode', 'nearest_codes', 'sign_codes')
 
-SIGNS_READ = 4096
+SIGNS_READ = 2048
 """Vectors read per statement while a tenant's codes are built: what one read holds in memory."""
 SIGNS_SCANNED = 65_536
 """Codes compared with the query per pass: the pass's temporaries (half a megabyte) stay in the cache."""

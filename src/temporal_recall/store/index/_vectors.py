@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -213,6 +212,9 @@ RESCORED_SHARE = 0.01
 was 0.951 with 1% (0.922 with 0.5%), for about 20 ms more a search (docs/design/semantic.md, "Scale")."""
 RESCORED_AT_LEAST = 1000
 """The fewest vectors a scope-wide search scores exactly: a tenant this size or smaller is ranked exactly."""
+RESCORED_READ = 2048
+"""Vectors read and scored per statement; only each read's best `limit` are kept, so what a search holds
+stays this size however many vectors it scores."""
 
 
 async def nearest(
@@ -271,22 +273,23 @@ async def _nearest_in_tenant(
     kept = min(eligible, max(RESCORED_AT_LEAST, math.ceil(codes.count * RESCORED_SHARE)))
     if not kept:
         return [], codes.count
-    # In key order, as the vectors were stored: equal scores keep the order an exhaustive ranking gives them.
     candidates = np.sort(codes.keys[nearest_codes(distances, kept)]).tolist()
-    rows: list[Any] = []
     dialect = session.dialect
-    for start in range(0, len(candidates), CHUNK):
-        rows += await session.rows(
+    best: list[tuple[float, int, bytes, str]] = []
+    for start in range(0, len(candidates), RESCORED_READ):
+        rows = await session.rows(
             'SELECT vector_key, content_hash, role, vector, scale FROM document_vectors '  # noqa: S608
             f'WHERE tenant_id = $1 AND vector_key {dialect.in_array(2, "bigint")} ORDER BY vector_key',
             resolved.tenant_id,
-            dialect.array(candidates[start : start + CHUNK]),
+            dialect.array(candidates[start : start + RESCORED_READ]),
         )
-    if not rows:
+        scores = decode([r[3] for r in rows], [float(r[4]) for r in rows], len(query)) @ query
+        best += [(float(scores[i]), int(rows[i][0]), bytes(rows[i][1]), str(rows[i][2])) for i in _top(scores, limit)]
+    if not best:
         return [], codes.count
-    scores = decode([r[3] for r in rows], [float(r[4]) for r in rows], len(query)) @ query
-    best = [int(index) for index in _top(scores, limit)]
-    wanted = [(bytes(rows[index][1]), str(rows[index][2])) for index in best]
+    # Best first; equal scores in key order, as the vectors were stored (the order an exhaustive ranking gives).
+    best = sorted(best, key=lambda hit: (-hit[0], hit[1]))[:limit]
+    wanted = [(content, role) for _, _, content, role in best]
     sql = (  # noqa: S608 (fixed names; values are parameters)
         'SELECT x.doc_id, x.content_hash, x.role FROM {batch} JOIN documents x ON x.tenant_id = $3 '
         'AND x.content_hash = d.content_hash AND x.role = d.role'
@@ -297,7 +300,7 @@ async def _nearest_in_tenant(
         found = await select_batch(session, sql, [(content, role, resolved.tenant_id) for content, role in wanted])
     ids = {(bytes(row[1]), str(row[2])): int(row[0]) for row in found}
     # A vector whose document left the index (its conversation deleted since) is not a hit.
-    ranked = [(ids[key], float(scores[index])) for key, index in zip(wanted, best, strict=True) if key in ids]
+    ranked = [(ids[key], hit[0]) for key, hit in zip(wanted, best, strict=True) if key in ids]
     return ranked, codes.count
 
 
