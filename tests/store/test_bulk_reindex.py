@@ -151,11 +151,11 @@ async def test_a_stopped_reindex_resumes_after_the_last_tenant_it_finished(
     index_events = _bulk.index_events
     calls: list[int] = []
 
-    async def failing(session: Any, events: Sequence[_bulk.Event]) -> int:
+    async def failing(session: Any, events: Sequence[_bulk.Event], *rest: Any) -> int:
         calls.append(events[0].tenant_id)
         if events[0].tenant_id == tenants[1] and calls.count(tenants[1]) == 2:
             raise RuntimeError('stopped')
-        return await index_events(session, events)
+        return await index_events(session, events, *rest)
 
     monkeypatch.setattr(_rebuild, 'index_events', failing)
     with pytest.raises(RuntimeError, match='stopped'):
@@ -198,11 +198,11 @@ async def test_other_tenants_write_during_a_tenant_rebuild_and_its_own_writers_w
     inside, release = asyncio.Event(), asyncio.Event()
     index_events = _bulk.index_events
 
-    async def paused(session: Any, events: Sequence[_bulk.Event]) -> int:
+    async def paused(session: Any, events: Sequence[_bulk.Event], *rest: Any) -> int:
         if events[0].tenant_id == first and not release.is_set():
             inside.set()
             await release.wait()
-        return await index_events(session, events)
+        return await index_events(session, events, *rest)
 
     monkeypatch.setattr(_rebuild, 'index_events', paused)
     reindexing = asyncio.create_task(recall_store.reindex())
@@ -226,3 +226,16 @@ async def test_other_tenants_write_during_a_tenant_rebuild_and_its_own_writers_w
     await recall_store.reindex()
     assert await index_tables(recall_store) == tables
     assert await searches(recall_store) == hits
+
+
+def test_a_rebuild_looks_up_only_the_contents_it_may_have_created() -> None:
+    """`Rebuilding` skips the lookup of a content it has created no document of (there is none: the
+    rebuild emptied the tenant), and keeps every content it did create, a prefix shared by chance included."""
+    known = _bulk.Rebuilding()
+    first, second, twin, fresh = b'\x01' * 32, b'\x02' * 32, b'\x01' * 8 + b'\xff' * 24, b'\x03' * 32
+    assert known.maybe_stored(7, [first, second]) == []
+    known.created(7, [second, first])
+    assert known.maybe_stored(7, [fresh, first, twin, second]) == [first, twin, second]
+    assert known.maybe_stored(8, [first]) == []  # Another tenant's contents are its own.
+    known.created(7, [fresh])
+    assert known.maybe_stored(7, [fresh, b'\x00' * 32]) == [fresh]

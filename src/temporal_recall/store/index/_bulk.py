@@ -22,17 +22,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from temporal_recall.content import load_message
 
 from ..postings._segments import add_to_blocks
-from ..postings._writes import NewPostings
+from ..postings._writes import KnownTails, NewPostings
 from ..sql._bulk import CHUNK, allocate_keys, insert_returning, insert_rows, intern, run_batch, select_batch
 from ..sql._session import Session
 from ._documents import DOCUMENT_COLUMNS, MEMBER_COLUMNS, documents_of_contents
 from ._terms import IndexTerms, Member, document_id, encode_term_id_lists, index_documents
 
-__all__ = ('Event', 'index_events')
+__all__ = ('Event', 'Rebuilding', 'index_events')
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,45 @@ class _New:
     """`ids` as stored (`encode_term_ids`)."""
 
 
-async def index_events(session: Session, events: Sequence[Event]) -> int:
+class Rebuilding:
+    """What a rebuild knows of the tenants whose index it emptied in its own transaction, kept across its
+    batches so they need not ask the database: each term's last block (`KnownTails`), and which contents
+    it has created documents of. A content it has not created has none: its lookup is skipped.
+
+    Why: on PostgreSQL the rows the rebuild deleted stay in the indexes until it commits, so each lookup
+    of a content's documents, or of a term's last block, also visits the deleted rows of the same key.
+    Contents are remembered by the first 8 bytes of their hash, in a sorted array (8 bytes each); a
+    prefix shared by chance only costs the lookup it would have made anyway.
+    """
+
+    def __init__(self) -> None:
+        self.tails = KnownTails()
+        self._created: dict[int, NDArray[np.uint64]] = {}
+
+    def maybe_stored(self, tenant_id: int, contents: Sequence[bytes]) -> list[bytes]:
+        """Those of `contents` the rebuild may have created documents of in `tenant_id`."""
+        seen = self._created.get(tenant_id)
+        if seen is None or not contents:
+            return []
+        prefixes = _prefixes(contents)
+        at = np.minimum(np.searchsorted(seen, prefixes), len(seen) - 1)
+        return [content for content, hit in zip(contents, seen[at] == prefixes, strict=True) if hit]
+
+    def created(self, tenant_id: int, contents: Sequence[bytes]) -> None:
+        joined = np.concatenate((self._created.get(tenant_id, np.zeros(0, dtype=np.uint64)), _prefixes(contents)))
+        joined.sort(kind='stable')
+        self._created[tenant_id] = joined
+
+
+def _prefixes(contents: Sequence[bytes]) -> NDArray[np.uint64]:
+    return np.frombuffer(b''.join(content[:8].ljust(8, b'\0') for content in contents), dtype=np.uint64)
+
+
+async def index_events(session: Session, events: Sequence[Event], known: Rebuilding | None = None) -> int:
     """Index `events`, in order, as `add_members` on each run of one conversation's consecutive events
     would (see the module notes); the caller keeps every other writer of their tenants out. Returns the
-    number of events indexed (those the application's summary rule keeps out included)."""
+    number of events indexed (those the application's summary rule keeps out included). `known`: what a
+    rebuild knows of the tenants it emptied (`Rebuilding`)."""
     indexable = [event for event in events if not event.member.kept_out]
     if not indexable:
         return len(events)
@@ -79,20 +115,31 @@ async def index_events(session: Session, events: Sequence[Event]) -> int:
         contents.setdefault(event.tenant_id, []).append(event.member.content_hash)
     stored: dict[_Content, list[_Document]] = {}
     for tenant_id, hashes in contents.items():
-        found = await documents_of_contents(session, tenant_id, list(dict.fromkeys(hashes)))
+        wanted = list(dict.fromkeys(hashes))
+        if known is not None:
+            wanted = known.maybe_stored(tenant_id, wanted)
+        found = await documents_of_contents(session, tenant_id, wanted) if wanted else {}
         stored.update(((tenant_id, content), list(documents)) for content, documents in found.items())
     creators: dict[_Content, Member] = {}
     for event in indexable:
         key = (event.tenant_id, event.member.content_hash)
         if key not in stored:
             creators.setdefault(key, event.member)
-    created = await _create(session, creators)
+    created = await _create(session, creators, None if known is None else known.tails)
+    if known is not None:
+        by_tenant: dict[int, list[bytes]] = {}
+        for tenant_id, content in created:
+            by_tenant.setdefault(tenant_id, []).append(content)
+        for tenant_id, made in by_tenant.items():
+            known.created(tenant_id, made)
     documents = {**stored, **created}
     await _join(session, indexable, documents, set(created))
     return len(events)
 
 
-async def _create(session: Session, creators: dict[_Content, Member]) -> dict[_Content, list[_Document]]:
+async def _create(
+    session: Session, creators: dict[_Content, Member], known: KnownTails | None
+) -> dict[_Content, list[_Document]]:
     """Create the documents of each `(tenant, content)` by its first event's entry, in event order, with
     their postings and counters; returns them (a content without searchable words has none)."""
     if not creators:
@@ -120,7 +167,9 @@ async def _create(session: Session, creators: dict[_Content, Member]) -> dict[_C
         by_tenant.setdefault(each.tenant_id, []).append(each)
     for tenant_id in sorted(by_tenant):
         made = sorted(by_tenant[tenant_id], key=lambda each: each.doc_id)
-        await add_to_blocks(session, tenant_id, _postings(made), (len(made), sum(each.terms.length for each in made)))
+        await add_to_blocks(
+            session, tenant_id, _postings(made), (len(made), sum(each.terms.length for each in made)), known
+        )
     return created
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from temporal_recall.text._analyzer import ANALYZER
 
 from ..sql._session import Dialect, Row, Session
-from ._bulk import Event, index_events
+from ._bulk import Event, Rebuilding, index_events
 from ._superseded import SUPERSEDING, follow_supersessions_of
 from ._terms import FIRST_ALLOCATED, Member
 
@@ -173,11 +173,12 @@ async def _replay(session: Session, tenant_id: int | None, progress: Progress | 
     if progress is not None:
         progress(0, total)
     done, after = 0, (-1, -1, -1, -1)
+    known = Rebuilding()  # The index of the tenants replayed was deleted in this transaction.
     while done < total:
         page = await session.rows(_EVENTS_PAGE, *after, BATCH)
         if not page:  # pragma: no cover - the count was read in this transaction
             break
-        done += await index_events(session, [_event(row) for row in page])
+        done += await index_events(session, [_event(row) for row in page], known)
         if progress is not None:
             progress(done, total)
         after = tuple(int(value) for value in page[-1][:4])

@@ -12,7 +12,7 @@ import numpy as np
 from ..sql._bulk import Batch, Tail, insert_rows, insert_then
 from ..sql._session import Backend, Dialect, Row, Session
 from ._blocks import postings_by_term
-from ._writes import NewPostings, append_to_blocks, segment_rows
+from ._writes import KnownTails, NewPostings, append_to_blocks, segment_rows
 from ._writes import remove_postings as remove_from_blocks
 
 __all__ = (
@@ -104,15 +104,18 @@ async def add_postings(
     return await merge_if_due(session, tenant_id, counts, merge=merge)
 
 
-async def add_to_blocks(session: Session, tenant_id: int, new: NewPostings, documents: tuple[int, int]) -> None:
+async def add_to_blocks(
+    session: Session, tenant_id: int, new: NewPostings, documents: tuple[int, int], known: KnownTails | None = None
+) -> None:
     """Add a bulk write's postings (a rebuild's batch: `documents` are its count and total length) to the
     blocks directly, with the counters: what a merge of them as a segment would leave, without writing
     the segment. The tenant's pending segments are merged first, oldest first; the caller keeps the
-    tenant's other writers out."""
+    tenant's other writers out. `known`: the tails a rebuild keeps (it has no pending segments)."""
     if not len(new.term_ids):
         return
-    await merge_pending(session, tenant_id)
-    await append_to_blocks(session, tenant_id, new)
+    if known is None:
+        await merge_pending(session, tenant_id)
+    await append_to_blocks(session, tenant_id, new, known)
     terms, counts = np.unique(np.asarray(new.term_ids, dtype=np.int64), return_counts=True)
     await _fold(session, tenant_id, list(zip(terms.tolist(), counts.tolist(), strict=True)), documents)
 

@@ -19,6 +19,7 @@ from ._blocks import WORDS, decode, encode, run_starts, select_overlapping
 
 __all__ = (
     'SMALL_WRITE',
+    'KnownTails',
     'NewPostings',
     'append_to_blocks',
     'block_rows',
@@ -73,6 +74,38 @@ class NewPostings(NamedTuple):
     doc_ids: Column
     frequencies: Column
     lengths: Column
+
+
+class KnownTails:
+    """Each term's last block, `(first_doc, count, last_doc)`, per tenant, as a rebuild writes them: what
+    `_last_blocks` would read, kept in memory by a rebuild that emptied the tenants' blocks in its own
+    transaction and keeps their other writers out, so a term it has not written has no block.
+
+    Why not probe: the blocks the rebuild deleted stay in PostgreSQL's index until the transaction ends,
+    so a probe for a term's last block walks the entries of every deleted block above the new tail (a
+    common term's thousands, at the start of a million-message rebuild), checking each one's row.
+    """
+
+    def __init__(self) -> None:
+        self.by_tenant: dict[int, dict[int, tuple[int, int, int]]] = {}
+
+    def last_blocks(self, tenant_id: int, term_ids: Sequence[int]) -> list[Row]:
+        known = self.by_tenant.get(tenant_id, {})
+        return [(term_id, *known[term_id]) for term_id in term_ids if term_id in known]
+
+    def record(self, tenant_id: int, rows: Sequence[Sequence[Any]]) -> None:
+        """Follow the upsert of block `rows` (`_COLUMNS`, each term's in ascending `first_doc`)."""
+        known = self.by_tenant.setdefault(tenant_id, {})
+        for _, term_id, first_doc, last_doc, count, _, _ in rows:
+            tail = known.get(term_id)
+            if tail is not None and tail[0] == first_doc:  # Appended to the open tail.
+                known[term_id] = (first_doc, tail[1] + count, last_doc)
+            else:
+                known[term_id] = (first_doc, count, last_doc)
+
+    def reread(self, tenant_id: int, rows: Sequence[Row]) -> None:
+        known = self.by_tenant.setdefault(tenant_id, {})
+        known.update((int(row[0]), (int(row[1]), int(row[2]), int(row[3]))) for row in rows)
 
 
 SMALL_WRITE = 256
@@ -251,7 +284,7 @@ def spans(new: NewPostings) -> list[NewPostings]:
     return parts
 
 
-async def append_to_blocks(session: Session, tenant_id: int, new: NewPostings) -> None:
+async def append_to_blocks(session: Session, tenant_id: int, new: NewPostings, known: KnownTails | None = None) -> None:
     """Add `new` to their terms' blocks. `new` (lists or arrays) is grouped by term or ordered by
     document, each term's documents ascending either way.
 
@@ -266,29 +299,37 @@ async def append_to_blocks(session: Session, tenant_id: int, new: NewPostings) -
     if not len(new.term_ids):
         return
     for part in spans(new):
-        await _append_span(session, tenant_id, part)
+        await _append_span(session, tenant_id, part, known)
 
 
-async def _append_span(session: Session, tenant_id: int, new: NewPostings) -> None:
+async def _append_span(session: Session, tenant_id: int, new: NewPostings, known: KnownTails | None) -> None:
     check_postings(new)
     term_ids = np.asarray(new.term_ids, dtype=np.int64)
     doc_ids = np.asarray(new.doc_ids, dtype=np.int64)
     terms = np.unique(term_ids)
-    lasts = await _last_blocks(session, tenant_id, terms.tolist())
+    if known is None:
+        lasts = await _last_blocks(session, tenant_id, terms.tolist())
+    else:
+        lasts = known.last_blocks(tenant_id, terms.tolist())
     lowest = {int(term): int(low) for term, low in zip(terms, _lowest(term_ids, doc_ids, terms), strict=True)}
     late = {int(row[0]) for row in lasts if lowest[int(row[0])] <= int(row[3])}
     tails = [row[:3] for row in lasts if int(row[0]) not in late and int(row[2]) < _blocks.BLOCK]
     if late:
         is_late = np.isin(term_ids, np.fromiter(late, dtype=np.int64))
         await _rewrite_late(session, tenant_id, NewPostings(*(np.asarray(c, dtype=np.int64)[is_late] for c in new)))
+        if known is not None:
+            known.reread(tenant_id, await _last_blocks(session, tenant_id, sorted(late)))
         new = NewPostings(*(np.asarray(c, dtype=np.int64)[~is_late] for c in new))
         if not len(new.term_ids):
             return
+    rows = block_rows(tenant_id, new, tails)
+    if known is not None:
+        known.record(tenant_id, rows)
     await insert_rows(
         session,
         'posting_blocks',
         _COLUMNS,
-        block_rows(tenant_id, new, tails),
+        rows,
         order_by='d.term_id, d.first_doc',
         on_conflict='ON CONFLICT (tenant_id, term_id, first_doc) DO UPDATE SET last_doc = excluded.last_doc, '
         'count = posting_blocks.count + excluded.count, '
