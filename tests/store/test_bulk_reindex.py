@@ -234,8 +234,8 @@ def test_a_rebuild_looks_up_only_the_contents_it_may_have_created() -> None:
     known = _bulk.Rebuilding()
     first, second, twin, fresh = b'\x01' * 32, b'\x02' * 32, b'\x01' * 8 + b'\xff' * 24, b'\x03' * 32
     assert known.maybe_stored(7, [first, second]) == []
-    known.created(7, [second, first])
+    known.created([(7, second), (7, first)])
     assert known.maybe_stored(7, [fresh, first, twin, second]) == [first, twin, second]
     assert known.maybe_stored(8, [first]) == []  # Another tenant's contents are its own.
-    known.created(7, [fresh])
+    known.created([(7, fresh)])
     assert known.maybe_stored(7, [fresh, b'\x00' * 32]) == [fresh]

@@ -92,10 +92,15 @@ class Rebuilding:
         at = np.minimum(np.searchsorted(seen, prefixes), len(seen) - 1)
         return [content for content, hit in zip(contents, seen[at] == prefixes, strict=True) if hit]
 
-    def created(self, tenant_id: int, contents: Sequence[bytes]) -> None:
-        joined = np.concatenate((self._created.get(tenant_id, np.zeros(0, dtype=np.uint64)), _prefixes(contents)))
-        joined.sort(kind='stable')
-        self._created[tenant_id] = joined
+    def created(self, keys: Iterable[_Content]) -> None:
+        """Remember the `(tenant, content)` of documents a batch created."""
+        by_tenant: dict[int, list[bytes]] = {}
+        for tenant_id, content in keys:
+            by_tenant.setdefault(tenant_id, []).append(content)
+        for tenant_id, contents in by_tenant.items():
+            joined = np.concatenate((self._created.get(tenant_id, np.zeros(0, dtype=np.uint64)), _prefixes(contents)))
+            joined.sort(kind='stable')  # Two sorted runs: merged in about linear time.
+            self._created[tenant_id] = joined
 
 
 def _prefixes(contents: Sequence[bytes]) -> NDArray[np.uint64]:
@@ -127,18 +132,14 @@ async def index_events(session: Session, events: Sequence[Event], known: Rebuild
             creators.setdefault(key, event.member)
     created = await _create(session, creators, None if known is None else known.tails)
     if known is not None:
-        by_tenant: dict[int, list[bytes]] = {}
-        for tenant_id, content in created:
-            by_tenant.setdefault(tenant_id, []).append(content)
-        for tenant_id, made in by_tenant.items():
-            known.created(tenant_id, made)
+        known.created(created)
     documents = {**stored, **created}
     await _join(session, indexable, documents, set(created))
     return len(events)
 
 
 async def _create(
-    session: Session, creators: dict[_Content, Member], known: KnownTails | None
+    session: Session, creators: dict[_Content, Member], tails: KnownTails | None
 ) -> dict[_Content, list[_Document]]:
     """Create the documents of each `(tenant, content)` by its first event's entry, in event order, with
     their postings and counters; returns them (a content without searchable words has none)."""
@@ -168,7 +169,7 @@ async def _create(
     for tenant_id in sorted(by_tenant):
         made = sorted(by_tenant[tenant_id], key=lambda each: each.doc_id)
         await add_to_blocks(
-            session, tenant_id, _postings(made), (len(made), sum(each.terms.length for each in made)), known
+            session, tenant_id, _postings(made), (len(made), sum(each.terms.length for each in made)), tails
         )
     return created
 
