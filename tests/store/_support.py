@@ -501,8 +501,19 @@ UNDO_VERSION_17 = ('DROP TABLE vector_counts',)
 """What migration 17 added (the vector counts per tenant), taken away."""
 
 
+UNDO_VERSION_18 = ('DROP TABLE posting_tiers', 'DROP TABLE term_tiers')
+"""What migration 18 added (the top tiers of long posting lists), taken away."""
+
+
+async def back_to_version_17(store: AnyStore) -> None:
+    """Turn a store into what version 17 wrote: no top tiers, version 17 recorded. Close and reopen it."""
+    for statement in (*UNDO_VERSION_18, 'DELETE FROM schema_migrations WHERE version > 17'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_16(store: AnyStore) -> None:
     """Turn a store into what version 16 wrote: no vector counts, version 16 recorded. Close and reopen it."""
+    await back_to_version_17(store)
     for statement in (*UNDO_VERSION_17, 'DELETE FROM schema_migrations WHERE version > 16'):
         await run_sql(store, statement)
 
@@ -693,10 +704,12 @@ def _rank_tuples(
 
 @contextmanager
 def ranking_by_rank() -> Iterator[None]:
-    """Searches inside rank with the pure `rank` over posting tuples in place of the array scoring: the
-    reference the array scoring must match bit for bit."""
+    """Searches inside rank with the pure `rank` over posting tuples in place of the array scoring, reading
+    every posting (never the top tiers of `search._pruned`): the reference the array scoring and the
+    pruned ranking must match bit for bit."""
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(plan, 'rank_columns', _rank_tuples)
+        patched.setattr(plan, '_spans_tenant', lambda target: False)
         yield
 
 

@@ -24,12 +24,14 @@ from ._support import (
     UNDO_VERSION_14,
     UNDO_VERSION_15,
     UNDO_VERSION_17,
+    UNDO_VERSION_18,
     index_problems,
     turn,
 )
 
 UNDO_LATER = '; '.join(
     (
+        *UNDO_VERSION_18,
         *UNDO_VERSION_17,
         *UNDO_VERSION_15,
         *UNDO_VERSION_14,
@@ -213,7 +215,7 @@ async def test_a_store_before_the_body_hash_index_gets_it_and_keeps_its_bodies(d
         await store.put_bodies(None, {'h1': b'unscoped'})
     with closing(sqlite3.connect(db_path)) as db, db:
         db.executescript(
-            f'{"; ".join((*UNDO_VERSION_17, *UNDO_VERSION_15, *UNDO_VERSION_14, *UNDO_VERSION_13))}; '
+            f'{"; ".join((*UNDO_VERSION_18, *UNDO_VERSION_17, *UNDO_VERSION_15, *UNDO_VERSION_14, *UNDO_VERSION_13))}; '
             f'DELETE FROM schema_migrations WHERE version >= {BODIES_BY_HASH};'
         )
     assert recorded(db_path) == CURRENT[: BODIES_BY_HASH - 1]

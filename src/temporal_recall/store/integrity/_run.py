@@ -8,6 +8,7 @@ from ..sql._session import Session
 from ._index import check_index
 from ._log import check_bodies, check_conversations, check_entries
 from ._report import CHECK_STEPS, CheckReport
+from ._tiers import check_tiers
 
 __all__ = ('run_check',)
 
@@ -27,6 +28,7 @@ async def run_check(session: Session, progress: Callable[[str], None] | None = N
     await check_conversations(session, report)
     say(index)
     await check_index(session, report)
+    await check_tiers(session, report)
     say(bodies)
     await check_bodies(session, report)
     return report

@@ -10,6 +10,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from itertools import chain, pairwise, repeat
 from operator import itemgetter
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,7 +21,11 @@ from ..sql._session import Dialect, Row, Session
 
 __all__ = (
     'BLOCK',
+    'BLOCKS',
+    'TIERS',
     'WORDS',
+    'BlockTable',
+    'checked_table',
     'columns_of',
     'decode',
     'encode',
@@ -34,6 +39,19 @@ __all__ = (
 
 BLOCK = 64
 """The most postings one block holds."""
+
+BlockTable = Literal['posting_blocks', 'posting_tiers']
+"""A table of blocks: every term's postings, or the top tiers of long lists (`postings._tiers`), laid out alike."""
+BLOCKS: BlockTable = 'posting_blocks'
+TIERS: BlockTable = 'posting_tiers'
+
+
+def checked_table(table: BlockTable) -> BlockTable:
+    """`table`, refused unless it is a table of blocks: the name goes into SQL text."""
+    if table not in (BLOCKS, TIERS):
+        raise ValueError(f'{table!r} is not a table of posting blocks.')
+    return table
+
 
 _SWAP = sys.byteorder == 'big'
 WORDS = np.dtype('<u4')
@@ -81,20 +99,22 @@ def run_starts(*keys: NDArray[np.int64]) -> NDArray[np.intp]:
 
 
 _OVERLAPPING = (
-    'SELECT d.term_id, b.first_doc, b.postings FROM {batch} {join} posting_blocks b '
+    'SELECT d.term_id, b.first_doc, b.postings FROM {batch} {join} {table} b '
     'ON b.tenant_id = d.tenant_id AND b.term_id = d.term_id AND b.first_doc <= d.high AND b.first_doc >= '
-    'coalesce((SELECT max(x.first_doc) FROM posting_blocks x '
+    'coalesce((SELECT max(x.first_doc) FROM {table} x '
     'WHERE x.tenant_id = d.tenant_id AND x.term_id = d.term_id AND x.first_doc <= d.low), d.low)'
 )
 """Each batch row's blocks that can hold a document in `[low, high]`: from the block holding `low` on."""
 
 
-async def select_overlapping(session: Session, tenant_id: int, ranges: Sequence[tuple[int, int, int]]) -> list[Row]:
+async def select_overlapping(
+    session: Session, tenant_id: int, ranges: Sequence[tuple[int, int, int]], table: BlockTable = BLOCKS
+) -> list[Row]:
     columns = (('tenant_id', 'bigint'), ('term_id', 'bigint'), ('low', 'bigint'), ('high', 'bigint'))
     dialect = session.dialect
     return await select_batch(
         session,
-        _OVERLAPPING.format(batch=dialect.batch(columns), join=dialect.join_in_order),
+        _OVERLAPPING.format(batch=dialect.batch(columns), join=dialect.join_in_order, table=checked_table(table)),
         [(tenant_id, *key) for key in ranges],
     )
 
@@ -126,14 +146,20 @@ async def read_overlapping(
     return columns_of(rows)
 
 
-async def read_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]) -> dict[int, PostingColumns]:
-    """`term_id -> postings` of every block of `term_ids` (one range scan per term) and their pending rows."""
+async def read_blocks(
+    session: Session, tenant_id: int, term_ids: Sequence[int], table: BlockTable = BLOCKS, *, with_pending: bool = True
+) -> dict[int, PostingColumns]:
+    """`term_id -> postings` of every block of `term_ids` in `table` (one range scan per term) and, with
+    `with_pending`, their pending rows."""
+    if not term_ids:
+        return {}
     dialect = session.dialect
     blocks = (
         f'SELECT b.term_id, b.first_doc, b.postings FROM {dialect.each(2, "bigint")} '  # noqa: S608
-        f'{dialect.join_in_order} posting_blocks b ON b.tenant_id = $1 AND b.term_id = value'
+        f'{dialect.join_in_order} {checked_table(table)} b ON b.tenant_id = $1 AND b.term_id = value'
     )
-    blocks = f'{blocks} UNION ALL {pending(dialect)}'
+    if with_pending:
+        blocks = f'{blocks} UNION ALL {pending(dialect)}'
     return columns_of(await session.rows(blocks, tenant_id, dialect.array(sorted(set(term_ids)))))
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from ..sql._bulk import Batch, Tail, insert_rows, insert_then
 from ..sql._session import Backend, Dialect, Row, Session
 from ._blocks import postings_by_term
+from ._tiers import follow_added, follow_removed
 from ._writes import KnownTails, NewPostings, append_to_blocks, segment_rows
 from ._writes import remove_postings as remove_from_blocks
 
@@ -116,6 +117,7 @@ async def add_to_blocks(
     if known is None:
         await merge_pending(session, tenant_id)
     await append_to_blocks(session, tenant_id, new, known)
+    await follow_added(session, tenant_id, new)
     terms, counts = np.unique(np.asarray(new.term_ids, dtype=np.int64), return_counts=True)
     await _fold(session, tenant_id, list(zip(terms.tolist(), counts.tolist(), strict=True)), documents)
 
@@ -212,7 +214,9 @@ async def merge_pending(session: Session, tenant_id: int, *, limit: int | None =
     )
     for low, high in _term_ranges(sizes, MERGE_CHUNK):
         rows = await session.rows(_pending_range(dialect), tenant_id, ids, low, high)
-        await append_to_blocks(session, tenant_id, NewPostings(*postings_by_term(rows)))
+        merged = NewPostings(*postings_by_term(rows))
+        await append_to_blocks(session, tenant_id, merged)
+        await follow_added(session, tenant_id, merged)
     documents = (sum(int(row[1]) for row in segments), sum(int(row[2]) for row in segments))
     await _fold(session, tenant_id, [(int(row[0]), int(row[1]) // 12) for row in sizes], documents)
     for table in ('pending_postings', 'index_segments'):
@@ -277,3 +281,4 @@ async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int
     for tenant_id in sorted({tenant_id for tenant_id, _, _ in doomed}):
         await merge_pending(session, tenant_id)
     await remove_from_blocks(session, doomed)
+    await follow_removed(session, doomed)

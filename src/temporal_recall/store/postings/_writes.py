@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from ..sql._bulk import CHUNK, delete_rows, insert_rows, run_batch
 from ..sql._session import Row, Session
 from . import _blocks
-from ._blocks import WORDS, decode, encode, run_starts, select_overlapping
+from ._blocks import BLOCKS, WORDS, BlockTable, checked_table, decode, encode, run_starts, select_overlapping
 
 __all__ = (
     'SMALL_WRITE',
@@ -47,6 +47,15 @@ _COLUMNS = (
     ('front', 'bytea'),
     ('postings', 'bytea'),
 )
+_TIER_COLUMNS = _COLUMNS[:5] + _COLUMNS[6:]
+"""`posting_tiers` has no `front`."""
+
+
+def _stored(table: BlockTable, rows: list[tuple[Any, ...]]) -> tuple[Sequence[tuple[str, str]], list[tuple[Any, ...]]]:
+    """The columns and rows to write block `rows` (`_COLUMNS`) into `table`."""
+    if table == BLOCKS:
+        return _COLUMNS, rows
+    return _TIER_COLUMNS, [row[:5] + row[6:] for row in rows]
 
 
 def _row(tenant_id: int, term_id: int, first_doc: int, postings: Sequence[tuple[int, int, int]]) -> tuple[Any, ...]:
@@ -114,7 +123,9 @@ SMALL_WRITE = 256
 messages; imports and rebuilds are large."""
 
 
-async def _last_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]) -> list[Row]:
+async def _last_blocks(
+    session: Session, tenant_id: int, term_ids: Sequence[int], table: BlockTable = BLOCKS
+) -> list[Row]:
     """`(term_id, first_doc, count, last_doc)` of each term's last block, by term.
 
     One index probe per term, whatever the tenant's size. A planner that chooses joins itself is
@@ -125,14 +136,14 @@ async def _last_blocks(session: Session, tenant_id: int, term_ids: Sequence[int]
     if dialect.supports_join_planning:
         sql = (
             f'SELECT value, b.first_doc, b.count, b.last_doc FROM {dialect.each(2, "bigint")} CROSS JOIN LATERAL '  # noqa: S608
-            '(SELECT x.first_doc, x.count, x.last_doc FROM posting_blocks x '
+            f'(SELECT x.first_doc, x.count, x.last_doc FROM {checked_table(table)} x '
             'WHERE x.tenant_id = $1 AND x.term_id = value ORDER BY x.first_doc DESC LIMIT 1) AS b ORDER BY value'
         )
     else:
         sql = (
             f'SELECT value, b.first_doc, b.count, b.last_doc FROM {dialect.each(2, "bigint")} '  # noqa: S608
-            f'{dialect.join_in_order} posting_blocks b ON b.tenant_id = $1 AND b.term_id = value '
-            'AND b.first_doc = (SELECT max(x.first_doc) FROM posting_blocks x '
+            f'{dialect.join_in_order} {checked_table(table)} b ON b.tenant_id = $1 AND b.term_id = value '
+            f'AND b.first_doc = (SELECT max(x.first_doc) FROM {table} x '
             'WHERE x.tenant_id = $1 AND x.term_id = value) ORDER BY value'
         )
     tails: list[Row] = []
@@ -284,8 +295,10 @@ def spans(new: NewPostings) -> list[NewPostings]:
     return parts
 
 
-async def append_to_blocks(session: Session, tenant_id: int, new: NewPostings, known: KnownTails | None = None) -> None:
-    """Add `new` to their terms' blocks. `new` (lists or arrays) is grouped by term or ordered by
+async def append_to_blocks(
+    session: Session, tenant_id: int, new: NewPostings, known: KnownTails | None = None, table: BlockTable = BLOCKS
+) -> None:
+    """Add `new` to their terms' blocks in `table`. `new` (lists or arrays) is grouped by term or ordered by
     document, each term's documents ascending either way.
 
     A term whose new documents all follow its last block (the common case) is appended: one read of
@@ -299,16 +312,18 @@ async def append_to_blocks(session: Session, tenant_id: int, new: NewPostings, k
     if not len(new.term_ids):
         return
     for part in spans(new):
-        await _append_span(session, tenant_id, part, known)
+        await _append_span(session, tenant_id, part, known, checked_table(table))
 
 
-async def _append_span(session: Session, tenant_id: int, new: NewPostings, known: KnownTails | None) -> None:
+async def _append_span(
+    session: Session, tenant_id: int, new: NewPostings, known: KnownTails | None, table: BlockTable
+) -> None:
     check_postings(new)
     term_ids = np.asarray(new.term_ids, dtype=np.int64)
     doc_ids = np.asarray(new.doc_ids, dtype=np.int64)
     terms = np.unique(term_ids)
     if known is None:
-        lasts = await _last_blocks(session, tenant_id, terms.tolist())
+        lasts = await _last_blocks(session, tenant_id, terms.tolist(), table)
     else:
         lasts = known.last_blocks(tenant_id, terms.tolist())
     lowest = {int(term): int(low) for term, low in zip(terms, _lowest(term_ids, doc_ids, terms), strict=True)}
@@ -316,24 +331,26 @@ async def _append_span(session: Session, tenant_id: int, new: NewPostings, known
     tails = [row[:3] for row in lasts if int(row[0]) not in late and int(row[2]) < _blocks.BLOCK]
     if late:
         is_late = np.isin(term_ids, np.fromiter(late, dtype=np.int64))
-        await _rewrite_late(session, tenant_id, NewPostings(*(np.asarray(c, dtype=np.int64)[is_late] for c in new)))
+        late_postings = NewPostings(*(np.asarray(c, dtype=np.int64)[is_late] for c in new))
+        await _rewrite_late(session, tenant_id, late_postings, table)
         if known is not None:
-            known.reread(tenant_id, await _last_blocks(session, tenant_id, sorted(late)))
+            known.reread(tenant_id, await _last_blocks(session, tenant_id, sorted(late), table))
         new = NewPostings(*(np.asarray(c, dtype=np.int64)[~is_late] for c in new))
         if not len(new.term_ids):
             return
     rows = block_rows(tenant_id, new, tails)
     if known is not None:
         known.record(tenant_id, rows)
+    columns, stored = _stored(table, rows)
     await insert_rows(
         session,
-        'posting_blocks',
-        _COLUMNS,
-        rows,
+        table,
+        columns,
+        stored,
         order_by='d.term_id, d.first_doc',
         on_conflict='ON CONFLICT (tenant_id, term_id, first_doc) DO UPDATE SET last_doc = excluded.last_doc, '
-        'count = posting_blocks.count + excluded.count, '
-        f'postings = CAST(posting_blocks.postings || excluded.postings AS {session.dialect.ddl["blob"]})',
+        f'count = {table}.count + excluded.count, '
+        f'postings = CAST({table}.postings || excluded.postings AS {session.dialect.ddl["blob"]})',
     )
 
 
@@ -344,7 +361,7 @@ def _lowest(term_ids: NDArray[np.int64], doc_ids: NDArray[np.int64], terms: NDAr
     return lowest
 
 
-async def _rewrite_late(session: Session, tenant_id: int, new: NewPostings) -> None:
+async def _rewrite_late(session: Session, tenant_id: int, new: NewPostings, table: BlockTable) -> None:
     """Merge `new` into their terms' blocks from the one holding each term's lowest new document on:
     those blocks are read, merged with the new postings in document order, and written again full."""
     by_term: dict[int, list[tuple[int, int, int]]] = {}
@@ -352,7 +369,7 @@ async def _rewrite_late(session: Session, tenant_id: int, new: NewPostings) -> N
         by_term.setdefault(term_id, []).append((doc_id, frequency, length))
     ranges = [(term_id, min(doc for doc, _, _ in postings), _LAST_ID) for term_id, postings in by_term.items()]
     old: list[tuple[int, int, int]] = []
-    for term_id, first_doc, stored in await _blocks.select_overlapping(session, tenant_id, ranges):
+    for term_id, first_doc, stored in await _blocks.select_overlapping(session, tenant_id, ranges, table):
         old.append((tenant_id, int(term_id), int(first_doc)))
         by_term[int(term_id)].extend(decode(int(first_doc), bytes(stored)))
     rows: list[tuple[Any, ...]] = []
@@ -366,15 +383,15 @@ async def _rewrite_late(session: Session, tenant_id: int, new: NewPostings) -> N
                 stop += 1
             rows.append(_row(tenant_id, term_id, first, postings[start:stop]))
             start = stop
-    await delete_rows(session, 'posting_blocks', _COLUMNS[:3], sorted(set(old)))
-    await insert_rows(session, 'posting_blocks', _COLUMNS, rows)
+    await delete_rows(session, table, _COLUMNS[:3], sorted(set(old)))
+    await insert_rows(session, table, *_stored(table, rows))
 
 
 _LAST_ID = 2**63 - 1
 
 
-async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int]]) -> None:
-    """Take documents out of their terms' blocks: `doomed` holds `(tenant_id, term_id, doc_id)`.
+async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int]], table: BlockTable = BLOCKS) -> None:
+    """Take documents out of their terms' blocks in `table`: `doomed` holds `(tenant_id, term_id, doc_id)`.
 
     Each block holding one is read, rewritten without it or deleted if it
     empties. A block keeps its `first_doc` key, which stays below every document it holds.
@@ -388,7 +405,7 @@ async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int
         gone = dict(group)
         ranges = [(term_id, min(docs), max(docs)) for (_, term_id), docs in gone.items()]
         found: dict[int, dict[int, bytes]] = {}
-        for term_id, first_doc, stored in await select_overlapping(session, tenant_id, ranges):
+        for term_id, first_doc, stored in await select_overlapping(session, tenant_id, ranges, table):
             found.setdefault(int(term_id), {})[int(first_doc)] = bytes(stored)
         for term_id, blocks in found.items():
             docs = gone[(tenant_id, term_id)]
@@ -402,9 +419,9 @@ async def remove_postings(session: Session, doomed: Sequence[tuple[int, int, int
     dialect = session.dialect
     await run_batch(
         session,
-        f'UPDATE posting_blocks AS b SET last_doc = d.last_doc, count = d.count, '  # noqa: S608
-        f'postings = d.postings FROM {dialect.batch(_COLUMNS)} '
+        f'UPDATE {checked_table(table)} AS b SET last_doc = d.last_doc, count = d.count, '  # noqa: S608
+        f'postings = d.postings FROM {dialect.batch(_stored(table, [])[0])} '
         'WHERE b.tenant_id = d.tenant_id AND b.term_id = d.term_id AND b.first_doc = d.first_doc',
-        sorted(updates, key=lambda row: row[:3]),
+        _stored(table, sorted(updates, key=lambda row: row[:3]))[1],
     )
-    await delete_rows(session, 'posting_blocks', _COLUMNS[:3], sorted(deletes))
+    await delete_rows(session, table, _COLUMNS[:3], sorted(deletes))

@@ -547,6 +547,36 @@ _V17: tuple[_Statement, ...] = (
     'SELECT tenant_id, 0, count(*) FROM document_vectors GROUP BY tenant_id',
 )
 
+_V18: tuple[_Statement, ...] = (
+    # The top tier of each long posting list (`postings._tiers`): its postings of highest weight, in
+    # blocks laid out as `posting_blocks`' (without `front`), and per term the weight cut that chose
+    # them and the best (frequency, length) pairs left below it. Filled as writes reach long lists
+    # and by `recall reindex`; a term without a tier is searched whole, so the tables start empty.
+    """
+    CREATE TABLE IF NOT EXISTS posting_tiers (
+        tenant_id {big} NOT NULL,
+        term_id {big} NOT NULL,
+        first_doc {big} NOT NULL,
+        last_doc {big} NOT NULL,
+        count INTEGER NOT NULL,
+        postings {blob} NOT NULL,
+        PRIMARY KEY (tenant_id, term_id, first_doc)
+    ){clustered}
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS term_tiers (
+        tenant_id {big} NOT NULL,
+        term_id {big} NOT NULL,
+        cut DOUBLE PRECISION NOT NULL,
+        reference_length DOUBLE PRECISION NOT NULL,
+        tier_postings {big} NOT NULL,
+        cut_postings {big} NOT NULL,
+        frontier {blob} NOT NULL,
+        PRIMARY KEY (tenant_id, term_id)
+    ){clustered}
+    """,
+)
+
 _VERSIONS: tuple[tuple[_Statement, ...], ...] = (
     _V1,
     _V2,
@@ -565,6 +595,7 @@ _VERSIONS: tuple[tuple[_Statement, ...], ...] = (
     _V15,
     _V16,
     _V17,
+    _V18,
 )
 """Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 

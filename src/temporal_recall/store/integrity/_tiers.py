@@ -1,0 +1,74 @@
+"""The top tiers' checks (`postings._tiers`): each tier holds exactly its list's postings that reach its cut,
+and its frontier bounds every other posting of the list. A pruned search trusts both to rank exactly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..postings._blocks import BLOCKS, TIERS, read_blocks
+from ..postings._tiers import frontier_of, reference_weights, tier_states
+from ..protocol import PostingColumns
+from ..sql._session import Session
+from ._report import CheckReport
+
+__all__ = ('check_tiers',)
+
+_EMPTY = PostingColumns(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint32), np.empty(0, dtype=np.uint32))
+
+
+async def check_tiers(session: Session, report: CheckReport) -> None:
+    """One term at a time, so the check holds one list in memory whatever the tenant's size."""
+    tiered: dict[int, list[int]] = {}
+    for tenant_id, term_id in await session.rows('SELECT tenant_id, term_id FROM term_tiers ORDER BY 1, 2'):
+        tiered.setdefault(int(tenant_id), []).append(int(term_id))
+    for tenant_id, term_id in await session.rows(
+        'SELECT DISTINCT p.tenant_id, p.term_id FROM posting_tiers p WHERE NOT EXISTS '
+        '(SELECT 1 FROM term_tiers t WHERE t.tenant_id = p.tenant_id AND t.term_id = p.term_id) ORDER BY 1, 2'
+    ):
+        report.add('index', f'tier (tenant {tenant_id}, term {term_id})', 'holds postings but has no cut')
+    for tenant_id, term_ids in tiered.items():
+        states = await tier_states(session, tenant_id, term_ids)
+        for term_id in term_ids:
+            state = states[term_id]
+            where = f'tier (tenant {tenant_id}, term {term_id})'
+            whole = (await read_blocks(session, tenant_id, [term_id], BLOCKS, with_pending=False)).get(term_id)
+            tier = (await read_blocks(session, tenant_id, [term_id], TIERS, with_pending=False)).get(term_id, _EMPTY)
+            if whole is None:
+                if len(tier.doc_ids):
+                    report.add('index', where, f'holds {len(tier.doc_ids)} postings of a term with none')
+                continue
+            doc_ids, frequencies, lengths = whole
+            reaching = reference_weights(frequencies, lengths, state.reference_length) >= state.cut
+            tier_ids = tier.doc_ids
+            if not np.array_equal(tier_ids, doc_ids[reaching]):
+                stray = np.setdiff1d(tier_ids, doc_ids[reaching])
+                lost = np.setdiff1d(doc_ids[reaching], tier_ids)
+                report.add(
+                    'index',
+                    where,
+                    f'holds {len(stray)} postings below its cut or not in its list; lacks {len(lost)} that reach it',
+                )
+            else:
+                at = np.searchsorted(doc_ids, tier_ids)
+                if not (
+                    np.array_equal(tier.term_frequencies, frequencies[at]) and np.array_equal(tier.lengths, lengths[at])
+                ):
+                    report.add('index', where, "holds frequencies or lengths other than the list's")
+            if len(tier_ids) > state.tier_postings:
+                report.add('index', where, f'counts {state.tier_postings} postings; it holds {len(tier_ids)}')
+            below = ~reaching
+            unbounded = int((~_bounded(state.frontier, frequencies[below], lengths[below])).sum())
+            if unbounded:
+                report.add('index', where, f'has {unbounded} postings below its cut that its frontier does not bound')
+
+
+def _bounded(frontier: NDArray[np.uint32], frequencies: NDArray[Any], lengths: NDArray[Any]) -> NDArray[np.bool_]:
+    """Whether some pair of `frontier` has at least each posting's frequency and at most its length."""
+    pairs = frontier_of(np.empty(0), np.empty(0), frontier).astype(np.int64)  # Highest frequency first.
+    # Lengths fall as frequencies do: the pairs of at least a frequency are a prefix, its last the shortest.
+    reach = np.searchsorted(-pairs[:, 0], -np.asarray(frequencies, dtype=np.int64), side='right')
+    shortest = np.concatenate(([np.iinfo(np.int64).max], pairs[:, 1]))[reach]
+    return shortest <= np.asarray(lengths, dtype=np.int64)

@@ -1,0 +1,80 @@
+"""The top tiers of long posting lists (`postings._tiers`) are kept by every write into the blocks, and
+`recall check` finds a tier that is not what its cut says: a pruned search trusts both."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+from temporal_recall.store import AppendRequest
+from temporal_recall.store.postings import _tiers
+
+from ._support import AnyStore, merge_everything, rows_of, run_sql, settle_merges
+
+
+@pytest.fixture(autouse=True)
+def small_tiers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_tiers, 'TIER', 8)
+    monkeypatch.setattr(_tiers, 'LONG', 32)
+
+
+async def _fill(store: AnyStore, conversations: range) -> None:
+    rng = random.Random(conversations.start)
+    words = ['order', 'refund', 'late', 'box'] + [f'w{n}' for n in range(40)]
+    for number in conversations:
+        text = ' '.join(rng.choices(words, k=rng.randint(3, 30)))
+        await store.append(
+            AppendRequest(
+                conversation_id=f'c{number}',
+                scope='tenant',
+                idempotency_key=f'k{number}',
+                base_length=0,
+                base_hash=None,
+                messages=[ModelRequest(parts=[UserPromptPart(text)])],
+            )
+        )
+    await settle_merges(store)
+    await merge_everything(store)
+
+
+async def _findings(store: AnyStore) -> list[str]:
+    return [str(finding) for finding in (await store.check()).findings]
+
+
+def test_the_frontier_keeps_only_pairs_no_other_dominates():
+    frontier = _tiers.frontier_of(np.array([1, 2, 2, 3, 1, 5]), np.array([10, 30, 20, 40, 5, 90]))
+    assert frontier.tolist() == [[5, 90], [3, 40], [2, 20], [1, 5]]
+    again = _tiers.frontier_of(np.array([4]), np.array([20]), frontier)
+    assert again.tolist() == [[5, 90], [4, 20], [1, 5]]
+
+
+async def test_tiers_follow_merges_and_deletes_and_check_clean(recall_store: AnyStore):
+    await _fill(recall_store, range(120))
+    tiered = await rows_of(recall_store, 'SELECT count(*) FROM term_tiers')
+    assert tiered[0][0] > 0  # The common words got tiers.
+    assert await _findings(recall_store) == []
+    for number in range(0, 120, 7):
+        record = await recall_store.read_record(f'c{number}')
+        assert record is not None
+        await recall_store.delete_record(f'c{number}', expected_revision=record.revision)
+    assert await _findings(recall_store) == []
+    await recall_store.reindex()
+    assert await _findings(recall_store) == []
+
+
+async def test_check_finds_a_tier_that_lost_a_posting_or_a_bound(recall_store: AnyStore):
+    await _fill(recall_store, range(120))
+    [(term_id, first_doc)] = await rows_of(
+        recall_store, 'SELECT term_id, min(first_doc) FROM posting_tiers GROUP BY term_id ORDER BY term_id LIMIT 1'
+    )
+    await run_sql(recall_store, 'DELETE FROM posting_tiers WHERE term_id = $1 AND first_doc = $2', term_id, first_doc)
+    findings = await _findings(recall_store)
+    assert any(f'term {term_id})' in finding and 'lacks' in finding for finding in findings), findings
+    await recall_store.reindex()
+    assert await _findings(recall_store) == []
+    await run_sql(recall_store, 'UPDATE term_tiers SET frontier = $1', b'')
+    findings = await _findings(recall_store)
+    assert any('frontier does not bound' in finding for finding in findings), findings
