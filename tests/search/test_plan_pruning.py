@@ -104,15 +104,16 @@ async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
         for limit in (1, 10, 50):
             requests = [SearchRequest(query=q, scope='tenant', all_conversations=True, limit=limit) for q in queries]
             with monkeypatch.context() as patched:
-                for name in ('index_stats', 'target_postings', 'document_frequencies', 'documents'):
+                for name in ('index_stats', 'target_postings', 'tiered_postings', 'document_frequencies', 'documents'):
                     patched.setattr(store, name, counted(name))
                 pruned = [await search_index(store, request) for request in requests]
             full = [await reference_search(store, request) for request in requests]
             for query, a, b in zip(queries, full, pruned, strict=True):
                 assert len(a.hits) == limit, query
                 assert [(h.entry_id, h.score) for h in a.hits] == [(h.entry_id, h.score) for h in b.hits], query
-        # Two store calls per search: the stats with the posting lists, then the page's documents.
-        assert calls == {'target_postings': 3 * len(queries), 'documents': 3 * len(queries)}
+        # Two store calls per search: the stats with the posting lists (the tiers', scope-wide), then the
+        # page's documents.
+        assert calls == {'tiered_postings': 3 * len(queries), 'documents': 3 * len(queries)}
     finally:
         await store.close()
 

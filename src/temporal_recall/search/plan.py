@@ -34,8 +34,16 @@ from temporal_recall.search._bm25_arrays import rank_columns
 from temporal_recall.search._meaning import search_by_meaning
 from temporal_recall.search._options import SearchOptions
 from temporal_recall.search._paging import fill_page
+from temporal_recall.search._pruned import TierPruning
 from temporal_recall.search._query import Query, parse_query
-from temporal_recall.store.protocol import IndexReader, PostingColumns, SearchTarget, VectorIndex
+from temporal_recall.store.protocol import (
+    IndexReader,
+    IndexStats,
+    PostingColumns,
+    SearchTarget,
+    TieredIndex,
+    VectorIndex,
+)
 
 __all__ = ('search_index', 'search_mode', 'target_of')
 
@@ -182,6 +190,8 @@ async def _search_with(
         return await search_by_meaning(
             reader, request, embedder=embedder, mode=mode, target=target, query=query, options=options, lexical=None
         )
+    if mode == 'bm25' and isinstance(reader, TieredIndex) and _spans_tenant(target):
+        return await _search_tiers(reader, reader, request, query, options, target)
     found = await reader.target_postings(target, query.terms)
     if found is None:
         raise UnknownConversation(target.conversation_id or '')
@@ -216,6 +226,42 @@ async def _search_with(
         query=request.query,
         hits=hits,
         searched_documents=stats.document_count,
+        truncated_query=query.truncated,
+    )
+
+
+def _spans_tenant(target: SearchTarget) -> bool:
+    """Whether `target` is its whole tenant: what the top tiers of long lists serve (`TieredIndex`)."""
+    return target.conversation_id is None and target.run_id is None and target.role is None
+
+
+async def _search_tiers(
+    reader: IndexReader,
+    tiers: TieredIndex,
+    request: SearchRequest,
+    query: Query,
+    options: SearchOptions,
+    target: SearchTarget,
+) -> SearchResult:
+    """A scope-wide BM25 search that reads the top tiers of long lists and only the postings that can still
+    change its page (`_pruned`), each time the page is widened: the exhaustive ranking's hits and scores."""
+    searched = IndexStats(document_count=0, total_length=0)
+
+    async def lexical_page(fetch: int) -> tuple[list[ScoredDocument], bool]:
+        nonlocal searched
+        pruning = TierPruning(query.terms, options.parameters, fetch)
+        read = await tiers.tiered_postings(target, query.terms, pruning.lookups)
+        assert read is not None  # A scope-wide target always reads.
+        searched = read.stats
+        ranked = pruning.rank(read)
+        return ranked, len(ranked) < fetch or fetch >= sum(read.frequencies.values())
+
+    ranked, rows = await fill_page(reader, target, lexical_page, options, exclude_run_id=request.exclude_run_id)
+    hits = build_hits(ranked, rows, query.terms, context_lines=options.context_lines)
+    return SearchResult(
+        query=request.query,
+        hits=hits,
+        searched_documents=searched.document_count,
         truncated_query=query.truncated,
     )
 

@@ -50,6 +50,8 @@ from .protocol import (
     RecordPage,
     SearchTarget,
     TargetPostings,
+    TieredPostings,
+    TierLookups,
 )
 from .sql._keys import hash_bytes, scope_key
 from .sql._session import Backend, Session
@@ -389,6 +391,12 @@ class EngineStore(CheckedStore, StoredBodies):
     async def target_postings(self, target: SearchTarget, terms: Sequence[str]) -> TargetPostings | None:
         check_target(target)  # A search starts here.
         return await self._search(lambda s: _reader.target_postings(s, target, terms))
+
+    async def tiered_postings(
+        self, target: SearchTarget, terms: Sequence[str], lookups: TierLookups
+    ) -> TieredPostings | None:
+        check_target(target)  # A search starts here.
+        return await self._search(lambda s: _reader.tiered_postings(s, target, terms, lookups))
 
     async def documents(
         self,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
@@ -38,6 +38,9 @@ __all__ = (
     'RecordPage',
     'SearchTarget',
     'TargetPostings',
+    'TierLookups',
+    'TieredIndex',
+    'TieredPostings',
     'VectorIndex',
 )
 
@@ -239,6 +242,42 @@ class TargetPostings:
     stats: IndexStats
     columns: dict[str, PostingColumns]
     """Each term's postings among the target's documents, ascending ids (terms in no document left out)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TieredPostings:
+    """A scope-wide target's counters and what a pruned search reads of its query terms' lists
+    (`store.postings._tiers`): each long list's top tier with a bound on the rest, the other lists whole."""
+
+    stats: IndexStats
+    known: dict[str, PostingColumns]
+    """Postings read, ascending ids: a tiered term's tier and pending postings, every posting of the others."""
+    frequencies: dict[str, int]
+    """Each term's document frequency over the target (terms in no document left out)."""
+    frontiers: dict[str, NDArray[np.uint32]]
+    """The tiered terms' `(term frequency, least length)` pairs, shape `(n, 2)`: every posting of the term
+    outside `known` has at most that frequency for some pair and at least that pair's length."""
+    looked_up: dict[str, PostingColumns] = field(default_factory=dict[str, PostingColumns])
+    """The postings of the documents the search asked for (`TieredIndex.tiered_postings`' `lookups`)."""
+
+
+TierLookups = Callable[[TieredPostings], 'Mapping[str, NDArray[np.int64]] | None']
+"""Given what the tiers hold, the documents whose postings of each term a search must read to rank exactly;
+`None` when the tiers cannot prove the page, and every posting is read instead."""
+
+
+@runtime_checkable
+class TieredIndex(Protocol):
+    """A store whose long posting lists keep a top tier (`store.postings._tiers`): a scope-wide BM25 search
+    reads the tiers, then only the postings that can still change its page."""
+
+    async def tiered_postings(
+        self, target: SearchTarget, terms: Sequence[str], lookups: TierLookups
+    ) -> TieredPostings | None:
+        """The target's counters and tiers, then (in the same read) the postings `lookups` asks for, or
+        every posting (in `known`, with no frontiers) when it returns `None`. `None` for a target narrower
+        than its tenant (a conversation, a run, a role), which `IndexReader.target_postings` serves."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,20 +6,37 @@ More in docs/design/store.md.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..postings._blocks import BLOCK, read_blocks, read_overlapping
-from ..protocol import DocumentRow, IndexStats, PostingColumns, SearchTarget, TargetPostings
+from ..postings._blocks import BLOCK, BLOCKS, TIERS, read_blocks, read_overlapping
+from ..postings._tiers import read_frontiers
+from ..protocol import (
+    DocumentRow,
+    IndexStats,
+    PostingColumns,
+    SearchTarget,
+    TargetPostings,
+    TieredPostings,
+    TierLookups,
+)
 from ..sql._keys import run_id_of, scope_key
 from ..sql._session import Dialect, Session
 from ._context import document_rows, hits_query
 from ._occurrences import page_rows
 
-__all__ = ('Target', 'document_frequencies', 'documents', 'index_stats', 'resolve', 'target_postings')
+__all__ = (
+    'Target',
+    'document_frequencies',
+    'documents',
+    'index_stats',
+    'resolve',
+    'target_postings',
+    'tiered_postings',
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,6 +269,62 @@ async def _columns(
             stored[term_id] = PostingColumns(doc_ids[keep], frequencies[keep], lengths[keep])
     by_name = {names[term_id]: columns for term_id, columns in stored.items() if len(columns.doc_ids)}
     return {term: by_name[term] for term in wanted if term in by_name}
+
+
+async def tiered_postings(
+    session: Session, target: SearchTarget, terms: Sequence[str], lookups: TierLookups
+) -> TieredPostings | None:
+    """`TieredIndex.tiered_postings`: a scope-wide target's counters, each query term's tier (with its
+    pending postings) and frontier, or its whole list when it has no tier; then what `lookups` asks
+    for. `None` for a narrower target."""
+    if target.conversation_id is not None or target.run_id is not None or target.role is not None:
+        return None
+    wanted = list(dict.fromkeys(terms))
+    found = await resolve(session, target, wanted)
+    stats = await _stats(session, target, found)
+    assert stats is not None  # A scope-wide target always has stats (empty for an unknown tenant).
+    if found is None or not found[1]:
+        return TieredPostings(stats=stats, known={}, frequencies={}, frontiers={})
+    resolved, term_rows = found
+    tenant_id = resolved.tenant_id
+    names = {term_id: term for term, term_id, _ in term_rows}
+    frequencies = {term: count for term, _, count in term_rows}
+    frontiers = await read_frontiers(session, tenant_id, list(names))
+    known = await read_blocks(session, tenant_id, [term_id for term_id in names if term_id not in frontiers], BLOCKS)
+    known.update(await read_blocks(session, tenant_id, list(frontiers), TIERS))
+    read = TieredPostings(
+        stats=stats,
+        known={names[term_id]: columns for term_id, columns in known.items()},
+        frequencies=frequencies,
+        frontiers={names[term_id]: frontier for term_id, frontier in frontiers.items()},
+    )
+    ids = {term: term_id for term_id, term in names.items()}
+    asked: Mapping[str, NDArray[np.int64]] | None = {}
+    while frontiers and (asked := lookups(read)):
+        ranges = [(ids[term], *span) for term, doc_ids in asked.items() for span in _spans(doc_ids)]
+        looked_up = dict(read.looked_up)
+        for term_id, (doc_ids, counts, lengths) in (await read_overlapping(session, tenant_id, ranges)).items():
+            keep = np.isin(doc_ids, asked[names[term_id]])
+            found = PostingColumns(doc_ids[keep], counts[keep], lengths[keep])
+            before = looked_up.get(names[term_id])
+            looked_up[names[term_id]] = found if before is None else _joined(before, found)
+        read = replace(read, looked_up=looked_up)
+    if frontiers and asked is None:  # The tiers cannot prove the page: every posting.
+        whole = await read_blocks(session, tenant_id, list(frontiers), BLOCKS)
+        known = {**read.known, **{names[term_id]: columns for term_id, columns in whole.items()}}
+        return TieredPostings(stats=stats, known=known, frequencies=frequencies, frontiers={})
+    return read
+
+
+def _joined(first: PostingColumns, second: PostingColumns) -> PostingColumns:
+    """Postings of one term read in two lookups (of different documents), ascending ids."""
+    doc_ids = np.concatenate((first.doc_ids, second.doc_ids))
+    order = np.argsort(doc_ids, kind='stable')
+    return PostingColumns(
+        doc_ids[order],
+        np.concatenate((first.term_frequencies, second.term_frequencies))[order],
+        np.concatenate((first.lengths, second.lengths))[order],
+    )
 
 
 _SPAN_GAP = BLOCK

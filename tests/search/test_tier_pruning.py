@@ -1,0 +1,164 @@
+"""A scope-wide search over the top tiers of long posting lists (`search._pruned`) answers exactly like the
+exhaustive ranking: the same hits in the same order with the same scores, ties included, on random
+stores and queries, through merges, deletes and reindexes, on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.typing import NDArray
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+from temporal_recall.models import SearchRequest
+from temporal_recall.search import _pruned
+from temporal_recall.search.plan import search_index
+from temporal_recall.store import AppendRequest
+from temporal_recall.store.postings import _tiers
+from temporal_recall.store.protocol import TieredPostings
+
+from ..store._support import AnyStore, open_site, reference_search, settle_merges
+
+BACKENDS = [pytest.param('sqlite'), pytest.param('postgres', marks=pytest.mark.postgres)]
+
+VOCABULARY = ['the', 'order', 'refund', 'paris', 'invoice', 'late', 'box', 'blue', 'x', 'zebra']
+"""Drawn with falling weights: the first words are in most documents (long lists, tiered), the last in few."""
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_tiers() -> Iterator[None]:
+    yield
+    assert _tiers.TIER == 16_384 and _tiers.LONG == 4 * 16_384, 'a test left its tier sizes behind'
+
+
+def _text(rng: random.Random, width: int) -> str:
+    weights = [1 / (rank + 1) for rank in range(len(VOCABULARY))]
+    return ' '.join(rng.choices(VOCABULARY[:width], weights=weights[:width], k=rng.randint(1, 7)))
+
+
+def _messages(rng: random.Random) -> list[ModelMessage]:
+    messages: list[ModelMessage] = []
+    for turn in range(rng.randint(1, 5)):  # A prompt, its answer, the next prompt: as a conversation goes.
+        text = _text(rng, rng.randint(2, len(VOCABULARY)))
+        if turn % 2 == 0:
+            messages.append(ModelRequest(parts=[UserPromptPart(text)]))
+        else:
+            messages.append(ModelResponse(parts=[TextPart(text)]))
+    return messages
+
+
+async def _fill(store: AnyStore, rng: random.Random, conversations: range, vocabulary: int = 0) -> None:
+    """Conversations of random texts; with `vocabulary`, one message of 20-200 words of that many (Zipf)."""
+    for number in conversations:
+        messages = _messages(rng)
+        if vocabulary:
+            weights = [1 / (rank + 1) for rank in range(vocabulary)]
+            words = [f'w{rank}' for rank in range(vocabulary)]
+            messages = [
+                ModelRequest(parts=[UserPromptPart(' '.join(rng.choices(words, weights, k=rng.randint(20, 200))))])
+            ]
+        await store.append(
+            AppendRequest(
+                conversation_id=f'c{number}',
+                scope='tenant',
+                idempotency_key=f'k{number}',
+                base_length=0,
+                base_hash=None,
+                messages=messages,
+            )
+        )
+
+
+async def _same_answers(store: AnyStore, rng: random.Random, queries: int, words: Sequence[str] = VOCABULARY) -> None:
+    """Every query, at several page sizes and BM25 parameters, ranked pruned and exhaustively."""
+    for _ in range(queries):
+        query = ' '.join(rng.sample(words, rng.randint(1, 4)))
+        k1, b = rng.choice([(1.5, 0.75), (0.0, 0.5), (3.0, 0.0), (1.2, 1.0)])
+        for limit in (1, 3, 10):
+            request = SearchRequest(query=query, scope='tenant', all_conversations=True, limit=limit, k1=k1, b=b)
+            expected = await reference_search(store, request)
+            found = await search_index(store, request)
+            assert [(hit.entry_id, hit.score) for hit in found.hits] == [
+                (hit.entry_id, hit.score) for hit in expected.hits
+            ], f'{request!r}'
+            assert found.searched_documents == expected.searched_documents
+
+
+async def _check_clean(store: AnyStore) -> None:
+    await settle_merges(store)
+    report = await store.check()
+    assert report.clean, '\n'.join(map(str, report.findings))
+
+
+async def _scenario(backend: str, seed: int, tier: int) -> None:
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patched:
+        patched.setattr(_tiers, 'TIER', tier)
+        patched.setattr(_tiers, 'LONG', 4 * tier)
+        async with open_site(backend, Path(folder)) as site:
+            store = await site.open()
+            try:
+                await _fill(store, rng, range(25))
+                await _same_answers(store, rng, 6)
+                await _fill(store, rng, range(25, 50))  # Tiers grow, and are cut again.
+                await _check_clean(store)
+                await _same_answers(store, rng, 6)
+                for number in rng.sample(range(50), 8):  # Deletes take postings out of tiers.
+                    record = await store.read_record(f'c{number}')
+                    assert record is not None
+                    await store.delete_record(f'c{number}', expected_revision=record.revision)
+                await _check_clean(store)
+                await _same_answers(store, rng, 6)
+                await store.reindex()  # The bulk path builds the tiers afresh.
+                await _check_clean(store)
+                await _same_answers(store, rng, 6)
+            finally:
+                await store.close()
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), tier=st.sampled_from([1, 2, 4, 8]))
+def test_pruned_ranking_equals_the_exhaustive_one(backend: str, seed: int, tier: int):
+    asyncio.run(_scenario(backend, seed, tier))
+
+
+def test_the_tiers_prune_rather_than_read_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Not vacuous: with tiers much shorter than their lists, most searches of common words are proven
+    from the tiers and a few lookups, reading a fraction of the postings."""
+    monkeypatch.setattr(_tiers, 'TIER', 256)
+    monkeypatch.setattr(_tiers, 'LONG', 1024)
+    proven: list[tuple[int, int]] = []
+    declined: list[tuple[int, int]] = []
+    lookups = _pruned.TierPruning.lookups
+
+    def counted(self: _pruned.TierPruning, read: TieredPostings) -> Mapping[str, NDArray[np.int64]] | None:
+        asked = lookups(self, read)
+        if read.frontiers and not asked:  # The search's last round: its page proven, or every posting read.
+            held = sum(len(c.doc_ids) for c in (*read.known.values(), *read.looked_up.values()))
+            (declined if asked is None else proven).append((held, sum(read.frequencies.values())))
+        return asked
+
+    monkeypatch.setattr(_pruned.TierPruning, 'lookups', counted)
+
+    async def scenario() -> None:
+        rng = random.Random(5)
+        async with open_site('sqlite', tmp_path) as site:
+            store = await site.open()
+            try:
+                await _fill(store, rng, range(1500), vocabulary=2000)
+                await _check_clean(store)
+                await _same_answers(store, rng, 20, [f'w{rank}' for rank in range(12)])
+            finally:
+                await store.close()
+
+    asyncio.run(scenario())
+    assert len(proven) > 2 * len(declined), (len(proven), len(declined))
+    assert sum(read for read, _ in proven) * 4 < sum(total for _, total in proven) * 3, proven
