@@ -39,7 +39,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench._scale_corpus import LONG_CONVERSATION, Corpus, IdSample, queries
-from bench._scale_engines import Engine, Fts5, Ours, Search, Tantivy, drop_schema, vacuum_schema, with_schema
+from bench._scale_engines import (
+    EVERY_POSTING,
+    Engine,
+    Fts5,
+    Ours,
+    Search,
+    Tantivy,
+    drop_schema,
+    vacuum_schema,
+    with_schema,
+)
 
 TENTHS = 10
 
@@ -85,6 +95,9 @@ class Measurement:
     conversation: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
     rare_id_disagreements: int = 0
     rare_id_queries: int = 0
+    pruned_disagreements: int = 0
+    """Queries whose pruned hits (ours) differ from those of the same store reading every posting."""
+    pruned_queries: int = 0
     skipped: list[str] = field(default_factory=list[str])
 
 
@@ -151,12 +164,17 @@ async def time_queries(
     for number, (kind, terms) in enumerate(queries(corpus, ids.ids, per_class, corpus.seed)):
         shift = number % len(searches)
         answers: list[set[tuple[str, int]]] = []
+        ranked: dict[str, list[tuple[str, int]]] = {}
         for label, run in searches[shift:] + searches[:shift]:
             started, started_cpu = time.perf_counter(), time.process_time()
             hits = await run(terms)
             measured.scope[label].setdefault(kind, []).append(time.perf_counter() - started)
             measured.scope_cpu.setdefault(label, []).append(time.process_time() - started_cpu)
             answers.append(set(hits))
+            ranked[label] = list(hits)
+        for label in (label for label in ranked if label + EVERY_POSTING in ranked):
+            measured.pruned_queries += 1
+            measured.pruned_disagreements += ranked[label] != ranked[label + EVERY_POSTING]
         if kind == 'rare id':
             measured.rare_id_queries += 1
             measured.rare_id_disagreements += any(answer != answers[0] for answer in answers)
@@ -183,6 +201,8 @@ class Options:
     tantivy: bool = True
     vacuum: bool = False
     keep: bool = False
+    every_posting: bool = False
+    """Also time ours reading every posting (`EVERY_POSTING`), query by query beside the pruned search."""
     progress: Callable[[str], None] | None = None
     """Where a line goes at each tenth of the fill (a long run shows it is moving)."""
 
@@ -211,7 +231,7 @@ async def measure(options: Options) -> Measurement:
                 else:
                     stack.push_async_callback(drop_schema, store, schema)
                 url = with_schema(store, schema)
-            engine = await Ours.open(url, _label(store))
+            engine = await Ours.open(url, _label(store), every_posting=options.every_posting)
             stack.push_async_callback(engine.close)
             ours.append(engine)
         engines: list[Engine] = [*ours]

@@ -28,6 +28,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from bench._scale_corpus import LONG_CONVERSATION, Unit
 from temporal_recall.content import content_hash
 from temporal_recall.models import SearchRequest
+from temporal_recall.search import plan
 from temporal_recall.search.plan import search_index  # the product's search entry point
 from temporal_recall.store import AppendRequest, open_store
 
@@ -85,18 +86,25 @@ def _messages(texts: list[str]) -> list[ModelMessage]:
     ]
 
 
-class Ours(Engine):
-    """A temporal-recall store: `sqlite` (a temporary file) or a `postgresql://` URL (a fresh schema)."""
+EVERY_POSTING = ', every posting'
+"""The label suffix of our scope-wide search reading every posting (`Ours(every_posting=True)`)."""
 
-    def __init__(self, store: Any, label: str) -> None:
+
+class Ours(Engine):
+    """A temporal-recall store: `sqlite` (a temporary file) or a `postgresql://` URL (a fresh schema).
+    With `every_posting`, a second search reads every posting (`EVERY_POSTING`)."""
+
+    def __init__(self, store: Any, label: str, *, every_posting: bool = False) -> None:
         self.store = store
         self.name = label
         self.last: dict[str, ModelMessage] = {}
         self.searches = {label: self.search}
+        if every_posting:
+            self.searches[label + EVERY_POSTING] = self.search_every_posting
 
     @classmethod
-    async def open(cls, url: str, label: str) -> Ours:
-        return cls(await open_store(url), label)
+    async def open(cls, url: str, label: str, *, every_posting: bool = False) -> Ours:
+        return cls(await open_store(url), label, every_posting=every_posting)
 
     def prepare(self, unit: Unit) -> AppendRequest:
         messages = _messages(unit.texts)
@@ -120,6 +128,16 @@ class Ours(Engine):
     async def search(self, terms: list[str]) -> Hits:
         request = SearchRequest(query=' '.join(terms), scope=SCOPE, all_conversations=True, limit=LIMIT)
         return [(hit.conversation_id, hit.position) for hit in (await search_index(self.store, request)).hits]
+
+    async def search_every_posting(self, terms: list[str]) -> Hits:
+        """`search` reading every posting instead of the top tiers (`search._pruned`): the path of the commits
+        before the tiers, unchanged, timed beside the pruned one in the same run."""
+        tiered = plan._spans_tenant  # pyright: ignore[reportPrivateUsage]
+        plan._spans_tenant = lambda target: False  # pyright: ignore[reportPrivateUsage]
+        try:
+            return await self.search(terms)
+        finally:
+            plan._spans_tenant = tiered  # pyright: ignore[reportPrivateUsage]
 
     async def search_conversation(self, terms: list[str], conversation: str) -> Hits:
         request = SearchRequest(query=' '.join(terms), scope=SCOPE, conversation_id=conversation, limit=LIMIT)

@@ -16,6 +16,7 @@ from bench._scale_corpus import QUERY_CLASSES
 
 ALL = 'all'
 FTS5_OR = 'FTS5 OR'
+TANTIVY = 'tantivy'
 SLACK_MS = 10.0
 """A class's p95 passes at or under this, whatever FTS5's, and every class's p50 must be under it."""
 
@@ -88,6 +89,11 @@ def latency_lines(measured: Measurement) -> list[str]:
         f'rare-id queries whose hit sets differ between engines: {measured.rare_id_disagreements} '
         f'of {measured.rare_id_queries} (an id is in at most a few messages, so every engine should return all of them)'
     )
+    if measured.pruned_queries:
+        lines.append(
+            f'queries whose ranked hits differ between ours pruned and ours reading every posting: '
+            f'{measured.pruned_disagreements} of {measured.pruned_queries} (the pruning is exact: 0)'
+        )
     return lines
 
 
@@ -180,9 +186,41 @@ def verdicts(measured: Measurement) -> list[str]:
                 bound = max(ref95, SLACK_MS)
                 judge(p95 <= bound, f'{label}: {kind} p95 {_ms(p95)} ms ≤ max(FTS5 OR {_ms(ref95)}, 10) ms')
                 judge(p50 <= SLACK_MS, f'{label}: {kind} p50 {_ms(p50)} ms ≤ 10 ms')
+    if TANTIVY in measured.scope:
+        lines.extend(_against_tantivy(measured))
     for label, samples in measured.conversation.items():
         p50 = percentile(samples, 0.5)
         judge(p50 < 5, f'{label}: one {measured.long_messages:,}-message conversation p50 {_ms(p50)} ms < 5 ms')
+    return lines
+
+
+def _against_tantivy(measured: Measurement) -> list[str]:
+    """Issue 51's thresholds, per query class: on SQLite p50 <= max(2x tantivy, 3 ms) and p95 <=
+    max(3x tantivy, 6 ms); on PostgreSQL p50 <= max(3x tantivy, 5 ms)."""
+    lines: list[str] = []
+    reference = by_class(measured, TANTIVY)
+    for label, p50_factor, p50_floor, p95_bound in (
+        ('ours, SQLite', 2, 3.0, (3, 6.0)),
+        ('ours, PostgreSQL', 3, 5.0, None),
+    ):
+        if label not in measured.scope:
+            continue
+        ours = by_class(measured, label)
+        for kind in QUERY_CLASSES:
+            p50, ref50 = percentile(ours[kind], 0.5), percentile(reference[kind], 0.5)
+            bound = max(p50_factor * ref50, p50_floor)
+            ok = p50 <= bound
+            lines.append(
+                f'{"PASS" if ok else "FAIL"}  {label}: {kind} p50 {_ms(p50)} ms ≤ max({p50_factor}× tantivy '
+                f'{_ms(ref50)}, {p50_floor:g}) = {_ms(bound)} ms'
+            )
+            if p95_bound is not None:
+                p95, ref95 = percentile(ours[kind], 0.95), percentile(reference[kind], 0.95)
+                bound = max(p95_bound[0] * ref95, p95_bound[1])
+                lines.append(
+                    f'{"PASS" if p95 <= bound else "FAIL"}  {label}: {kind} p95 {_ms(p95)} ms ≤ max({p95_bound[0]}× '
+                    f'tantivy {_ms(ref95)}, {p95_bound[1]:g}) = {_ms(bound)} ms'
+                )
     return lines
 
 

@@ -399,6 +399,7 @@ async def at_scale(args: argparse.Namespace, stores: list[str]) -> None:
             tantivy='tantivy' in engines,
             vacuum=args.vacuum,
             keep=args.keep,
+            every_posting=args.every_posting,
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
         measured = await _scale.measure(options)
@@ -441,6 +442,12 @@ async def main() -> None:
     parser.add_argument('--seed', type=int, default=7)
     parser.add_argument('--cjk-messages', type=int, default=10_000, help='size of the CJK-heavy corpus (0: skip it)')
     parser.add_argument('--keep', action='store_true', help='keep the PostgreSQL benchmark schemas')
+    parser.add_argument(
+        '--every-posting',
+        action='store_true',
+        help='with --messages: also time ours reading every posting (the path before the top tiers), '
+        'query by query beside the pruned search, and count the queries whose hits differ',
+    )
     parser.add_argument(
         '--semantic', action='store_true', help='recall by meaning at each of --sizes (SQLite; see the module doc)'
     )

@@ -592,8 +592,8 @@ async def back_to_version_11(store: AnyStore) -> None:
 async def back_to_version_10(store: AnyStore) -> None:
     """Turn a store into what version 10 wrote: segments merged, documents with `refs`, pending counters
     on tenants, version 10 recorded. Close and reopen it afterwards."""
+    await merge_everything(store)  # This release's merge, while the tables it keeps (the tiers) are there.
     await back_to_version_11(store)
-    await merge_everything(store)
     for statement in (*UNDO_VERSION_11, 'DELETE FROM schema_migrations WHERE version > 10'):
         await run_sql(store, statement)
 

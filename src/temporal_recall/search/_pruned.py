@@ -47,6 +47,26 @@ class _Term:
 
 
 @dataclass
+class _Bounds:
+    """Every document read so far, with what is known of its score."""
+
+    candidates: NDArray[np.int64]
+    lower: NDArray[np.float64]
+    """The weights read, added up: at most the document's score."""
+    unread: dict[str, NDArray[np.bool_]]
+    """Per tiered term, the documents whose posting of it (if any) is neither in its tier nor looked up."""
+    rests: dict[str, float]
+    idf: dict[str, float]
+
+    def missing(self) -> NDArray[np.float64]:
+        """What each document's score may still lack: the bounds of the terms it was not read under."""
+        missing = np.zeros(len(self.candidates))
+        for name, unread in self.unread.items():
+            missing[unread] += self.rests[name]
+        return missing
+
+
+@dataclass
 class TierPruning:
     """One pruned ranking: the store calls `lookups` (`TieredIndex.tiered_postings`) until it answers `{}`
     (the page is proven) or `None` (read every posting), then `rank` ranks what it read."""
@@ -54,17 +74,32 @@ class TierPruning:
     terms: Sequence[str]
     parameters: BM25Parameters
     limit: int
+    _bounds: _Bounds | None = field(default=None, init=False)
     _asked: dict[str, NDArray[np.int64]] = field(default_factory=dict[str, 'NDArray[np.int64]'], init=False)
-    """The documents looked up under each term so far, found or not."""
-    _exact: NDArray[np.int64] | None = field(default=None, init=False)
+    """The documents of the last round of lookups, per term."""
+    _looked_up: int = field(default=0, init=False)
+    _page: NDArray[np.int64] | None = field(default=None, init=False)
+    """The documents the page is ranked among: every one whose score can reach it, each fully read."""
 
-    def _weighted(self, read: TieredPostings) -> list[_Term]:
+    def _weights(self, read: TieredPostings, name: str, columns: PostingColumns) -> NDArray[np.float64]:
+        stats = read.stats
+        return array_weights(
+            columns.term_frequencies,
+            columns.lengths,
+            term_idf(stats.document_count, read.frequencies[name]),
+            self.parameters.k1,
+            self.parameters.b,
+            stats.total_length / stats.document_count,
+        )
+
+    def _first(self, read: TieredPostings) -> _Bounds | None:
+        """The bounds of what the tiers and the whole lists hold; `None` when no term has a tier."""
         stats = read.stats
         average_length = stats.total_length / stats.document_count
         k1, b = self.parameters.k1, self.parameters.b
-        found: list[_Term] = []
+        terms: list[_Term] = []
         for name in dict.fromkeys(self.terms):
-            columns = _merged(read.known.get(name), read.looked_up.get(name))
+            columns = read.known.get(name)
             frontier = read.frontiers.get(name)
             if columns is None and frontier is None:
                 continue
@@ -79,74 +114,90 @@ class TierPruning:
             rest = None
             if frontier is not None:
                 rest = float(array_weights(frontier[:, 0], frontier[:, 1], idf, k1, b, average_length).max(initial=0.0))
-            found.append(_Term(name, doc_ids, weights, rest))
-        return found
+            terms.append(_Term(name, doc_ids, weights, rest))
+        if not any(term.rest for term in terms):
+            return None  # Every list read whole (or every tier holds its whole list).
+        candidates = _union([term.doc_ids for term in terms])
+        lower = np.zeros(len(candidates))
+        unread: dict[str, NDArray[np.bool_]] = {}
+        for term in terms:
+            at = np.searchsorted(candidates, term.doc_ids)
+            lower[at] += term.weights
+            if term.rest:
+                unknown = np.ones(len(candidates), dtype=bool)
+                unknown[at] = False
+                unread[term.name] = unknown
+        rests = {term.name: term.rest for term in terms if term.rest}
+        return _Bounds(candidates, lower, unread, rests, {})
+
+    def _follow(self, read: TieredPostings, bounds: _Bounds) -> None:
+        """Add the last round's lookups: each asked document is now read under its term, found or not."""
+        for name, asked in self._asked.items():
+            at = np.searchsorted(bounds.candidates, asked)
+            bounds.unread[name][at] = False
+            found = read.looked_up.get(name)
+            if found is None or not len(found.doc_ids):
+                continue
+            fresh = np.isin(found.doc_ids, asked, assume_unique=True) & (found.term_frequencies > 0)
+            columns = PostingColumns(found.doc_ids[fresh], found.term_frequencies[fresh], found.lengths[fresh])
+            bounds.lower[np.searchsorted(bounds.candidates, columns.doc_ids)] += self._weights(read, name, columns)
 
     def lookups(self, read: TieredPostings) -> Mapping[str, NDArray[np.int64]] | None:
         """The documents (ascending) whose postings of each tiered term to read next: `{}` once the page is
         proven, `None` when it cannot be (read every posting)."""
         if read.stats.document_count <= 0:
             return {}
-        weighted = self._weighted(read)
-        if not any(term.rest for term in weighted):
-            return {}  # Every list read whole (or every tier holds its whole list).
-        candidates = np.unique(np.concatenate([term.doc_ids for term in weighted]))
-        lower = np.zeros(len(candidates))
-        missing = np.zeros(len(candidates))
-        unread: dict[str, NDArray[np.bool_]] = {}
-        for term in weighted:
-            at = np.searchsorted(candidates, term.doc_ids)
-            lower[at] += term.weights
-            if term.rest:
-                unknown = np.ones(len(candidates), dtype=bool)
-                unknown[at] = False
-                asked = self._asked.get(term.name)
-                if asked is not None:
-                    unknown &= ~np.isin(candidates, asked, assume_unique=True)
-                missing[unknown] += term.rest
-                unread[term.name] = unknown
-        outside = sum(term.rest or 0.0 for term in weighted)
+        if self._bounds is None:
+            self._bounds = self._first(read)
+            if self._bounds is None:
+                return {}
+        else:
+            self._follow(read, self._bounds)
+        bounds = self._bounds
+        candidates, lower = bounds.candidates, bounds.lower
         if len(candidates) < self.limit:
             return None  # Fewer documents read than the page holds: one outside every tier may be on it.
         threshold = float(np.partition(lower, len(lower) - self.limit)[len(lower) - self.limit])
         floor = threshold * (1 - SAFETY)
+        missing = bounds.missing()
         upper = lower + missing
         doubtful = (missing > 0) & (upper >= floor)
         if not doubtful.any():
-            if outside >= floor:
+            if sum(bounds.rests.values()) >= floor:
                 return None  # A document outside every tier might still reach the page.
-            self._exact = candidates[missing == 0]
+            self._page = candidates[(missing == 0) & (lower >= floor)]
+            self._asked = {}
             return {}
         # The likeliest to reach the page first: their exact scores raise the threshold the most.
         chosen = np.flatnonzero(doubtful)
         chosen = chosen[np.argsort(-upper[chosen], kind='stable')[:LOOKUP_ROUND]]
         pick = np.zeros(len(candidates), dtype=bool)
         pick[chosen] = True
-        asked_now = {name: candidates[pick & unknown] for name, unknown in unread.items()}
-        asked_now = {name: doc_ids for name, doc_ids in asked_now.items() if len(doc_ids)}
-        if sum(len(doc_ids) for doc_ids in (*self._asked.values(), *asked_now.values())) > MOST_LOOKUPS:
+        asked = {name: candidates[pick & unread] for name, unread in bounds.unread.items()}
+        self._asked = {name: doc_ids for name, doc_ids in asked.items() if len(doc_ids)}
+        self._looked_up += sum(len(doc_ids) for doc_ids in self._asked.values())
+        if self._looked_up > MOST_LOOKUPS:
             return None
-        for name, doc_ids in asked_now.items():
-            before = self._asked.get(name)
-            self._asked[name] = doc_ids if before is None else np.union1d(before, doc_ids)
-        return asked_now
+        return self._asked
 
     def rank(self, read: TieredPostings) -> list[ScoredDocument]:
-        """The page: ranked among the documents whose every posting was read (all of them when the store
-        read every posting)."""
-        columns: dict[str, PostingColumns] = dict(read.known)
-        if read.frontiers and self._exact is not None:
-            columns = {}
-            for name in read.known.keys() | read.looked_up.keys():
-                merged = _merged(read.known.get(name), read.looked_up.get(name))
-                assert merged is not None
-                columns[name] = _among(merged, self._exact)
+        """The page: ranked among the documents that can reach it, each fully read (every document of every
+        list when the store read every posting), by `rank_columns`."""
+        if not read.frontiers or self._page is None:
+            return rank_columns(read.stats, read.known, read.frequencies, self.terms, self.parameters, self.limit)
+        columns: dict[str, PostingColumns] = {}
+        for name in read.known.keys() | read.looked_up.keys():
+            merged = _merged(read.known.get(name), read.looked_up.get(name))
+            assert merged is not None
+            columns[name] = _among(merged, self._page)
         return rank_columns(read.stats, columns, read.frequencies, self.terms, self.parameters, self.limit)
 
 
 def _among(columns: PostingColumns, doc_ids: NDArray[np.int64]) -> PostingColumns:
-    keep = np.isin(columns.doc_ids, doc_ids, assume_unique=True)
-    return PostingColumns(columns.doc_ids[keep], columns.term_frequencies[keep], columns.lengths[keep])
+    """The postings of `columns` of the few (ascending) `doc_ids`: found by binary search, not a pass."""
+    at = np.minimum(np.searchsorted(columns.doc_ids, doc_ids), max(len(columns.doc_ids) - 1, 0))
+    held = at[columns.doc_ids[at] == doc_ids] if len(columns.doc_ids) else at[:0]
+    return PostingColumns(columns.doc_ids[held], columns.term_frequencies[held], columns.lengths[held])
 
 
 def _merged(known: PostingColumns | None, looked_up: PostingColumns | None) -> PostingColumns | None:
@@ -156,7 +207,19 @@ def _merged(known: PostingColumns | None, looked_up: PostingColumns | None) -> P
     if looked_up is None or not len(looked_up.doc_ids):
         return known
     doc_ids = np.concatenate((known.doc_ids, looked_up.doc_ids))
-    doc_ids, once = np.unique(doc_ids, return_index=True)
-    frequencies = np.concatenate((known.term_frequencies, looked_up.term_frequencies))[once]
-    lengths = np.concatenate((known.lengths, looked_up.lengths))[once]
-    return PostingColumns(doc_ids, frequencies, lengths)
+    order = np.argsort(doc_ids, kind='stable')  # Two sorted runs: merged in about linear time.
+    doc_ids = doc_ids[order]
+    once = order[np.concatenate(([True], doc_ids[1:] != doc_ids[:-1]))]
+    return PostingColumns(
+        np.concatenate((known.doc_ids, looked_up.doc_ids))[once],
+        np.concatenate((known.term_frequencies, looked_up.term_frequencies))[once],
+        np.concatenate((known.lengths, looked_up.lengths))[once],
+    )
+
+
+def _union(lists: Sequence[NDArray[np.int64]]) -> NDArray[np.int64]:
+    """The sorted union of ascending id lists: a stable sort merges their runs in about linear time, where
+    `np.unique` hashes every id."""
+    doc_ids = np.concatenate(lists)
+    doc_ids.sort(kind='stable')
+    return doc_ids[np.concatenate(([True], doc_ids[1:] != doc_ids[:-1]))] if len(doc_ids) else doc_ids

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from ..postings._blocks import BLOCK, BLOCKS, TIERS, read_blocks, read_overlapping
-from ..postings._tiers import read_frontiers
+from ..postings._blocks import BLOCK, BLOCKS, TIERS, read_blocks, read_lookups, read_overlapping
+from ..postings._tiers import tier_states
 from ..protocol import (
     DocumentRow,
     IndexStats,
@@ -29,6 +29,7 @@ from ._context import document_rows, hits_query
 from ._occurrences import page_rows
 
 __all__ = (
+    'PRUNING_PAYS',
     'Target',
     'document_frequencies',
     'documents',
@@ -271,6 +272,11 @@ async def _columns(
     return {term: by_name[term] for term in wanted if term in by_name}
 
 
+PRUNING_PAYS = 4
+"""The tiers are searched when the tiered terms' lists hold at least this many times their tiers' postings:
+below that, scoring every posting costs less than the bounds and lookups (docs/design/store.md)."""
+
+
 async def tiered_postings(
     session: Session, target: SearchTarget, terms: Sequence[str], lookups: TierLookups
 ) -> TieredPostings | None:
@@ -289,7 +295,11 @@ async def tiered_postings(
     tenant_id = resolved.tenant_id
     names = {term_id: term for term, term_id, _ in term_rows}
     frequencies = {term: count for term, _, count in term_rows}
-    frontiers = await read_frontiers(session, tenant_id, list(names))
+    tiers = await tier_states(session, tenant_id, list(names))
+    listed = sum(count for _, term_id, count in term_rows if term_id in tiers)
+    if listed < PRUNING_PAYS * sum(state.tier_postings for state in tiers.values()):
+        tiers = {}  # Lists hardly longer than their tiers: reading them whole costs less than bounding them.
+    frontiers = {term_id: state.frontier for term_id, state in tiers.items()}
     known = await read_blocks(session, tenant_id, [term_id for term_id in names if term_id not in frontiers], BLOCKS)
     known.update(await read_blocks(session, tenant_id, list(frontiers), TIERS))
     read = TieredPostings(
@@ -303,7 +313,7 @@ async def tiered_postings(
     while frontiers and (asked := lookups(read)):
         ranges = [(ids[term], *span) for term, doc_ids in asked.items() for span in _spans(doc_ids)]
         looked_up = dict(read.looked_up)
-        for term_id, (doc_ids, counts, lengths) in (await read_overlapping(session, tenant_id, ranges)).items():
+        for term_id, (doc_ids, counts, lengths) in (await read_lookups(session, tenant_id, ranges)).items():
             keep = np.isin(doc_ids, asked[names[term_id]])
             found = PostingColumns(doc_ids[keep], counts[keep], lengths[keep])
             before = looked_up.get(names[term_id])

@@ -44,7 +44,6 @@ __all__ = (
     'follow_added',
     'follow_removed',
     'frontier_of',
-    'read_frontiers',
     'reference_weights',
     'tier_states',
 )
@@ -143,11 +142,6 @@ async def tier_states(session: Session, tenant_id: int, term_ids: Sequence[int])
                 int(term_id), float(cut), float(length), int(held), int(kept), _frontier_from(frontier)
             )
     return found
-
-
-async def read_frontiers(session: Session, tenant_id: int, term_ids: Sequence[int]) -> dict[int, NDArray[np.uint32]]:
-    """The frontier of each of `term_ids` that has a tier: what a search bounds the rest of its list by."""
-    return {term_id: state.frontier for term_id, state in (await tier_states(session, tenant_id, term_ids)).items()}
 
 
 async def _list_lengths(session: Session, tenant_id: int, term_ids: Sequence[int]) -> dict[int, int]:
