@@ -299,9 +299,15 @@ async def tiered_postings(
     listed = sum(count for _, term_id, count in term_rows if term_id in tiers)
     if listed < PRUNING_PAYS * sum(state.tier_postings for state in tiers.values()):
         tiers = {}  # Lists hardly longer than their tiers: reading them whole costs less than bounding them.
-    frontiers = {term_id: state.frontier for term_id, state in tiers.items()}
-    known = await read_blocks(session, tenant_id, [term_id for term_id in names if term_id not in frontiers], BLOCKS)
-    known.update(await read_blocks(session, tenant_id, list(frontiers), TIERS))
+    known = await read_blocks(session, tenant_id, [term_id for term_id in names if term_id not in tiers], BLOCKS)
+    known.update(await read_blocks(session, tenant_id, list(tiers), TIERS))
+    # The frontiers after the tiers: a merge committing between the reads moves a pending posting (read)
+    # below a cut and into a frontier read after it, so none is missed by both. Where one read sees no
+    # snapshot (PostgreSQL), a tier gone meanwhile (a rebuild) has its list read whole instead.
+    now = await tier_states(session, tenant_id, list(tiers)) if tiers else {}
+    if gone := [term_id for term_id in tiers if term_id not in now]:
+        known.update(await read_blocks(session, tenant_id, gone, BLOCKS))
+    frontiers = {term_id: state.frontier for term_id, state in now.items()}
     read = TieredPostings(
         stats=stats,
         known={names[term_id]: columns for term_id, columns in known.items()},
