@@ -26,7 +26,8 @@ from temporal_recall.store.protocol import PostingColumns, TieredPostings
 __all__ = ('LOOKUP_ROUND', 'MOST_LOOKUPS', 'SAFETY', 'TierPruning')
 
 MOST_LOOKUPS = 8192
-"""The most (term, document) postings a search looks up; past that it reads every posting instead."""
+"""The most (term, document) postings a search looks up; past that it reads the list most of the documents in
+doubt lack whole instead, and goes on."""
 
 LOOKUP_ROUND = 512
 """The most documents in doubt looked up at once, those of highest upper bound first: their exact scores
@@ -78,6 +79,10 @@ class TierPruning:
     _asked: dict[str, NDArray[np.int64]] = field(default_factory=dict[str, 'NDArray[np.int64]'], init=False)
     """The documents of the last round of lookups, per term."""
     _looked_up: int = field(default=0, init=False)
+    _read_under: dict[str, NDArray[np.int64]] = field(default_factory=dict[str, 'NDArray[np.int64]'], init=False)
+    """Every document looked up under each term, found or not."""
+    _whole: bool = field(default=False, init=False)
+    """The last round read a whole list."""
     _page: NDArray[np.int64] | None = field(default=None, init=False)
     """The documents the page is ranked among: every one whose score can reach it, each fully read."""
 
@@ -99,7 +104,7 @@ class TierPruning:
         k1, b = self.parameters.k1, self.parameters.b
         terms: list[_Term] = []
         for name in dict.fromkeys(self.terms):
-            columns = read.known.get(name)
+            columns = _merged(read.known.get(name), read.looked_up.get(name))
             frontier = read.frontiers.get(name)
             if columns is None and frontier is None:
                 continue
@@ -126,6 +131,8 @@ class TierPruning:
             if term.rest:
                 unknown = np.ones(len(candidates), dtype=bool)
                 unknown[at] = False
+                if (asked := self._read_under.get(term.name)) is not None:
+                    unknown[np.searchsorted(candidates, asked)] = False  # Looked up and not found: absent.
                 unread[term.name] = unknown
         rests = {term.name: term.rest for term in terms if term.rest}
         return _Bounds(candidates, lower, unread, rests, {})
@@ -142,13 +149,14 @@ class TierPruning:
             columns = PostingColumns(found.doc_ids[fresh], found.term_frequencies[fresh], found.lengths[fresh])
             bounds.lower[np.searchsorted(bounds.candidates, columns.doc_ids)] += self._weights(read, name, columns)
 
-    def lookups(self, read: TieredPostings) -> Mapping[str, NDArray[np.int64]] | None:
-        """The documents (ascending) whose postings of each tiered term to read next: `{}` once the page is
-        proven, `None` when it cannot be (read every posting)."""
+    def lookups(self, read: TieredPostings) -> Mapping[str, NDArray[np.int64] | None] | None:
+        """What to read next: per tiered term, the documents (ascending) whose postings of it to look up, or
+        `None` to read its whole list; `{}` once the page is proven, `None` to read every posting."""
         if read.stats.document_count <= 0:
             return {}
-        if self._bounds is None:
-            self._bounds = self._first(read)
+        if self._bounds is None or self._whole:
+            self._whole = False
+            self._bounds = self._first(read)  # Afresh after a whole list: it adds documents.
             if self._bounds is None:
                 return {}
         else:
@@ -163,11 +171,16 @@ class TierPruning:
         upper = lower + missing
         doubtful = (missing > 0) & (upper >= floor)
         if not doubtful.any():
-            if sum(bounds.rests.values()) >= floor:
-                return None  # A document outside every tier might still reach the page.
-            self._page = candidates[(missing == 0) & (lower >= floor)]
-            self._asked = {}
-            return {}
+            if sum(bounds.rests.values()) < floor:
+                self._page = candidates[(missing == 0) & (lower >= floor)]
+                self._asked = {}
+                return {}
+            # A document outside every tier might still reach the page: the list of the largest bound, whole.
+            return self._read_whole(max(bounds.rests, key=bounds.rests.__getitem__))
+        unread_doubtful = {name: int((doubtful & unread).sum()) for name, unread in bounds.unread.items()}
+        if self._looked_up + sum(unread_doubtful.values()) > MOST_LOOKUPS:
+            # Too many in doubt to look up one by one: the list most of them lack, whole.
+            return self._read_whole(max(unread_doubtful, key=unread_doubtful.__getitem__))
         # The likeliest to reach the page first: their exact scores raise the threshold the most.
         chosen = np.flatnonzero(doubtful)
         chosen = chosen[np.argsort(-upper[chosen], kind='stable')[:LOOKUP_ROUND]]
@@ -176,9 +189,16 @@ class TierPruning:
         asked = {name: candidates[pick & unread] for name, unread in bounds.unread.items()}
         self._asked = {name: doc_ids for name, doc_ids in asked.items() if len(doc_ids)}
         self._looked_up += sum(len(doc_ids) for doc_ids in self._asked.values())
-        if self._looked_up > MOST_LOOKUPS:
-            return None
+        for name, doc_ids in self._asked.items():
+            before = self._read_under.get(name)
+            self._read_under[name] = doc_ids if before is None else _union([before, doc_ids])
         return self._asked
+
+    def _read_whole(self, name: str) -> Mapping[str, NDArray[np.int64] | None]:
+        """Ask for the whole list of `name`: its bound leaves the page in doubt, or too many documents lack it."""
+        self._whole = True
+        self._asked = {}
+        return {name: None}
 
     def rank(self, read: TieredPostings) -> list[ScoredDocument]:
         """The page: ranked among the documents that can reach it, each fully read (every document of every

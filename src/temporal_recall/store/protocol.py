@@ -261,9 +261,10 @@ class TieredPostings:
     """The postings of the documents the search asked for (`TieredIndex.tiered_postings`' `lookups`)."""
 
 
-TierLookups = Callable[[TieredPostings], 'Mapping[str, NDArray[np.int64]] | None']
-"""Given what the tiers hold, the documents whose postings of each term a search must read to rank exactly;
-`None` when the tiers cannot prove the page, and every posting is read instead."""
+TierLookups = Callable[[TieredPostings], 'Mapping[str, NDArray[np.int64] | None] | None']
+"""Given what has been read, what a search must read next to rank exactly: per tiered term the documents whose
+postings of it to look up, or `None` for its whole list (which then replaces its tier, and its frontier is
+dropped); `{}` when nothing more, `None` for every posting of every term."""
 
 
 @runtime_checkable

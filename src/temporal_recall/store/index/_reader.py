@@ -315,21 +315,37 @@ async def tiered_postings(
         frontiers={names[term_id]: frontier for term_id, frontier in frontiers.items()},
     )
     ids = {term: term_id for term_id, term in names.items()}
-    asked: Mapping[str, NDArray[np.int64]] | None = {}
-    while frontiers and (asked := lookups(read)):
-        ranges = [(ids[term], *span) for term, doc_ids in asked.items() for span in _spans(doc_ids)]
+    asked: Mapping[str, NDArray[np.int64] | None] | None = {}
+    while read.frontiers and (asked := lookups(read)):
+        whole = [ids[term] for term, doc_ids in asked.items() if doc_ids is None]
+        known, kept = read.known, read.frontiers
+        if whole:
+            lists = await read_blocks(session, tenant_id, whole, BLOCKS)
+            known = {**known, **{names[term_id]: columns for term_id, columns in lists.items()}}
+            for term_id in whole:
+                known.setdefault(names[term_id], _NONE)
+            kept = {term: frontier for term, frontier in kept.items() if ids[term] not in whole}
+        ranges = [
+            (ids[term], *span) for term, doc_ids in asked.items() if doc_ids is not None for span in _spans(doc_ids)
+        ]
         looked_up = dict(read.looked_up)
         for term_id, (doc_ids, counts, lengths) in (await read_lookups(session, tenant_id, ranges)).items():
-            keep = np.isin(doc_ids, asked[names[term_id]])
+            wanted = asked[names[term_id]]
+            assert wanted is not None
+            keep = np.isin(doc_ids, wanted)
             found = PostingColumns(doc_ids[keep], counts[keep], lengths[keep])
             before = looked_up.get(names[term_id])
             looked_up[names[term_id]] = found if before is None else _joined(before, found)
-        read = replace(read, looked_up=looked_up)
-    if frontiers and asked is None:  # The tiers cannot prove the page: every posting.
-        whole = await read_blocks(session, tenant_id, list(frontiers), BLOCKS)
+        read = replace(read, known=known, frontiers=kept, looked_up=looked_up)
+    if read.frontiers and asked is None:  # The tiers cannot prove the page: every posting.
+        whole = await read_blocks(session, tenant_id, [ids[term] for term in read.frontiers], BLOCKS)
         known = {**read.known, **{names[term_id]: columns for term_id, columns in whole.items()}}
         return TieredPostings(stats=stats, known=known, frequencies=frequencies, frontiers={})
     return read
+
+
+_NONE = PostingColumns(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint32), np.empty(0, dtype=np.uint32))
+"""The postings of a term whose list turned out empty when read whole."""
 
 
 def _joined(first: PostingColumns, second: PostingColumns) -> PostingColumns:
