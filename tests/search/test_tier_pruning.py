@@ -97,9 +97,10 @@ async def _check_clean(store: AnyStore) -> None:
     assert report.clean, '\n'.join(map(str, report.findings))
 
 
-async def _scenario(backend: str, seed: int, tier: int) -> None:
+async def _scenario(backend: str, seed: int, tier: int, wholes: int) -> None:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patched:
+        patched.setattr(_pruned, 'MOST_WHOLE', wholes)  # Whole lists read on the way, or every posting at once.
         patched.setattr(_tiers, 'TIER', tier)
         patched.setattr(_tiers, 'LONG', 4 * tier)
         async with open_site(backend, Path(folder)) as site:
@@ -125,9 +126,9 @@ async def _scenario(backend: str, seed: int, tier: int) -> None:
 
 @pytest.mark.parametrize('backend', BACKENDS)
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), tier=st.sampled_from([1, 2, 4, 8]))
-def test_pruned_ranking_equals_the_exhaustive_one(backend: str, seed: int, tier: int):
-    asyncio.run(_scenario(backend, seed, tier))
+@given(seed=st.integers(0, 2**32 - 1), tier=st.sampled_from([1, 2, 4, 8]), wholes=st.sampled_from([0, 1, 3]))
+def test_pruned_ranking_equals_the_exhaustive_one(backend: str, seed: int, tier: int, wholes: int):
+    asyncio.run(_scenario(backend, seed, tier, wholes))
 
 
 def test_the_tiers_prune_rather_than_read_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

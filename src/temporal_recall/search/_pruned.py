@@ -23,11 +23,17 @@ from temporal_recall.search._bm25 import BM25Parameters, ScoredDocument, term_id
 from temporal_recall.search._bm25_arrays import array_weights, rank_columns
 from temporal_recall.store.protocol import PostingColumns, TieredPostings
 
-__all__ = ('LOOKUP_ROUND', 'MOST_LOOKUPS', 'SAFETY', 'TierPruning')
+__all__ = ('LOOKUP_ROUND', 'MOST_LOOKUPS', 'MOST_WHOLE', 'SAFETY', 'TierPruning')
 
 MOST_LOOKUPS = 8192
 """The most (term, document) postings a search looks up; past that it reads the list most of the documents in
 doubt lack whole instead, and goes on."""
+
+MOST_WHOLE = 0
+"""The most lists a search reads whole before it reads every posting instead. At a million messages
+(docs/design/store.md, "Top tiers") one whole list saved a fifth of the median of four-word queries but
+cost half again at p95, where bounding a million documents a second time costs more than ranking them
+all; so none by default."""
 
 LOOKUP_ROUND = 512
 """The most documents in doubt looked up at once, those of highest upper bound first: their exact scores
@@ -82,6 +88,7 @@ class TierPruning:
     _read_under: dict[str, NDArray[np.int64]] = field(default_factory=dict[str, 'NDArray[np.int64]'], init=False)
     """Every document looked up under each term, found or not."""
     _whole: bool = field(default=False, init=False)
+    _wholes: int = field(default=0, init=False)
     """The last round read a whole list."""
     _page: NDArray[np.int64] | None = field(default=None, init=False)
     """The documents the page is ranked among: every one whose score can reach it, each fully read."""
@@ -194,8 +201,12 @@ class TierPruning:
             self._read_under[name] = doc_ids if before is None else _union([before, doc_ids])
         return self._asked
 
-    def _read_whole(self, name: str) -> Mapping[str, NDArray[np.int64] | None]:
-        """Ask for the whole list of `name`: its bound leaves the page in doubt, or too many documents lack it."""
+    def _read_whole(self, name: str) -> Mapping[str, NDArray[np.int64] | None] | None:
+        """Ask for the whole list of `name`: its bound leaves the page in doubt, or too many documents lack it.
+        Past `MOST_WHOLE`, every posting instead."""
+        if self._wholes >= MOST_WHOLE:
+            return None
+        self._wholes += 1
         self._whole = True
         self._asked = {}
         return {name: None}

@@ -3,9 +3,12 @@ scope-wide search can prove its page from the tiers and a few lookups instead of
 More in docs/design/store.md ("Top tiers").
 
 A term's tier is chosen by a weight cut fixed per term: a posting is in it exactly when its reference
-weight (`reference_weights`: BM25's term-frequency factor with the customary `k1`, `b` and the length
-recorded when the tier was made) reaches the cut. So a write only appends to a tier (what a new
+weight (`reference_weights`: BM25's term-frequency factor with the customary `k1`, `b` and a reference
+length recorded when the tier was made) reaches the cut. So a write only appends to a tier (what a new
 posting's weight is does not depend on any other posting), and the rule the check verifies is local.
+The reference length is the tenant's average document length when the tier is made, the one searches
+divide by, so the cut orders a list nearly as searches weigh it.
+
 What stays below the cut is bounded by its non-dominated (term frequency, least length) pairs, the
 `frontier`: BM25 weighs a posting more the more often the term occurs and the shorter the document is,
 for any `k1 >= 0` and `b` in [0, 1], so the best pair gives every posting below the cut an upper bound
@@ -268,13 +271,21 @@ async def _create(session: Session, tenant_id: int, term_ids: Sequence[int], siz
         await _create_batch(session, tenant_id, batch)
 
 
+async def _average_length(session: Session, tenant_id: int) -> float:
+    """The tenant's average document length as its merged counters give it (0.0 before any merge): what a
+    search divides lengths by, so a cut made with it orders a list as searches weigh it."""
+    row = await session.one('SELECT document_count, total_length FROM tenants WHERE tenant_id = $1', tenant_id)
+    return float(row[1]) / float(row[0]) if row is not None and row[0] else 0.0
+
+
 async def _create_batch(session: Session, tenant_id: int, term_ids: Sequence[int]) -> None:
     lists = await read_blocks(session, tenant_id, term_ids, BLOCKS, with_pending=False)
+    average = await _average_length(session, tenant_id)
     rows: list[tuple[Any, ...]] = []
     tiers: list[tuple[int, PostingColumns]] = []
     for term_id in sorted(lists):
         doc_ids, frequencies, lengths = lists[term_id]
-        reference = float(lengths.mean()) or 1.0
+        reference = average or float(lengths.mean()) or 1.0
         weights = reference_weights(frequencies, lengths, reference)
         cut = cut_of(weights)
         keep = weights >= cut
