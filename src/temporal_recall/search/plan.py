@@ -9,7 +9,7 @@ awaits the store and records metrics: activity-side code imports it, workflows n
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from pydantic_ai.embeddings import Embedder
@@ -33,7 +33,7 @@ from temporal_recall.search._bm25 import BM25Parameters, ScoredDocument
 from temporal_recall.search._bm25_arrays import rank_columns
 from temporal_recall.search._meaning import search_by_meaning
 from temporal_recall.search._options import SearchOptions
-from temporal_recall.search._paging import fill_page
+from temporal_recall.search._paging import Ranking, fill_page
 from temporal_recall.search._pruned import TierPruning
 from temporal_recall.search._query import Query, parse_query
 from temporal_recall.store.protocol import (
@@ -220,14 +220,7 @@ async def _search_with(
         ranked = rank_columns(stats, found.columns, frequencies, query.terms, options.parameters, fetch)
         return ranked, len(ranked) < fetch or fetch >= matched
 
-    ranked, rows = await fill_page(reader, target, lexical_page, options, exclude_run_id=request.exclude_run_id)
-    hits = build_hits(ranked, rows, query.terms, context_lines=options.context_lines)
-    return SearchResult(
-        query=request.query,
-        hits=hits,
-        searched_documents=stats.document_count,
-        truncated_query=query.truncated,
-    )
+    return await _lexical_result(reader, request, query, options, target, lexical_page, lambda: stats)
 
 
 def _spans_tenant(target: SearchTarget) -> bool:
@@ -256,12 +249,26 @@ async def _search_tiers(
         ranked = pruning.rank(read)
         return ranked, len(ranked) < fetch or fetch >= sum(read.frequencies.values())
 
-    ranked, rows = await fill_page(reader, target, lexical_page, options, exclude_run_id=request.exclude_run_id)
+    return await _lexical_result(reader, request, query, options, target, lexical_page, lambda: searched)
+
+
+async def _lexical_result(
+    reader: IndexReader,
+    request: SearchRequest,
+    query: Query,
+    options: SearchOptions,
+    target: SearchTarget,
+    ranking: Ranking,
+    searched: Callable[[], IndexStats],
+) -> SearchResult:
+    """A BM25 search's result: the page of `ranking` (`fill_page`) as hits, with the counters `searched`
+    gives once the page is filled (a pruned ranking reads them with each widening)."""
+    ranked, rows = await fill_page(reader, target, ranking, options, exclude_run_id=request.exclude_run_id)
     hits = build_hits(ranked, rows, query.terms, context_lines=options.context_lines)
     return SearchResult(
         query=request.query,
         hits=hits,
-        searched_documents=searched.document_count,
+        searched_documents=searched().document_count,
         truncated_query=query.truncated,
     )
 
