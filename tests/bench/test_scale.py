@@ -124,9 +124,29 @@ async def test_a_tiny_run_prints_the_issue_table_and_its_thresholds(
     assert f'| | {" | ".join(labels)} |' in text
     assert ('tantivy row skipped' in text) == (tantivy_missing() is not None)
     verdicts = [line for line in text.splitlines() if line.startswith(('PASS', 'FAIL'))]
-    # fill vs FTS5, fall, bytes, scope-wide p95, two per class, one conversation
-    assert len(verdicts) == 3 + 1 + 2 * len(QUERY_CLASSES) + 1
+    # fill vs FTS5, fall, bytes, scope-wide p95, two per class, one conversation; with tantivy, issue 51's
+    # p50 and p95 per class for SQLite
+    against_tantivy = 2 * len(QUERY_CLASSES) if tantivy_missing() is None else 0
+    assert len(verdicts) == 3 + 1 + 2 * len(QUERY_CLASSES) + 1 + against_tantivy
+    assert sum('× tantivy' in line for line in verdicts) == against_tantivy
     assert 'peak RSS' in text
+
+
+async def test_every_posting_is_timed_beside_the_pruned_search_with_the_same_hits(tmp_path: Path) -> None:
+    """`--every-posting`: ours also searched reading every posting, query by query, and the hits compared."""
+    options = _scale.Options(
+        messages=MESSAGES,
+        ours=['sqlite'],
+        directory=tmp_path,
+        queries_per_class=3,
+        fts5=False,
+        tantivy=False,
+        every_posting=True,
+    )
+    measured = await _scale.measure(options)
+    assert list(measured.scope) == ['ours, SQLite', 'ours, SQLite, every posting']
+    assert measured.pruned_queries == 3 * len(QUERY_CLASSES) and measured.pruned_disagreements == 0
+    assert 'differ between ours pruned and ours reading every posting: 0 of 9' in _scale_report.report(measured)
 
 
 async def test_a_tiny_semantic_run_reports_memory_latency_and_recall(
