@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from temporal_recall.search._bm25 import BM25Parameters, ScoredDocument, term_idf
 from temporal_recall.store.protocol import IndexStats, PostingColumns
 
-__all__ = ('DENSE_MOST', 'DENSE_SPREAD', 'array_weights', 'at_least_kth', 'best_scores', 'rank_columns')
+__all__ = ('DENSE_MOST', 'DENSE_SPREAD', 'array_weights', 'at_least_kth', 'best_scores', 'rank_columns', 'union_of')
 
 Weighted = Sequence[tuple[NDArray[np.int64], NDArray[np.float64]]]
 """Each term's `(doc_ids, weights)`, ids ascending, in query order."""
@@ -103,11 +103,7 @@ def best_scores(weighted: Weighted, limit: int) -> tuple[NDArray[np.int64], NDAr
     low = min(int(docs[0]) for docs, _ in weighted)
     span = max(int(docs[-1]) for docs, _ in weighted) - low + 1
     if span > min(DENSE_SPREAD * sum(len(docs) for docs, _ in weighted), DENSE_MOST):
-        # The union of sorted lists: a stable sort merges their runs in about linear time, where
-        # `np.unique` hashes every id (a hundred times slower at a million ids on numpy 2).
-        doc_ids = np.concatenate([docs for docs, _ in weighted])
-        doc_ids.sort(kind='stable')
-        doc_ids = doc_ids[np.concatenate(([True], doc_ids[1:] != doc_ids[:-1]))]
+        doc_ids = union_of([docs for docs, _ in weighted])
         scores = np.zeros(len(doc_ids))
         for docs, weights in weighted:
             at = np.searchsorted(doc_ids, docs)
@@ -123,6 +119,14 @@ def best_scores(weighted: Weighted, limit: int) -> tuple[NDArray[np.int64], NDAr
     floor = np.partition(sample, len(sample) - limit)[len(sample) - limit] if len(sample) > limit else 0.0
     held = np.flatnonzero(dense >= floor) if floor > 0 else np.flatnonzero(dense)
     return at_least_kth(held + low, dense[held], limit)
+
+
+def union_of(lists: Sequence[NDArray[np.int64]]) -> NDArray[np.int64]:
+    """The sorted union of ascending id lists: a stable sort merges their runs in about linear time, where
+    `np.unique` hashes every id (a hundred times slower at a million ids on numpy 2)."""
+    doc_ids = np.concatenate(lists)
+    doc_ids.sort(kind='stable')
+    return doc_ids[np.concatenate(([True], doc_ids[1:] != doc_ids[:-1]))] if len(doc_ids) else doc_ids
 
 
 def at_least_kth(

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from temporal_recall.search._bm25 import BM25Parameters, ScoredDocument, term_idf
 from temporal_recall.search._bm25_arrays import array_weights, rank_columns
+from temporal_recall.search._bm25_arrays import union_of as _union
 from temporal_recall.store.protocol import PostingColumns, TieredPostings
 
 __all__ = ('LOOKUP_ROUND', 'MOST_LOOKUPS', 'MOST_WHOLE', 'SAFETY', 'TierPruning')
@@ -63,7 +64,6 @@ class _Bounds:
     unread: dict[str, NDArray[np.bool_]]
     """Per tiered term, the documents whose posting of it (if any) is neither in its tier nor looked up."""
     rests: dict[str, float]
-    idf: dict[str, float]
 
     def missing(self) -> NDArray[np.float64]:
         """What each document's score may still lack: the bounds of the terms it was not read under."""
@@ -142,7 +142,7 @@ class TierPruning:
                     unknown[np.searchsorted(candidates, asked)] = False  # Looked up and not found: absent.
                 unread[term.name] = unknown
         rests = {term.name: term.rest for term in terms if term.rest}
-        return _Bounds(candidates, lower, unread, rests, {})
+        return _Bounds(candidates, lower, unread, rests)
 
     def _follow(self, read: TieredPostings, bounds: _Bounds) -> None:
         """Add the last round's lookups: each asked document is now read under its term, found or not."""
@@ -246,11 +246,3 @@ def _merged(known: PostingColumns | None, looked_up: PostingColumns | None) -> P
         np.concatenate((known.term_frequencies, looked_up.term_frequencies))[once],
         np.concatenate((known.lengths, looked_up.lengths))[once],
     )
-
-
-def _union(lists: Sequence[NDArray[np.int64]]) -> NDArray[np.int64]:
-    """The sorted union of ascending id lists: a stable sort merges their runs in about linear time, where
-    `np.unique` hashes every id."""
-    doc_ids = np.concatenate(lists)
-    doc_ids.sort(kind='stable')
-    return doc_ids[np.concatenate(([True], doc_ids[1:] != doc_ids[:-1]))] if len(doc_ids) else doc_ids

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from ..postings._blocks import BLOCK, BLOCKS, TIERS, read_blocks, read_lookups, read_overlapping
+from ..postings._blocks import BLOCK, BLOCKS, NO_POSTINGS, TIERS, read_blocks, read_lookups, read_overlapping
 from ..postings._tiers import tier_states
 from ..protocol import (
     DocumentRow,
@@ -323,7 +323,7 @@ async def tiered_postings(
             lists = await read_blocks(session, tenant_id, whole, BLOCKS)
             known = {**known, **{names[term_id]: columns for term_id, columns in lists.items()}}
             for term_id in whole:
-                known.setdefault(names[term_id], _NONE)
+                known.setdefault(names[term_id], NO_POSTINGS)
             kept = {term: frontier for term, frontier in kept.items() if ids[term] not in whole}
         ranges = [
             (ids[term], *span) for term, doc_ids in asked.items() if doc_ids is not None for span in _spans(doc_ids)
@@ -342,10 +342,6 @@ async def tiered_postings(
         known = {**read.known, **{names[term_id]: columns for term_id, columns in whole.items()}}
         return TieredPostings(stats=stats, known=known, frequencies=frequencies, frontiers={})
     return read
-
-
-_NONE = PostingColumns(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint32), np.empty(0, dtype=np.uint32))
-"""The postings of a term whose list turned out empty when read whole."""
 
 
 def _joined(first: PostingColumns, second: PostingColumns) -> PostingColumns:

@@ -8,15 +8,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..postings._blocks import BLOCKS, TIERS, read_blocks
+from ..postings._blocks import BLOCKS, NO_POSTINGS, TIERS, read_blocks
 from ..postings._tiers import frontier_of, reference_weights, tier_states
-from ..protocol import PostingColumns
 from ..sql._session import Session
 from ._report import CheckReport
 
 __all__ = ('check_tiers',)
-
-_EMPTY = PostingColumns(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint32), np.empty(0, dtype=np.uint32))
 
 
 async def check_tiers(session: Session, report: CheckReport) -> None:
@@ -35,7 +32,8 @@ async def check_tiers(session: Session, report: CheckReport) -> None:
             state = states[term_id]
             where = f'tier (tenant {tenant_id}, term {term_id})'
             whole = (await read_blocks(session, tenant_id, [term_id], BLOCKS, with_pending=False)).get(term_id)
-            tier = (await read_blocks(session, tenant_id, [term_id], TIERS, with_pending=False)).get(term_id, _EMPTY)
+            tiers = await read_blocks(session, tenant_id, [term_id], TIERS, with_pending=False)
+            tier = tiers.get(term_id, NO_POSTINGS)
             if whole is None:
                 if len(tier.doc_ids):
                     report.add('index', where, f'holds {len(tier.doc_ids)} postings of a term with none')

@@ -22,6 +22,7 @@ from ..sql._session import Dialect, Row, Session
 __all__ = (
     'BLOCK',
     'BLOCKS',
+    'NO_POSTINGS',
     'TIERS',
     'WORDS',
     'BlockTable',
@@ -45,6 +46,10 @@ BlockTable = Literal['posting_blocks', 'posting_tiers']
 """A table of blocks: every term's postings, or the top tiers of long lists (`postings._tiers`), laid out alike."""
 BLOCKS: BlockTable = 'posting_blocks'
 TIERS: BlockTable = 'posting_tiers'
+
+
+NO_POSTINGS = PostingColumns(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint32), np.empty(0, dtype=np.uint32))
+"""A term's postings when it has none."""
 
 
 def checked_table(table: BlockTable) -> BlockTable:

@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 from ..protocol import PostingColumns
 from ..sql._bulk import CHUNK, insert_rows, run_batch
 from ..sql._session import Session
-from ._blocks import BLOCKS, TIERS, read_blocks
+from ._blocks import BLOCKS, NO_POSTINGS, TIERS, read_blocks
 from ._writes import NewPostings, append_to_blocks
 from ._writes import remove_postings as remove_from_blocks
 
@@ -338,7 +338,7 @@ async def _cut_again(session: Session, tenant_id: int, states: Sequence[TierStat
     kept_tiers: list[tuple[int, PostingColumns]] = []
     for term_id in sorted(by_term):
         state = by_term[term_id]
-        doc_ids, frequencies, lengths = tiers.get(term_id, _EMPTY)
+        doc_ids, frequencies, lengths = tiers.get(term_id, NO_POSTINGS)
         weights = reference_weights(frequencies, lengths, state.reference_length)
         cut = max(cut_of(weights), state.cut)
         keep = weights >= cut
@@ -355,9 +355,6 @@ async def _cut_again(session: Session, tenant_id: int, states: Sequence[TierStat
     )
     await _write_tiers(session, tenant_id, kept_tiers)
     await _update_states(session, updates)
-
-
-_EMPTY = PostingColumns(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint32), np.empty(0, dtype=np.uint32))
 
 
 async def follow_removed(session: Session, doomed: Sequence[tuple[int, int, int]]) -> None:
