@@ -65,6 +65,21 @@ async def test_tiers_follow_merges_and_deletes_and_check_clean(recall_store: Any
     assert await _findings(recall_store) == []
 
 
+async def test_a_reindex_cuts_each_long_list_once_at_its_end(recall_store: AnyStore):
+    await _fill(recall_store, range(120))
+    long_lists = f'SELECT term_id FROM term_documents WHERE document_count >= {_tiers.LONG} ORDER BY term_id'
+    tiered = 'SELECT term_id FROM term_tiers ORDER BY term_id'
+    before = await rows_of(recall_store, tiered)
+    assert before == await rows_of(recall_store, long_lists)
+    await recall_store.reindex()
+    assert await rows_of(recall_store, tiered) == before
+    # Each tier was cut once, from its whole list, with the tenant's final average length.
+    [(average,)] = await rows_of(recall_store, 'SELECT 1.0 * total_length / document_count FROM tenants')
+    states = await rows_of(recall_store, 'SELECT tier_postings, cut_postings, reference_length FROM term_tiers')
+    assert all(held == kept and length == pytest.approx(float(average)) for held, kept, length in states), states
+    assert await _findings(recall_store) == []
+
+
 async def test_check_finds_a_tier_that_lost_a_posting_or_a_bound(recall_store: AnyStore):
     await _fill(recall_store, range(120))
     [(term_id, first_doc)] = await rows_of(

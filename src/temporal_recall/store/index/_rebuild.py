@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from temporal_recall.text._analyzer import ANALYZER
 
+from ..postings._tiers import create_tiers
 from ..sql._session import Dialect, Row, Session
 from ._bulk import Event, Rebuilding, index_events
 from ._superseded import SUPERSEDING, follow_supersessions_of
@@ -188,6 +189,7 @@ async def _replay(session: Session, tenant_id: int | None, progress: Progress | 
             progress(done, total)
         after = tuple(int(value) for value in page[-1][:4])
     await session.run('DROP TABLE temp_rebuild_events')
+    await create_tiers(session, tenant_id)  # The batches left them (`add_to_blocks`).
     return total
 
 

@@ -43,6 +43,7 @@ __all__ = (
     'REGROW',
     'TIER',
     'TierState',
+    'create_tiers',
     'cut_of',
     'follow_added',
     'follow_removed',
@@ -255,6 +256,24 @@ async def _update_states(session: Session, updates: Sequence[tuple[Any, ...]]) -
 
 _CREATE_READ = 4_000_000
 """About the most postings `_create` reads at once (a million-message tenant's commonest word holds a million)."""
+
+
+async def create_tiers(session: Session, tenant_id: int | None = None) -> int:
+    """Give every list of at least `LONG` postings that has no tier one (of `tenant_id`, or of every tenant),
+    cut from its whole list; returns how many were made. A rebuild's last step: it writes the blocks
+    without following the tiers, and cuts each long list once, with the tenant's final average length."""
+    one = '' if tenant_id is None else 'd.tenant_id = $2 AND '
+    rows = await session.rows(
+        'SELECT d.tenant_id, d.term_id, d.document_count FROM term_documents d '  # noqa: S608 (constant fragments)
+        f'WHERE {one}d.document_count >= $1 AND NOT EXISTS '
+        '(SELECT 1 FROM term_tiers t WHERE t.tenant_id = d.tenant_id AND t.term_id = d.term_id) '
+        'ORDER BY d.tenant_id, d.term_id',
+        *((LONG,) if tenant_id is None else (LONG, tenant_id)),
+    )
+    for tenant, group in groupby(rows, key=lambda row: int(row[0])):
+        terms = list(group)
+        await _create(session, tenant, [int(row[1]) for row in terms], [int(row[2]) for row in terms])
+    return len(rows)
 
 
 async def _create(session: Session, tenant_id: int, term_ids: Sequence[int], sizes: Sequence[int]) -> None:
