@@ -25,6 +25,12 @@ process, which holds ours on SQLite (its connection thread), FTS5, tantivy's wri
 and the generator together; a PostgreSQL server's memory is its own and not counted. The RSS column
 of the fill table is `/proc/self/statm` at the end of each tenth: flat when every engine's memory is
 bounded. Run with `--engines ours` to see ours alone.
+
+Each search's own memory is measured after the timed queries, one search at a time (`search_memory`):
+Linux's peak resident memory (`VmHWM`) is reset (`/proc/self/clear_refs`), the search runs the first
+`MEMORY_QUERIES` queries of each class, and the new peak is read, beside the resident memory before.
+The difference is what that search took at most above what the process already held (its caches
+included); the engines share one process, so only that difference is the search's own.
 """
 
 from __future__ import annotations
@@ -98,6 +104,8 @@ class Measurement:
     pruned_disagreements: int = 0
     """Queries whose pruned hits (ours) differ from those of the same store reading every posting."""
     pruned_queries: int = 0
+    search_rss: dict[str, tuple[int, int]] = field(default_factory=dict[str, tuple[int, int]])
+    """Per search label, this process's resident bytes before its memory pass and its peak during it."""
     skipped: list[str] = field(default_factory=list[str])
 
 
@@ -108,6 +116,32 @@ def resident_bytes() -> int | None:
     except (OSError, IndexError, ValueError):
         return None
     return pages * resource.getpagesize()
+
+
+MEMORY_QUERIES = 20
+"""The queries of each class a search's memory pass runs (`search_memory`)."""
+
+
+def reset_peak() -> bool:
+    """Reset this process's peak resident memory (`VmHWM`) to its present size: False where Linux's
+    `/proc/self/clear_refs` is missing or refuses."""
+    try:
+        Path('/proc/self/clear_refs').write_text('5')
+    except OSError:
+        return False
+    return True
+
+
+def peak_bytes() -> int | None:
+    """This process's peak resident memory since its last `reset_peak` (`VmHWM`), or None elsewhere."""
+    try:
+        status = Path('/proc/self/status').read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith('VmHWM:'):
+            return int(line.split()[1]) * 1024
+    return None
 
 
 def rate_text(value: float | None) -> str:
@@ -178,14 +212,30 @@ async def time_queries(
         if kind == 'rare id':
             measured.rare_id_queries += 1
             measured.rare_id_disagreements += any(answer != answers[0] for answer in answers)
-    if not ours:
-        return
-    for number, (_kind, terms) in enumerate(queries(corpus, ids.long or ids.ids, per_class, corpus.seed + 1)):
-        shift = number % len(ours)
-        for engine in ours[shift:] + ours[:shift]:
-            started = time.perf_counter()
-            await engine.search_conversation(terms, LONG_CONVERSATION)
-            measured.conversation.setdefault(engine.name, []).append(time.perf_counter() - started)
+    if ours:
+        for number, (_kind, terms) in enumerate(queries(corpus, ids.long or ids.ids, per_class, corpus.seed + 1)):
+            shift = number % len(ours)
+            for engine in ours[shift:] + ours[:shift]:
+                started = time.perf_counter()
+                await engine.search_conversation(terms, LONG_CONVERSATION)
+                measured.conversation.setdefault(engine.name, []).append(time.perf_counter() - started)
+    await search_memory(searches, measured, queries(corpus, ids.ids, min(per_class, MEMORY_QUERIES), corpus.seed))
+
+
+async def search_memory(
+    searches: list[tuple[str, Search]], measured: Measurement, asked: list[tuple[str, list[str]]]
+) -> None:
+    """Each search's peak resident memory over `asked`, one search at a time, beside the memory before it
+    (see the module notes); nothing where this system cannot reset the peak."""
+    for label, run in searches:
+        before = resident_bytes()
+        if before is None or not reset_peak():
+            return
+        for _kind, terms in asked:
+            await run(terms)
+        peak = peak_bytes()
+        if peak is not None:
+            measured.search_rss[label] = (before, max(peak, before))
 
 
 @dataclass

@@ -89,12 +89,25 @@ def latency_lines(measured: Measurement) -> list[str]:
         f'rare-id queries whose hit sets differ between engines: {measured.rare_id_disagreements} '
         f'of {measured.rare_id_queries} (an id is in at most a few messages, so every engine should return all of them)'
     )
+    if measured.search_rss:
+        lines.append(
+            'Peak RSS while searching, MB above the RSS before (before): each search alone, after the timed queries'
+        )
+        lines.extend(f'{label:<18}| {search_rss_text(measured, label)}' for label in measured.search_rss)
     if measured.pruned_queries:
         lines.append(
             f'queries whose ranked hits differ between ours pruned and ours reading every posting: '
             f'{measured.pruned_disagreements} of {measured.pruned_queries} (the pruning is exact: 0)'
         )
     return lines
+
+
+def search_rss_text(measured: Measurement, label: str) -> str:
+    """`+peak above before (before)` in MB, or `–` where the peak was not measured."""
+    if label not in measured.search_rss:
+        return '–'
+    before, peak = measured.search_rss[label]
+    return f'+{(peak - before) / 2**20:,.0f} ({before / 2**20:,.0f})'
 
 
 def issue_table(measured: Measurement) -> list[str]:
@@ -133,6 +146,12 @@ def issue_table(measured: Measurement) -> list[str]:
                 else '–'
                 for label in labels
             ],
+        )
+    )
+    rows.append(
+        (
+            'peak RSS while searching, MB above the RSS before (before)',
+            [search_rss_text(measured, label) for label in labels],
         )
     )
     lines = ['| | ' + ' | '.join(labels) + ' |', '|---' * (len(labels) + 1) + '|']

@@ -130,6 +130,12 @@ async def test_a_tiny_run_prints_the_issue_table_and_its_thresholds(
     assert len(verdicts) == 3 + 1 + 2 * len(QUERY_CLASSES) + 1 + against_tantivy
     assert sum('× tantivy' in line for line in verdicts) == against_tantivy
     assert 'peak RSS' in text
+    # Each search's memory, alone: where Linux lets the peak be reset, a row beside every latency.
+    if _scale.reset_peak():
+        assert list(measured.search_rss) == labels
+        assert all(peak >= before > 0 for before, peak in measured.search_rss.values())
+        row = next(line for line in text.splitlines() if line.startswith('| peak RSS while searching'))
+        assert row.count('| +') == len(labels), row
 
 
 async def test_every_posting_is_timed_beside_the_pruned_search_with_the_same_hits(tmp_path: Path) -> None:
