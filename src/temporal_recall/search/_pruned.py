@@ -176,9 +176,15 @@ class TierPruning:
         floor = threshold * (1 - SAFETY)
         missing = bounds.missing()
         upper = lower + missing
+        outside = sum(bounds.rests.values())
+        if outside >= float(np.partition(upper, len(upper) - self.limit)[len(upper) - self.limit]):
+            # No lookup can prove the page: the page's last score is at most the larger of the `limit`-th best
+            # upper bound and `outside` (what a document outside every tier may score), so the threshold
+            # never rises past `outside`. Deciding now spares the rounds of lookups.
+            return self._read_whole(max(bounds.rests, key=bounds.rests.__getitem__))
         doubtful = (missing > 0) & (upper >= floor)
         if not doubtful.any():
-            if sum(bounds.rests.values()) < floor:
+            if outside < floor:
                 self._page = candidates[(missing == 0) & (lower >= floor)]
                 self._asked = {}
                 return {}

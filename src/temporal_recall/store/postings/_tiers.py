@@ -52,9 +52,10 @@ __all__ = (
     'tier_states',
 )
 
-TIER = 16_384
-"""The postings a cut keeps in a tier (more when the weight at the cut is shared): measured at a million
-messages, tiers this deep prove the page of nearly every query of common words (docs/design/store.md)."""
+TIER = 32_768
+"""The postings a cut keeps in a tier (more when the weight at the cut is shared). Chosen by measurement
+at a million messages against half and twice as deep (docs/design/store.md, "Top tiers"): shallower
+tiers leave most three-word queries unproven, deeper ones cost every proven query more to read."""
 
 LONG = 4 * TIER
 """A list this long or longer gets a tier at the next write that adds to it; shorter lists are read whole."""
