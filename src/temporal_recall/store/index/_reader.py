@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from ..postings import _tiers
 from ..postings._blocks import BLOCK, BLOCKS, NO_POSTINGS, TIERS, read_blocks, read_lookups, read_overlapping
 from ..postings._tiers import tier_states
 from ..protocol import (
@@ -295,7 +296,10 @@ async def tiered_postings(
     tenant_id = resolved.tenant_id
     names = {term_id: term for term, term_id, _ in term_rows}
     frequencies = {term: count for term, _, count in term_rows}
-    tiers = await tier_states(session, tenant_id, list(names))
+    # Lists that together hold fewer postings than one list a tier is made for are read whole, without
+    # asking for tiers: a round trip saved where the pruning could not pay (a rare id, say).
+    short = sum(frequencies.values()) < _tiers.LONG
+    tiers = {} if short else await tier_states(session, tenant_id, list(names))
     listed = sum(count for _, term_id, count in term_rows if term_id in tiers)
     if listed < PRUNING_PAYS * sum(state.tier_postings for state in tiers.values()):
         tiers = {}  # Lists hardly longer than their tiers: reading them whole costs less than bounding them.
