@@ -88,8 +88,9 @@ class TierPruning:
     _read_under: dict[str, NDArray[np.int64]] = field(default_factory=dict[str, 'NDArray[np.int64]'], init=False)
     """Every document looked up under each term, found or not."""
     _whole: bool = field(default=False, init=False)
-    _wholes: int = field(default=0, init=False)
     """The last round read a whole list."""
+    _wholes: int = field(default=0, init=False)
+    """The lists read whole so far (at most `MOST_WHOLE`)."""
     _page: NDArray[np.int64] | None = field(default=None, init=False)
     """The documents the page is ranked among: every one whose score can reach it, each fully read."""
 

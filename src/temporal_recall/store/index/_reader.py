@@ -14,7 +14,6 @@ from numpy.typing import NDArray
 
 from ..postings import _tiers
 from ..postings._blocks import BLOCK, BLOCKS, NO_POSTINGS, TIERS, read_blocks, read_lookups, read_overlapping
-from ..postings._tiers import tier_states
 from ..protocol import (
     DocumentRow,
     IndexStats,
@@ -299,7 +298,7 @@ async def tiered_postings(
     # Lists that together hold fewer postings than one list a tier is made for are read whole, without
     # asking for tiers: a round trip saved where the pruning could not pay (a rare id, say).
     short = sum(frequencies.values()) < _tiers.LONG
-    tiers = {} if short else await tier_states(session, tenant_id, list(names))
+    tiers = {} if short else await _tiers.tier_states(session, tenant_id, list(names))
     listed = sum(count for _, term_id, count in term_rows if term_id in tiers)
     if listed < PRUNING_PAYS * sum(state.tier_postings for state in tiers.values()):
         tiers = {}  # Lists hardly longer than their tiers: reading them whole costs less than bounding them.
@@ -308,7 +307,7 @@ async def tiered_postings(
     # The frontiers after the tiers: a merge committing between the reads moves a pending posting (read)
     # below a cut and into a frontier read after it, so none is missed by both. Where one read sees no
     # snapshot (PostgreSQL), a tier gone meanwhile (a rebuild) has its list read whole instead.
-    now = await tier_states(session, tenant_id, list(tiers)) if tiers else {}
+    now = await _tiers.tier_states(session, tenant_id, list(tiers)) if tiers else {}
     if gone := [term_id for term_id in tiers if term_id not in now]:
         known.update(await read_blocks(session, tenant_id, gone, BLOCKS))
     frontiers = {term_id: state.frontier for term_id, state in now.items()}
