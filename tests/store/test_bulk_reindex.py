@@ -4,16 +4,20 @@ resumes where a stopped run left off, and lets other tenants' writers go on (on 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+import sqlite3
 from collections.abc import Sequence
+from contextlib import closing
 from typing import Any
 
+import pydantic
 import pytest
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search.plan import search_index
 from temporal_recall.store import PostgresConversationStore
-from temporal_recall.store.index import _bulk, _rebuild
+from temporal_recall.store.index import _ahead, _bulk, _rebuild
 from temporal_recall.store.index._terms import FIRST_ALLOCATED, decode_term_ids
 from temporal_recall.store.postings import _blocks
 
@@ -123,11 +127,17 @@ async def searches(store: AnyStore) -> list[Any]:
     return answers
 
 
-@pytest.mark.parametrize('batch', [_rebuild.BATCH, 3], ids=['one-batch', 'batches-of-3'])
+@pytest.mark.parametrize(
+    ('batch', 'ahead'),
+    [(_rebuild.BATCH, False), (3, False), (3, True)],
+    ids=['one-batch', 'batches-of-3', 'batches-of-3-analysed-ahead'],
+)
 async def test_reindex_leaves_every_index_table_as_the_writes_built_it(
-    recall_store: AnyStore, batch: int, monkeypatch: pytest.MonkeyPatch
+    recall_store: AnyStore, batch: int, ahead: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_rebuild, 'BATCH', batch)
+    monkeypatch.setattr(_ahead, 'PARALLEL_FROM', 0 if ahead else 10**9)
+    sent = _count_calls(monkeypatch, _ahead._Analyst, 'send')  # pyright: ignore[reportPrivateUsage]
     await _fill(recall_store)
     tables, hits = await index_tables(recall_store), await searches(recall_store)
     assert tables['postings'] and tables['memberships']
@@ -135,6 +145,65 @@ async def test_reindex_leaves_every_index_table_as_the_writes_built_it(
     assert await index_tables(recall_store) == tables
     assert await searches(recall_store) == hits
     assert (await recall_store.check()).clean
+    assert (sent.count > 0) == ahead  # The batches were analysed in the other process, or here.
+
+
+class _Calls:
+    count = 0
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> _Calls:
+    calls, wrapped = _Calls(), getattr(module, name)
+
+    def counted(*args: Any) -> Any:
+        calls.count += 1
+        return wrapped(*args)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+async def test_a_failed_analysis_process_leaves_the_batches_to_the_rebuild(
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The analysis process exits at once (as a killed one would): the rebuild says so and analyses every
+    batch itself; the index is the one the writes built."""
+    monkeypatch.setattr(_rebuild, 'BATCH', 3)
+    monkeypatch.setattr(_ahead, 'PARALLEL_FROM', 0)
+    monkeypatch.setattr(_ahead, 'ANALYST', ('-c', 'pass'))
+    await _fill(recall_store)
+    tables, hits = await index_tables(recall_store), await searches(recall_store)
+    with caplog.at_level(logging.WARNING, logger='temporal_recall.store'):
+        await recall_store.reindex()
+    assert any('analysis process failed' in record.getMessage() for record in caplog.records)
+    assert await index_tables(recall_store) == tables
+    assert await searches(recall_store) == hits
+
+
+@pytest.mark.parametrize('ahead', [False, True], ids=['analysed-here', 'analysed-ahead'])
+async def test_a_message_that_does_not_parse_fails_the_rebuild_as_itself(
+    recall_store: AnyStore, ahead: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored message the adapter refuses fails the tenant's rebuild with the adapter's own error, however
+    the batch was analysed, and the tenant's old index stays whole."""
+    monkeypatch.setattr(_rebuild, 'BATCH', 3)
+    monkeypatch.setattr(_ahead, 'PARALLEL_FROM', 0 if ahead else 10**9)
+    await _fill(recall_store)
+    tables = await index_tables(recall_store)
+    await _write(recall_store, 'UPDATE entries SET message = replace(message, \'"parts"\', \'"partz"\')')
+    with pytest.raises(pydantic.ValidationError):
+        await recall_store.reindex()
+    assert await index_tables(recall_store) == tables
+
+
+async def _write(store: AnyStore, statement: str) -> None:
+    """Run `statement` on the store's database and commit it, as a hand at the database would."""
+    if isinstance(store, PostgresConversationStore):
+        await rows_of(store, statement)
+        return
+    with closing(sqlite3.connect(store.path)) as db:
+        db.execute(statement)
+        db.commit()
 
 
 async def test_a_stopped_reindex_resumes_after_the_last_tenant_it_finished(

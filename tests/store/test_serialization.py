@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 
-from temporal_recall.store.index._terms import decode_term_ids, encode_term_id_lists, encode_term_ids
+import numpy as np
+
+from temporal_recall.store.index._terms import decode_term_ids, encode_term_id_arrays, encode_term_ids
 
 
 def test_a_term_list_decodes_to_its_sorted_ids() -> None:
@@ -34,4 +36,6 @@ def test_many_term_lists_encode_at_once_as_each_does_alone() -> None:
             rng.sample(range(1, rng.choice([100, 20_000, 10**12, 2**62])), rng.randint(0, 30))
             for _ in range(rng.randint(0, 12))
         ]
-        assert encode_term_id_lists(documents) == [encode_term_ids(document) for document in documents]
+        ids = np.array([term_id for document in documents for term_id in document], dtype=np.int64)
+        sizes = np.array([len(document) for document in documents], dtype=np.int64)
+        assert encode_term_id_arrays(ids, sizes) == [encode_term_ids(document) for document in documents]

@@ -17,8 +17,8 @@ its first event there and counts every event of the conversation holding it (`oc
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,9 +31,9 @@ from ..postings._writes import KnownTails, NewPostings
 from ..sql._bulk import CHUNK, allocate_keys, insert_returning, insert_rows, intern, run_batch, select_batch
 from ..sql._session import Session
 from ._documents import DOCUMENT_COLUMNS, MEMBER_COLUMNS, documents_of_contents
-from ._terms import IndexTerms, Member, document_id, encode_term_id_lists, index_documents
+from ._terms import Member, document_id, encode_term_id_arrays, index_documents
 
-__all__ = ('Event', 'Rebuilding', 'index_events')
+__all__ = ('Analysed', 'Event', 'Rebuilding', 'analyse_messages', 'index_events', 'stored_messages')
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,27 @@ class Event:
     conv_key: int
     tenant_id: int
     member: Member
+
+
+@dataclass(frozen=True)
+class Analysed:
+    """The documents (`index_documents`) of many stored messages, laid out as arrays over the batch's own
+    vocabulary: what `_create` reads, and what a rebuild's analysis process sends back (`index._ahead`).
+
+    Why arrays: a rebuild's batch holds millions of (document, term) pairs, and a Python step per pair
+    (looking up its term's id, encoding its document's term list, laying out its postings) dominated
+    the batch; over arrays each is one vector operation, and the layout pickles in a few milliseconds.
+    """
+
+    words: list[str]
+    """Every word of the batch once, in the order they first appear."""
+    documents: dict[int, list[tuple[str, int, int, int]]]
+    """Each entry's documents, in `index_documents` order: `(role, length, start, end)`, `start:end`
+    being the document's span of `terms` and `counts`."""
+    terms: NDArray[np.int64]
+    """The documents' words (indexes into `words`), each document's in its `frequencies` order."""
+    counts: NDArray[np.int64]
+    """The frequency of each of `terms` in its document."""
 
 
 _Document = tuple[int, int, str]
@@ -61,11 +82,13 @@ class _New:
     doc_id: int
     tenant_id: int
     content: bytes
-    terms: IndexTerms
-    ids: list[int] = field(default_factory=list[int])
-    """The term ids of `terms.frequencies`, in its order."""
+    length: int
+    role: str
+    start: int
+    end: int
+    """`start:end`: its span of the batch's `Analysed.terms`."""
     term_ids: bytes = b''
-    """`ids` as stored (`encode_term_ids`)."""
+    """Its term ids as stored (`encode_term_ids`)."""
 
 
 class Rebuilding:
@@ -107,11 +130,30 @@ def _prefixes(contents: Sequence[bytes]) -> NDArray[np.uint64]:
     return np.frombuffer(b''.join(content[:8].ljust(8, b'\0') for content in contents), dtype=np.uint64)
 
 
-async def index_events(session: Session, events: Sequence[Event], known: Rebuilding | None = None) -> int:
+def analyse_messages(messages: Mapping[int, str]) -> Analysed:
+    """The documents of the stored `{entry_key: message}` (see `Analysed`)."""
+    vocabulary: dict[str, int] = {}
+    terms: list[int] = []
+    counts: list[int] = []
+    documents: dict[int, list[tuple[str, int, int, int]]] = {}
+    for key, message in messages.items():
+        spans = documents[key] = []
+        for each in index_documents(load_message(message)):
+            start = len(terms)
+            terms.extend([vocabulary.setdefault(word, len(vocabulary)) for word in each.frequencies])
+            counts.extend(each.frequencies.values())
+            spans.append((each.role, each.length, start, len(terms)))
+    return Analysed(list(vocabulary), documents, np.array(terms, dtype=np.int64), np.array(counts, dtype=np.int64))
+
+
+async def index_events(
+    session: Session, events: Sequence[Event], known: Rebuilding | None = None, analysed: Analysed | None = None
+) -> int:
     """Index `events`, in order, as `add_members` on each run of one conversation's consecutive events
     would (see the module notes); the caller keeps every other writer of their tenants out. Returns the
     number of events indexed (those the application's summary rule keeps out included). `known`: what a
-    rebuild knows of the tenants it emptied (`Rebuilding`)."""
+    rebuild knows of the tenants it emptied (`Rebuilding`); `analysed`: the documents of the entries
+    that may create some, analysed already (`index._ahead`); without it they are analysed here."""
     indexable = [event for event in events if not event.member.kept_out]
     if not indexable:
         return len(events)
@@ -130,7 +172,7 @@ async def index_events(session: Session, events: Sequence[Event], known: Rebuild
         key = (event.tenant_id, event.member.content_hash)
         if key not in stored:
             creators.setdefault(key, event.member)
-    created = await _create(session, creators, None if known is None else known.tails)
+    created = await _create(session, creators, None if known is None else known.tails, analysed)
     if known is not None:
         known.created(created)
     documents = {**stored, **created}
@@ -139,28 +181,35 @@ async def index_events(session: Session, events: Sequence[Event], known: Rebuild
 
 
 async def _create(
-    session: Session, creators: dict[_Content, Member], tails: KnownTails | None
+    session: Session, creators: dict[_Content, Member], tails: KnownTails | None, analysed: Analysed | None
 ) -> dict[_Content, list[_Document]]:
     """Create the documents of each `(tenant, content)` by its first event's entry, in event order, with
     their postings and counters; returns them (a content without searchable words has none)."""
     if not creators:
         return {}
-    messages = await _messages(session, [member.entry_key for member in creators.values()])
-    new: list[_New] = []
-    for (tenant_id, content), member in creators.items():
-        for index, terms in enumerate(index_documents(load_message(messages[member.entry_key]))):
-            new.append(_New(document_id(member.entry_key, index), tenant_id, content, terms))
+    keys = [member.entry_key for member in creators.values()]
+    if analysed is None or any(key not in analysed.documents for key in keys):
+        analysed = analyse_messages(await stored_messages(session, keys))
+    new = [
+        _New(document_id(member.entry_key, index), tenant_id, content, length, role, start, end)
+        for (tenant_id, content), member in creators.items()
+        for index, (role, length, start, end) in enumerate(analysed.documents[member.entry_key])
+    ]
     if not new:
         return {}
-    term_ids = await intern(session, 'terms', (word for each in new for word in each.terms.frequencies))
-    for each in new:
-        each.ids = [term_ids[word] for word in each.terms.frequencies]
-    for each, encoded in zip(new, encode_term_id_lists([each.ids for each in new]), strict=True):
+    words = analysed.terms[_spans(new)]
+    used = np.unique(words).tolist()
+    term_ids = await intern(session, 'terms', [analysed.words[word] for word in used])
+    ids_of_words = np.zeros(len(analysed.words), dtype=np.int64)
+    ids_of_words[used] = [term_ids[analysed.words[word]] for word in used]
+    ids = ids_of_words[analysed.terms]  # The term id of every pair of the batch (those of `new` are interned).
+    sizes = np.fromiter((each.end - each.start for each in new), dtype=np.int64, count=len(new))
+    for each, encoded in zip(new, encode_term_id_arrays(ids_of_words[words], sizes), strict=True):
         each.term_ids = encoded
     await _insert_documents(session, new)
     created: dict[_Content, list[_Document]] = {}
     for each in new:
-        created.setdefault((each.tenant_id, each.content), []).append((each.doc_id, each.terms.length, each.terms.role))
+        created.setdefault((each.tenant_id, each.content), []).append((each.doc_id, each.length, each.role))
     for documents in created.values():
         documents.sort()
     by_tenant: dict[int, list[_New]] = {}
@@ -168,25 +217,33 @@ async def _create(
         by_tenant.setdefault(each.tenant_id, []).append(each)
     for tenant_id in sorted(by_tenant):
         made = sorted(by_tenant[tenant_id], key=lambda each: each.doc_id)
-        await add_to_blocks(
-            session, tenant_id, _postings(made), (len(made), sum(each.terms.length for each in made)), tails
-        )
+        postings = _postings(made, ids, analysed.counts)
+        await add_to_blocks(session, tenant_id, postings, (len(made), sum(each.length for each in made)), tails)
     return created
 
 
-def _postings(made: Sequence[_New]) -> NewPostings:
-    """The postings of `made` (in document order) as arrays, each document's terms in a row."""
-    sizes = np.fromiter((len(each.ids) for each in made), dtype=np.int64, count=len(made))
-    count = int(sizes.sum())
+def _spans(documents: Sequence[_New]) -> NDArray[np.int64]:
+    """The positions in `Analysed.terms` of `documents`' terms, document after document."""
+    starts = np.fromiter((each.start for each in documents), dtype=np.int64, count=len(documents))
+    sizes = np.fromiter((each.end - each.start for each in documents), dtype=np.int64, count=len(documents))
+    before = np.cumsum(sizes) - sizes  # Where each document's terms start in the result.
+    return np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(starts - before, sizes)
+
+
+def _postings(made: Sequence[_New], ids: NDArray[np.int64], counts: NDArray[np.int64]) -> NewPostings:
+    """The postings of `made` (in document order) as arrays, each document's terms in a row; `ids` and
+    `counts` are the term id and frequency of every pair of the batch."""
+    where = _spans(made)
+    sizes = np.fromiter((each.end - each.start for each in made), dtype=np.int64, count=len(made))
     return NewPostings(
-        np.fromiter((term_id for each in made for term_id in each.ids), dtype=np.int64, count=count),
+        ids[where],
         np.repeat(np.fromiter((each.doc_id for each in made), dtype=np.int64, count=len(made)), sizes),
-        np.fromiter((n for each in made for n in each.terms.frequencies.values()), dtype=np.int64, count=count),
-        np.repeat(np.fromiter((each.terms.length for each in made), dtype=np.int64, count=len(made)), sizes),
+        counts[where],
+        np.repeat(np.fromiter((each.length for each in made), dtype=np.int64, count=len(made)), sizes),
     )
 
 
-async def _messages(session: Session, entry_keys: Sequence[int]) -> dict[int, str]:
+async def stored_messages(session: Session, entry_keys: Sequence[int]) -> dict[int, str]:
     """The stored messages of `entry_keys`."""
     dialect = session.dialect
     stored: dict[int, str] = {}
@@ -225,7 +282,7 @@ async def _insert_documents(session: Session, new: list[_New]) -> None:
 
 
 def _document_row(each: _New) -> tuple[Any, ...]:
-    return (each.doc_id, each.tenant_id, each.content, each.terms.length, each.term_ids, each.terms.role)
+    return (each.doc_id, each.tenant_id, each.content, each.length, each.term_ids, each.role)
 
 
 async def _join(

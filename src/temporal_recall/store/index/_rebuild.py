@@ -11,11 +11,13 @@ rebuilt while the others' writers go on; the shared vocabulary (`terms`) is only
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from temporal_recall.text._analyzer import ANALYZER
 
 from ..postings._tiers import create_tiers
 from ..sql._session import Dialect, Row, Session
+from ._ahead import Analysis
 from ._bulk import Event, Rebuilding, index_events
 from ._superseded import SUPERSEDING, follow_supersessions_of
 from ._terms import FIRST_ALLOCATED, Member
@@ -178,16 +180,20 @@ async def _replay(session: Session, tenant_id: int | None, progress: Progress | 
     total = int(await session.value('SELECT count(*) FROM temp_rebuild_events'))
     if progress is not None:
         progress(0, total)
-    done, after = 0, (-1, -1, -1, -1)
+    done = 0
     known = Rebuilding()  # The index of the tenants replayed was deleted in this transaction.
-    while done < total:
-        page = await session.rows(_EVENTS_PAGE, *after, BATCH)
-        if not page:  # pragma: no cover - the count was read in this transaction
-            break
-        done += await index_events(session, [_event(row) for row in page], known)
-        if progress is not None:
-            progress(done, total)
-        after = tuple(int(value) for value in page[-1][:4])
+    with Analysis(total) as analysis:
+        events = await _page(session, (-1, -1, -1, -1))
+        ahead = await analysis.ahead(session, events)
+        while events:
+            # The next batch is read and sent to be analysed (`index._ahead`) before this one is written.
+            following = await _page(session, events[-1].order) if done + len(events) < total else []
+            analysed = await analysis.result(session, ahead)
+            ahead = await analysis.ahead(session, following)
+            done += await index_events(session, events, known, analysed)
+            if progress is not None:
+                progress(done, total)
+            events = following
     await session.run('DROP TABLE temp_rebuild_events')
     await create_tiers(session, tenant_id)  # The batches left them (`add_to_blocks`).
     return total
@@ -203,10 +209,22 @@ def _walk(dialect: Dialect, *, tenant: bool) -> str:
     return _WALK.format(step=_STEPS[dialect.supports_join_planning], tenant='AND tenant_id = $1' if tenant else '')
 
 
-def _event(row: Row) -> Event:
+async def _page(session: Session, after: tuple[int, int, int, int]) -> list[_Replayed]:
+    """The `BATCH` events after `after`, in event order (keyset paging)."""
+    return [_event(row) for row in await session.rows(_EVENTS_PAGE, *after, BATCH)]
+
+
+@dataclass(frozen=True)
+class _Replayed(Event):
+    """A membership event with its place in the replay's order: `(at, late, conv_key, entry_key)`."""
+
+    order: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+
+def _event(row: Row) -> _Replayed:
     """An `_EVENTS_PAGE` row as the membership event it is."""
-    _, _, conv_key, key, tenant_id, position, run, content, out = row
+    at, late, conv_key, key, tenant_id, position, run, content, out = row
     member = Member(
         entry_key=int(key), position=position, run_key=run, content_hash=bytes(content), unindexed=bool(out)
     )
-    return Event(int(conv_key), int(tenant_id), member)
+    return _Replayed(int(conv_key), int(tenant_id), member, (int(at), int(late), int(conv_key), int(key)))

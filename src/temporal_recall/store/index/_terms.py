@@ -5,12 +5,13 @@ document's term list as stored."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pydantic_core
+from numpy.typing import NDArray
 from pydantic_ai.messages import ModelMessage
 
 from temporal_recall.content import content_hash, dump_message
@@ -27,7 +28,7 @@ __all__ = (
     'PreparedMessage',
     'decode_term_ids',
     'document_id',
-    'encode_term_id_lists',
+    'encode_term_id_arrays',
     'encode_term_ids',
     'index_documents',
     'message_run_id',
@@ -151,12 +152,11 @@ def encode_term_ids(term_ids: Iterable[int]) -> bytes:
     return bytes(out)
 
 
-def encode_term_id_lists(lists: Sequence[Sequence[int]]) -> list[bytes]:
-    """`encode_term_ids` of each of many documents' term lists at once, with arrays: a rebuild's batch
-    encodes tens of thousands of documents, where a Python step per term would dominate."""
-    sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    ids = np.fromiter((term_id for terms in lists for term_id in terms), dtype=np.int64, count=int(sizes.sum()))
-    owner = np.repeat(np.arange(len(lists)), sizes)
+def encode_term_id_arrays(ids: NDArray[np.int64], sizes: NDArray[np.int64]) -> list[bytes]:
+    """`encode_term_ids` of many documents at once, with arrays: `ids` holds each document's term ids in a
+    row, `sizes` how many each has. A rebuild's batch encodes tens of thousands of documents, where a
+    Python step per term would dominate."""
+    owner = np.repeat(np.arange(len(sizes)), sizes)
     order = np.lexsort((ids, owner))  # By document, each document's ids ascending.
     ids = ids[order]
     starts = np.cumsum(sizes) - sizes
@@ -176,7 +176,7 @@ def encode_term_id_lists(lists: Sequence[Sequence[int]]) -> list[bytes]:
         more = np.where(lengths[has] > byte + 1, 0x80, 0)
         out[at[has] + byte] = ((deltas[has] >> (7 * byte)) & 0x7F) | more
     data = out.tobytes()
-    per_document = np.bincount(owner, weights=lengths, minlength=len(lists)).astype(np.int64)
+    per_document = np.bincount(owner, weights=lengths, minlength=len(sizes)).astype(np.int64)
     bounds = np.cumsum(per_document)
     return [data[end - size : end] for end, size in zip(bounds.tolist(), per_document.tolist(), strict=True)]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
@@ -185,6 +186,9 @@ class PostgresSession:
 
     async def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         await self.conn.executemany(sql, rows)
+
+    async def finished(self, work: Future[T]) -> T:
+        return await asyncio.wrap_future(work)
 
 
 class Database:

@@ -6,6 +6,7 @@ More in docs/design/store.md.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -220,6 +221,11 @@ class Session(Protocol):
 
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> Awaitable[None]:
         """Run `sql` once per parameter row."""
+        ...
+
+    def finished(self, work: Future[_T]) -> Awaitable[_T]:
+        """The result of `work`, running on another thread: waited for where the session's awaits never
+        suspend (SQLite's connection thread), awaited without blocking the event loop elsewhere."""
         ...
 
 

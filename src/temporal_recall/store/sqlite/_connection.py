@@ -12,6 +12,7 @@ import os
 import re
 import sqlite3
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Sequence
+from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
@@ -189,6 +190,9 @@ class SqliteSession:
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> _Ready:
         self._connection.executemany(sqlite_spelling(sql), rows)
         return _Ready(None)
+
+    def finished(self, work: Future[_T]) -> _Ready:
+        return _Ready(work.result())  # The connection thread waits: its awaits never suspend.
 
 
 def _drive_plain(connection: sqlite3.Connection, body: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
