@@ -180,6 +180,39 @@ async def test_a_failed_analysis_process_leaves_the_batches_to_the_rebuild(
     assert await searches(recall_store) == hits
 
 
+async def test_a_rebuild_that_fails_ends_its_analysis_process(
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild failing while the next batch is being analysed raises its own error, and the process goes."""
+    monkeypatch.setattr(_rebuild, 'BATCH', 3)
+    monkeypatch.setattr(_ahead, 'PARALLEL_FROM', 0)
+    await _fill(recall_store)
+    tables = await index_tables(recall_store)
+    started: list[Any] = []
+    start = _ahead._Analyst.start  # pyright: ignore[reportPrivateUsage]
+
+    def recorded() -> Any:
+        started.append(start())
+        return started[-1]
+
+    monkeypatch.setattr(_ahead._Analyst, 'start', recorded)  # pyright: ignore[reportPrivateUsage]
+    index_events = _bulk.index_events
+    calls: list[int] = []
+
+    async def failing(session: Any, events: Sequence[_bulk.Event], *rest: Any) -> int:
+        calls.append(len(events))
+        if len(calls) == 2:
+            raise RuntimeError('stopped')
+        return await index_events(session, events, *rest)
+
+    monkeypatch.setattr(_rebuild, 'index_events', failing)
+    with pytest.raises(RuntimeError, match='stopped'):
+        await recall_store.reindex()
+    assert len(started) == 1
+    assert started[0]._process.poll() is not None
+    assert await index_tables(recall_store) == tables
+
+
 @pytest.mark.parametrize('ahead', [False, True], ids=['analysed-here', 'analysed-ahead'])
 async def test_a_message_that_does_not_parse_fails_the_rebuild_as_itself(
     recall_store: AnyStore, ahead: bool, monkeypatch: pytest.MonkeyPatch

@@ -69,7 +69,7 @@ class Analysis:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        self._stop()
+        self._stop(kill=error is not None)
 
     async def ahead(self, session: Session, events: Sequence[Event]) -> Future[Analysed | None] | None:
         """Read the messages that may create documents in `events` (each content's first event) and send
@@ -91,14 +91,14 @@ class Analysis:
             analysed = await session.finished(pending)
         except (OSError, EOFError, pickle.PickleError) as error:
             _log.warning('The index analysis process failed (%r); this process analyses the rest.', error)
-            self._stop()
+            self._stop(kill=True)
             return None
         return analysed
 
-    def _stop(self) -> None:
+    def _stop(self, *, kill: bool) -> None:
         analyst, self._analyst = self._analyst, None
         if analyst is not None:
-            analyst.stop()
+            analyst.stop(kill=kill)
 
 
 class _Analyst:
@@ -133,8 +133,11 @@ class _Analyst:
         into.flush()
         return cast('Analysed | None', pickle.load(out))  # Our own child, over its private pipe.
 
-    def stop(self) -> None:
-        self._talk.shutdown(wait=True)
+    def stop(self, *, kill: bool) -> None:
+        """End the process: at the end of its input, or at once with `kill` (a rebuild that failed may have
+        left a batch being analysed, whose answer nobody reads)."""
+        if kill:
+            self._process.kill()
         if self._process.stdin is not None:
             with contextlib.suppress(OSError):  # A process that died: its pipe is broken.
                 self._process.stdin.close()  # The process ends at the end of its input.
@@ -143,6 +146,7 @@ class _Analyst:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+        self._talk.shutdown(wait=True)  # An exchange under way ends with the process's pipes.
         if self._process.stdout is not None:
             self._process.stdout.close()
 
