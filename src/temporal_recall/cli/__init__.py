@@ -392,6 +392,8 @@ async def reindex(
 
     Interrupted, it resumes with the next tenant when run again.
 
+    A large store's messages are analysed in a second Python process meanwhile, on another core.
+
     Example: recall reindex --store recall.db; recall reindex --embeddings --embedder wordllama:l2_supercat_256
     """
     if embeddings:
