@@ -218,7 +218,7 @@ async def _page(session: Session, after: tuple[int, int, int, int]) -> list[_Rep
 class _Replayed(Event):
     """A membership event with its place in the replay's order: `(at, late, conv_key, entry_key)`."""
 
-    order: tuple[int, int, int, int] = (0, 0, 0, 0)
+    order: tuple[int, int, int, int]
 
 
 def _event(row: Row) -> _Replayed:
