@@ -36,7 +36,7 @@ from types import TracebackType
 from typing import IO, cast
 
 from ..sql._session import Session
-from ._bulk import Analysed, Event, analyse_messages, stored_messages
+from ._bulk import Analysed, Event, analyse_messages, first_members, stored_messages
 
 __all__ = ('ANALYST', 'PARALLEL_FROM', 'Analysis', 'analysis_or_none')
 
@@ -76,12 +76,8 @@ class Analysis:
         them to the process; `None` when there is no process or nothing to analyse."""
         if self._analyst is None or not events:
             return None
-        firsts: dict[tuple[int, bytes], int] = {}
-        for event in events:
-            if not event.member.kept_out:
-                firsts.setdefault((event.tenant_id, event.member.content_hash), event.member.entry_key)
-        messages = await stored_messages(session, list(dict.fromkeys(firsts.values())))
-        return self._analyst.send(messages)
+        keys = dict.fromkeys(member.entry_key for member in first_members(events).values())
+        return self._analyst.send(await stored_messages(session, list(keys)))
 
     async def result(self, session: Session, pending: Future[Analysed | None] | None) -> Analysed | None:
         """What `ahead` sent, analysed (`None` if it sent nothing or the process failed)."""
@@ -124,8 +120,8 @@ class _Analyst:
             return None
         return cls(process)
 
-    def send(self, messages: Mapping[int, str]) -> Future[Analysed | None]:
-        return self._talk.submit(self._exchange, dict(messages))
+    def send(self, messages: dict[int, str]) -> Future[Analysed | None]:
+        return self._talk.submit(self._exchange, messages)
 
     def _exchange(self, messages: dict[int, str]) -> Analysed | None:
         into, out = cast(IO[bytes], self._process.stdin), cast(IO[bytes], self._process.stdout)

@@ -33,7 +33,7 @@ from ..sql._session import Session
 from ._documents import DOCUMENT_COLUMNS, MEMBER_COLUMNS, documents_of_contents
 from ._terms import Member, document_id, encode_term_id_arrays, index_documents
 
-__all__ = ('Analysed', 'Event', 'Rebuilding', 'analyse_messages', 'index_events', 'stored_messages')
+__all__ = ('Analysed', 'Event', 'Rebuilding', 'analyse_messages', 'first_members', 'index_events', 'stored_messages')
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,16 @@ def analyse_messages(messages: Mapping[int, str]) -> Analysed:
     return Analysed(list(vocabulary), documents, np.array(terms, dtype=np.int64), np.array(counts, dtype=np.int64))
 
 
+def first_members(events: Sequence[Event]) -> dict[_Content, Member]:
+    """The member of each `(tenant, content)`'s first event among `events` that the index keeps (not
+    `kept_out`), in event order: the only events that may create documents."""
+    firsts: dict[_Content, Member] = {}
+    for event in events:
+        if not event.member.kept_out:
+            firsts.setdefault((event.tenant_id, event.member.content_hash), event.member)
+    return firsts
+
+
 async def index_events(
     session: Session, events: Sequence[Event], known: Rebuilding | None = None, analysed: Analysed | None = None
 ) -> int:
@@ -157,21 +167,17 @@ async def index_events(
     indexable = [event for event in events if not event.member.kept_out]
     if not indexable:
         return len(events)
+    firsts = first_members(indexable)
     contents: dict[int, list[bytes]] = {}
-    for event in indexable:
-        contents.setdefault(event.tenant_id, []).append(event.member.content_hash)
+    for tenant_id, content in firsts:
+        contents.setdefault(tenant_id, []).append(content)
     stored: dict[_Content, list[_Document]] = {}
-    for tenant_id, hashes in contents.items():
-        wanted = list(dict.fromkeys(hashes))
+    for tenant_id, wanted in contents.items():
         if known is not None:
             wanted = known.maybe_stored(tenant_id, wanted)
         found = await documents_of_contents(session, tenant_id, wanted) if wanted else {}
         stored.update(((tenant_id, content), list(documents)) for content, documents in found.items())
-    creators: dict[_Content, Member] = {}
-    for event in indexable:
-        key = (event.tenant_id, event.member.content_hash)
-        if key not in stored:
-            creators.setdefault(key, event.member)
+    creators = {key: member for key, member in firsts.items() if key not in stored}
     created = await _create(session, creators, None if known is None else known.tails, analysed)
     if known is not None:
         known.created(created)
