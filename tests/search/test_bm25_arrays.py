@@ -70,3 +70,42 @@ def test_array_weights_equal_the_row_weights_bit_for_bit(average_length: float, 
     lengths = np.array([p.length for p in postings], dtype=np.uint32)
     weights = array_weights(frequencies, lengths, idf, k1, b, average_length)
     assert weights.tolist() == [expected[p.doc_id] for p in postings]
+
+
+@pytest.mark.parametrize('size', [10, 16, 17, 400, 5000])
+@pytest.mark.parametrize('limit', [1, 3, 10])
+def test_kth_largest_is_the_kth_of_every_value_ties_and_zeros_included(size: int, limit: int):
+    """`kth_largest` selects among the values reaching a sampled floor: whatever the sample holds (a few
+    distinct values, many ties, zeros, the top `limit` all outside it), the answer is the full selection's."""
+    import numpy as np
+
+    from temporal_recall.search._bm25_arrays import kth_largest
+
+    rng = random.Random(size * 31 + limit)
+    for values in (
+        np.array([rng.choice([0.0, 0.5, 1.5, 2.0]) for _ in range(size)]),
+        np.array([rng.uniform(0.0, 9.0) for _ in range(size)]),
+        np.concatenate((np.zeros(size - limit), np.arange(1, limit + 1, dtype=np.float64))),
+    ):
+        rng.shuffle(values)
+        assert kth_largest(values, limit) == sorted(values.tolist(), reverse=True)[limit - 1]
+
+
+def test_slots_in_union_place_each_list_in_the_sorted_union():
+    """`slots_in_union` gives the sorted union of ascending lists (shared ids once) and, per list, the
+    positions of its ids in it, for empty lists and lists with no id in common as well."""
+    import numpy as np
+
+    from temporal_recall.search._bm25_arrays import slots_in_union
+
+    rng = random.Random(5)
+    for _ in range(50):
+        lists = [
+            np.array(sorted(rng.sample(range(rng.randint(0, 3) * 1000, 4000), rng.randint(0, 60))), dtype=np.int64)
+            for _ in range(rng.randint(1, 5))
+        ]
+        union, slots = slots_in_union(lists)
+        assert union.tolist() == sorted({int(doc_id) for ids in lists for doc_id in ids})
+        assert len(slots) == len(lists)
+        for ids, at in zip(lists, slots, strict=True):
+            assert union[at].tolist() == ids.tolist()

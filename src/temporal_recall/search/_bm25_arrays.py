@@ -17,7 +17,17 @@ from numpy.typing import NDArray
 from temporal_recall.search._bm25 import BM25Parameters, ScoredDocument, term_idf
 from temporal_recall.store.protocol import IndexStats, PostingColumns
 
-__all__ = ('DENSE_MOST', 'DENSE_SPREAD', 'array_weights', 'at_least_kth', 'best_scores', 'rank_columns', 'union_of')
+__all__ = (
+    'DENSE_MOST',
+    'DENSE_SPREAD',
+    'array_weights',
+    'at_least_kth',
+    'best_scores',
+    'kth_largest',
+    'rank_columns',
+    'slots_in_union',
+    'union_of',
+)
 
 Weighted = Sequence[tuple[NDArray[np.int64], NDArray[np.float64]]]
 """Each term's `(doc_ids, weights)`, ids ascending, in query order."""
@@ -113,12 +123,49 @@ def best_scores(weighted: Weighted, limit: int) -> tuple[NDArray[np.int64], NDAr
     dense = cast('NDArray[np.float64]', np.bincount(weighted[0][0] - low, weighted[0][1], minlength=span))
     for docs, weights in weighted[1:]:
         np.add(dense, np.bincount(docs - low, weights, minlength=span), out=dense)
-    # Every weight is positive, so a held document's sum is too. The `limit`-th best of every 16th
-    # document is at most the page's last score: only documents reaching it are candidates.
-    sample = dense[::16]
-    floor = np.partition(sample, len(sample) - limit)[len(sample) - limit] if len(sample) > limit else 0.0
+    # Every weight is positive, so a held document's sum is too. Only documents reaching a floor at most
+    # the page's last score are candidates.
+    floor = _sampled_floor(dense, limit)
     held = np.flatnonzero(dense >= floor) if floor > 0 else np.flatnonzero(dense)
     return at_least_kth(held + low, dense[held], limit)
+
+
+_SAMPLE_EVERY = 16
+"""`_sampled_floor` looks at every this-many-th value."""
+
+
+def _sampled_floor(values: NDArray[np.float64], k: int) -> float:
+    """The `k`-th largest of every `_SAMPLE_EVERY`-th value (0.0 when the sample holds fewer): at most the
+    `k`-th largest of all, since a subset's `k`-th largest never exceeds the whole's. Comparing with it
+    keeps every value of the top `k` and, on real scores, few others: the selection that follows costs a
+    pass over those few instead of over every value."""
+    sample = values[::_SAMPLE_EVERY]
+    return float(np.partition(sample, len(sample) - k)[len(sample) - k]) if len(sample) > k else 0.0
+
+
+def kth_largest(values: NDArray[np.float64], k: int) -> float:
+    """The `k`-th largest of `values` (at least `k` of them): a selection among those reaching a sampled
+    floor (`_sampled_floor`), which the top `k` all do, so the answer is the selection's over every value."""
+    floor = _sampled_floor(values, k)
+    if floor > 0:
+        values = values[values >= floor]
+    return float(np.partition(values, len(values) - k)[len(values) - k])
+
+
+def slots_in_union(lists: Sequence[NDArray[np.int64]]) -> tuple[NDArray[np.int64], list[NDArray[np.intp]]]:
+    """The sorted union of ascending id lists, and for each list where its ids sit in it: one stable sort
+    of all the ids (it merges their runs) gives both, where a binary search per list would cost a
+    logarithm per id on top of the union."""
+    doc_ids = np.concatenate(lists)
+    order = np.argsort(doc_ids, kind='stable')
+    ordered = doc_ids[order]
+    first = np.empty(len(ordered), dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    slots = np.empty(len(ordered), dtype=np.intp)
+    slots[order] = np.cumsum(first) - 1
+    ends = np.cumsum([len(ids) for ids in lists])
+    return ordered[first], np.split(slots, ends[:-1])
 
 
 def union_of(lists: Sequence[NDArray[np.int64]]) -> NDArray[np.int64]:

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from temporal_recall.search._bm25 import BM25Parameters, ScoredDocument, term_idf
-from temporal_recall.search._bm25_arrays import array_weights, rank_columns
+from temporal_recall.search._bm25_arrays import array_weights, kth_largest, rank_columns, slots_in_union
 from temporal_recall.search._bm25_arrays import union_of as _union
 from temporal_recall.store.protocol import PostingColumns, TieredPostings
 
@@ -68,8 +68,8 @@ class _Bounds:
     def missing(self) -> NDArray[np.float64]:
         """What each document's score may still lack: the bounds of the terms it was not read under."""
         missing = np.zeros(len(self.candidates))
-        for name, unread in self.unread.items():
-            missing[unread] += self.rests[name]
+        for name, unread in self.unread.items():  # A product, not a masked add: one pass, no gather.
+            missing += unread * self.rests[name]  # Adding 0.0 where read changes no sum.
         return missing
 
 
@@ -130,11 +130,10 @@ class TierPruning:
             terms.append(_Term(name, doc_ids, weights, rest))
         if not any(term.rest for term in terms):
             return None  # Every list read whole (or every tier holds its whole list).
-        candidates = _union([term.doc_ids for term in terms])
+        candidates, slots = slots_in_union([term.doc_ids for term in terms])
         lower = np.zeros(len(candidates))
         unread: dict[str, NDArray[np.bool_]] = {}
-        for term in terms:
-            at = np.searchsorted(candidates, term.doc_ids)
+        for term, at in zip(terms, slots, strict=True):
             lower[at] += term.weights
             if term.rest:
                 unknown = np.ones(len(candidates), dtype=bool)
@@ -173,12 +172,12 @@ class TierPruning:
         candidates, lower = bounds.candidates, bounds.lower
         if len(candidates) < self.limit:
             return None  # Fewer documents read than the page holds: one outside every tier may be on it.
-        threshold = float(np.partition(lower, len(lower) - self.limit)[len(lower) - self.limit])
+        threshold = kth_largest(lower, self.limit)
         floor = threshold * (1 - SAFETY)
         missing = bounds.missing()
         upper = lower + missing
         outside = sum(bounds.rests.values())
-        if outside >= float(np.partition(upper, len(upper) - self.limit)[len(upper) - self.limit]):
+        if outside >= kth_largest(upper, self.limit):
             # No lookup can prove the page: the page's last score is at most the larger of the `limit`-th best
             # upper bound and `outside` (what a document outside every tier may score), so the threshold
             # never rises past `outside`. Deciding now spares the rounds of lookups.
