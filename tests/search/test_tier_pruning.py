@@ -24,7 +24,7 @@ from temporal_recall.store import AppendRequest
 from temporal_recall.store.postings import _tiers
 from temporal_recall.store.protocol import TieredPostings
 
-from ..store._support import AnyStore, open_site, reference_search, settle_merges
+from ..store._support import AnyStore, open_site, reference_search, rows_of, settle_merges
 
 BACKENDS = [pytest.param('sqlite'), pytest.param('postgres', marks=pytest.mark.postgres)]
 
@@ -34,9 +34,9 @@ VOCABULARY = ['the', 'order', 'refund', 'paris', 'invoice', 'late', 'box', 'blue
 
 @pytest.fixture(autouse=True)
 def _no_leaked_tiers() -> Iterator[None]:
-    sizes = (_tiers.TIER, _tiers.LONG)
+    sizes = (_tiers.TIER, _tiers.LONG, _tiers.DEEP_TIER, _tiers.DEEP_LONG)
     yield
-    assert sizes == (_tiers.TIER, _tiers.LONG), 'a test left its tier sizes behind'
+    assert sizes == (_tiers.TIER, _tiers.LONG, _tiers.DEEP_TIER, _tiers.DEEP_LONG), 'a test left its tier sizes behind'
 
 
 def _text(rng: random.Random, width: int) -> str:
@@ -98,12 +98,15 @@ async def _check_clean(store: AnyStore) -> None:
     assert report.clean, '\n'.join(map(str, report.findings))
 
 
-async def _scenario(backend: str, seed: int, tier: int, wholes: int) -> None:
+async def _scenario(backend: str, seed: int, tier: int, wholes: int, deep: int) -> None:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patched:
         patched.setattr(_pruned, 'MOST_WHOLE', wholes)  # Whole lists read on the way, or every posting at once.
         patched.setattr(_tiers, 'TIER', tier)
         patched.setattr(_tiers, 'LONG', 4 * tier)
+        if deep:  # Deeper tiers `deep` times as deep, on lists twice as long as they hold; else none this small.
+            patched.setattr(_tiers, 'DEEP_TIER', deep * tier)
+            patched.setattr(_tiers, 'DEEP_LONG', 2 * deep * tier)
         async with open_site(backend, Path(folder)) as site:
             store = await site.open()
             try:
@@ -127,9 +130,14 @@ async def _scenario(backend: str, seed: int, tier: int, wholes: int) -> None:
 
 @pytest.mark.parametrize('backend', BACKENDS)
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), tier=st.sampled_from([1, 2, 4, 8]), wholes=st.sampled_from([0, 1, 3]))
-def test_pruned_ranking_equals_the_exhaustive_one(backend: str, seed: int, tier: int, wholes: int):
-    asyncio.run(_scenario(backend, seed, tier, wholes))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    tier=st.sampled_from([1, 2, 4, 8]),
+    wholes=st.sampled_from([0, 1, 3]),
+    deep=st.sampled_from([0, 2, 3]),
+)
+def test_pruned_ranking_equals_the_exhaustive_one(backend: str, seed: int, tier: int, wholes: int, deep: int):
+    asyncio.run(_scenario(backend, seed, tier, wholes, deep))
 
 
 def test_the_tiers_prune_rather_than_read_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -164,3 +172,41 @@ def test_the_tiers_prune_rather_than_read_everything(tmp_path: Path, monkeypatch
     asyncio.run(scenario())
     assert len(proven) > 2 * len(declined), (len(proven), len(declined))
     assert sum(read for read, _ in proven) * 4 < sum(total for _, total in proven) * 3, proven
+
+
+def test_a_deeper_tier_proves_pages_the_top_tiers_leave_in_doubt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Not vacuous either: where the top tiers leave a page in doubt, searches read the deeper tiers and are
+    proven from them (no list read whole, not every posting), and still answer exactly."""
+    monkeypatch.setattr(_tiers, 'TIER', 32)
+    monkeypatch.setattr(_tiers, 'LONG', 128)
+    monkeypatch.setattr(_tiers, 'DEEP_TIER', 256)
+    monkeypatch.setattr(_tiers, 'DEEP_LONG', 512)
+    rounds: list[tuple[bool, bool]] = []  # Per search: whether it read a deeper tier, whether it was proven.
+    lookups = _pruned.TierPruning.lookups
+
+    def counted(self: _pruned.TierPruning, read: TieredPostings) -> Mapping[str, NDArray[np.int64] | None] | None:
+        asked = lookups(self, read)
+        if asked is not None and any(doc_ids is None for doc_ids in asked.values()):
+            assert {term for term, doc_ids in asked.items() if doc_ids is None} <= read.deeper  # No whole list.
+            self.__dict__['deepened'] = True
+        if read.frontiers and not asked:
+            rounds.append((self.__dict__.get('deepened', False), asked is not None))
+        return asked
+
+    monkeypatch.setattr(_pruned.TierPruning, 'lookups', counted)
+
+    async def scenario() -> None:
+        rng = random.Random(11)
+        async with open_site('sqlite', tmp_path) as site:
+            store = await site.open()
+            try:
+                await _fill(store, rng, range(1500), vocabulary=2000)
+                await _check_clean(store)
+                assert (await rows_of(store, 'SELECT count(*) FROM term_deep_tiers'))[0][0] > 0
+                await _same_answers(store, rng, 30, [f'w{rank}' for rank in range(8)])
+            finally:
+                await store.close()
+
+    asyncio.run(scenario())
+    proven_deeper = sum(1 for deepened, proven in rounds if deepened and proven)
+    assert proven_deeper >= 5, rounds

@@ -505,8 +505,19 @@ UNDO_VERSION_18 = ('DROP TABLE posting_tiers', 'DROP TABLE term_tiers')
 """What migration 18 added (the top tiers of long posting lists), taken away."""
 
 
+UNDO_VERSION_19 = ('DROP TABLE posting_deep_tiers', 'DROP TABLE term_deep_tiers')
+"""What migration 19 added (the deeper tiers of very long posting lists), taken away."""
+
+
+async def back_to_version_18(store: AnyStore) -> None:
+    """Turn a store into what version 18 wrote: no deeper tiers, version 18 recorded. Close and reopen it."""
+    for statement in (*UNDO_VERSION_19, 'DELETE FROM schema_migrations WHERE version > 18'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_17(store: AnyStore) -> None:
-    """Turn a store into what version 17 wrote: no top tiers, version 17 recorded. Close and reopen it."""
+    """Turn a store into what version 17 wrote: no tiers, version 17 recorded. Close and reopen it."""
+    await back_to_version_18(store)
     for statement in (*UNDO_VERSION_18, 'DELETE FROM schema_migrations WHERE version > 17'):
         await run_sql(store, statement)
 

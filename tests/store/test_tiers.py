@@ -1,5 +1,6 @@
-"""The top tiers of long posting lists (`postings._tiers`) are kept by every write into the blocks, and
-`recall check` finds a tier that is not what its cut says: a pruned search trusts both."""
+"""The tiers of long posting lists (`postings._tiers`, the top tier and the deeper one) are kept by every
+write into the blocks, and `recall check` finds a tier that is not what its cut says: a pruned search
+trusts both."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from ._support import AnyStore, merge_everything, rows_of, run_sql, settle_merge
 
 @pytest.fixture(autouse=True)
 def small_tiers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_tiers, 'TIER', 8)
-    monkeypatch.setattr(_tiers, 'LONG', 32)
+    monkeypatch.setattr(_tiers, 'TIER', 4)
+    monkeypatch.setattr(_tiers, 'LONG', 16)
+    monkeypatch.setattr(_tiers, 'DEEP_TIER', 8)
+    monkeypatch.setattr(_tiers, 'DEEP_LONG', 32)
 
 
 async def _fill(store: AnyStore, conversations: range) -> None:
@@ -54,7 +57,9 @@ def test_the_frontier_keeps_only_pairs_no_other_dominates():
 async def test_tiers_follow_merges_and_deletes_and_check_clean(recall_store: AnyStore):
     await _fill(recall_store, range(120))
     tiered = await rows_of(recall_store, 'SELECT count(*) FROM term_tiers')
-    assert tiered[0][0] > 0  # The common words got tiers.
+    assert tiered[0][0] > 0  # The common words got tiers,
+    deeper = await rows_of(recall_store, 'SELECT count(*) FROM term_deep_tiers')
+    assert 0 < deeper[0][0] < tiered[0][0]  # and the commonest deeper ones too.
     assert await _findings(recall_store) == []
     for number in range(0, 120, 7):
         record = await recall_store.read_record(f'c{number}')
@@ -65,31 +70,41 @@ async def test_tiers_follow_merges_and_deletes_and_check_clean(recall_store: Any
     assert await _findings(recall_store) == []
 
 
-async def test_a_reindex_cuts_each_long_list_once_at_its_end(recall_store: AnyStore):
+@pytest.mark.parametrize('level', [_tiers.TOP, _tiers.DEEP], ids=['top', 'deeper'])
+async def test_a_reindex_cuts_each_long_list_once_at_its_end(recall_store: AnyStore, level: _tiers.Level):
     await _fill(recall_store, range(120))
-    long_lists = f'SELECT term_id FROM term_documents WHERE document_count >= {_tiers.LONG} ORDER BY term_id'
-    tiered = 'SELECT term_id FROM term_tiers ORDER BY term_id'
+    long_lists = f'SELECT term_id FROM term_documents WHERE document_count >= {level.long} ORDER BY term_id'
+    tiered = f'SELECT term_id FROM {level.states} ORDER BY term_id'
     before = await rows_of(recall_store, tiered)
+    assert before
     assert before == await rows_of(recall_store, long_lists)
     await recall_store.reindex()
     assert await rows_of(recall_store, tiered) == before
     # Each tier was cut once, from its whole list, with the tenant's final average length.
     [(average,)] = await rows_of(recall_store, 'SELECT 1.0 * total_length / document_count FROM tenants')
-    states = await rows_of(recall_store, 'SELECT tier_postings, cut_postings, reference_length FROM term_tiers')
+    states = await rows_of(recall_store, f'SELECT tier_postings, cut_postings, reference_length FROM {level.states}')
     assert all(held == kept and length == pytest.approx(float(average)) for held, kept, length in states), states
     assert await _findings(recall_store) == []
 
 
-async def test_check_finds_a_tier_that_lost_a_posting_or_a_bound(recall_store: AnyStore):
+@pytest.mark.parametrize('level', [_tiers.TOP, _tiers.DEEP], ids=['top', 'deeper'])
+async def test_check_finds_a_tier_that_lost_a_posting_or_a_bound(recall_store: AnyStore, level: _tiers.Level):
     await _fill(recall_store, range(120))
+    name = 'deeper tier' if level.deep else 'tier'
     [(term_id, first_doc)] = await rows_of(
-        recall_store, 'SELECT term_id, min(first_doc) FROM posting_tiers GROUP BY term_id ORDER BY term_id LIMIT 1'
+        recall_store,
+        f'SELECT term_id, min(first_doc) FROM {level.postings} GROUP BY term_id ORDER BY term_id LIMIT 1',
     )
-    await run_sql(recall_store, 'DELETE FROM posting_tiers WHERE term_id = $1 AND first_doc = $2', term_id, first_doc)
+    await run_sql(
+        recall_store, f'DELETE FROM {level.postings} WHERE term_id = $1 AND first_doc = $2', term_id, first_doc
+    )
     findings = await _findings(recall_store)
-    assert any(f'term {term_id})' in finding and 'lacks' in finding for finding in findings), findings
+    assert any(
+        finding.startswith(f'index: {name} (') and f'term {term_id})' in finding and 'lacks' in finding
+        for finding in findings
+    ), findings
     await recall_store.reindex()
     assert await _findings(recall_store) == []
-    await run_sql(recall_store, 'UPDATE term_tiers SET frontier = $1', b'')
+    await run_sql(recall_store, f'UPDATE {level.states} SET frontier = $1', b'')
     findings = await _findings(recall_store)
-    assert any('frontier does not bound' in finding for finding in findings), findings
+    assert any(name in finding and 'frontier does not bound' in finding for finding in findings), findings

@@ -8,7 +8,8 @@ cannot be on the page, nor tie with it. If no document outside the tiers can rea
 documents left in doubt have their postings of the other terms looked up, and the page is ranked by
 `rank_columns` over documents whose every posting is known: the same additions in the same order as the
 exhaustive ranking, so the same hits, scores and ties. Otherwise (or when too much is left in doubt) the
-store reads every posting and the ranking is the exhaustive one.
+store reads further down the lists that have a deeper tier, and the bounds are made again from there;
+where no list has one left, it reads every posting and the ranking is the exhaustive one.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from temporal_recall.store.protocol import PostingColumns, TieredPostings
 __all__ = ('LOOKUP_ROUND', 'MOST_LOOKUPS', 'MOST_WHOLE', 'SAFETY', 'TierPruning')
 
 MOST_LOOKUPS = 8192
-"""The most (term, document) postings a search looks up; past that it reads the list most of the documents in
-doubt lack whole instead, and goes on."""
+"""The most (term, document) postings a search looks up, in rounds; past that it reads further down the lists
+instead (`TierPruning._read_further`), and goes on. Where more are in doubt than that and a deeper tier is
+left to read, it reads further first."""
 
 MOST_WHOLE = 0
 """The most lists a search reads whole before it reads every posting instead. At a million messages
@@ -65,6 +67,12 @@ class _Bounds:
     """Per tiered term, the documents whose posting of it (if any) is neither in its tier nor looked up."""
     rests: dict[str, float]
 
+    def keep(self, kept: NDArray[np.bool_]) -> None:
+        """Forget the documents not `kept`: once their upper bound is below the threshold, later rounds only
+        raise the threshold and lower the bounds, so they can never come back into doubt."""
+        self.candidates, self.lower = self.candidates[kept], self.lower[kept]
+        self.unread = {name: unread[kept] for name, unread in self.unread.items()}
+
     def missing(self) -> NDArray[np.float64]:
         """What each document's score may still lack: the bounds of the terms it was not read under."""
         missing = np.zeros(len(self.candidates))
@@ -88,7 +96,7 @@ class TierPruning:
     _read_under: dict[str, NDArray[np.int64]] = field(default_factory=dict[str, 'NDArray[np.int64]'], init=False)
     """Every document looked up under each term, found or not."""
     _whole: bool = field(default=False, init=False)
-    """The last round read a whole list."""
+    """The last round read lists further down (a deeper tier or a whole list): the bounds are made afresh."""
     _wholes: int = field(default=0, init=False)
     """The lists read whole so far (at most `MOST_WHOLE`)."""
     _page: NDArray[np.int64] | None = field(default=None, init=False)
@@ -158,12 +166,12 @@ class TierPruning:
 
     def lookups(self, read: TieredPostings) -> Mapping[str, NDArray[np.int64] | None] | None:
         """What to read next: per tiered term, the documents (ascending) whose postings of it to look up, or
-        `None` to read its whole list; `{}` once the page is proven, `None` to read every posting."""
+        `None` to read further down its list; `{}` once the page is proven, `None` to read every posting."""
         if read.stats.document_count <= 0:
             return {}
         if self._bounds is None or self._whole:
             self._whole = False
-            self._bounds = self._first(read)  # Afresh after a whole list: it adds documents.
+            self._bounds = self._first(read)  # Afresh after reading further: it adds documents.
             if self._bounds is None:
                 return {}
         else:
@@ -181,25 +189,38 @@ class TierPruning:
             # No lookup can prove the page: the page's last score is at most the larger of the `limit`-th best
             # upper bound and `outside` (what a document outside every tier may score), so the threshold
             # never rises past `outside`. Deciding now spares the rounds of lookups.
-            return self._read_whole(max(bounds.rests, key=bounds.rests.__getitem__))
+            return self._read_further(read, max(bounds.rests, key=bounds.rests.__getitem__))
         doubtful = (missing > 0) & (upper >= floor)
         if not doubtful.any():
             if outside < floor:
                 self._page = candidates[(missing == 0) & (lower >= floor)]
                 self._asked = {}
                 return {}
-            # A document outside every tier might still reach the page: the list of the largest bound, whole.
-            return self._read_whole(max(bounds.rests, key=bounds.rests.__getitem__))
+            # A document outside every tier might still reach the page: the list of the largest bound, further.
+            return self._read_further(read, max(bounds.rests, key=bounds.rests.__getitem__))
         unread_doubtful = {name: int((doubtful & unread).sum()) for name, unread in bounds.unread.items()}
-        if self._looked_up + sum(unread_doubtful.values()) > MOST_LOOKUPS:
-            # Too many in doubt to look up one by one: the list most of them lack, whole.
-            return self._read_whole(max(unread_doubtful, key=unread_doubtful.__getitem__))
-        # The likeliest to reach the page first: their exact scores raise the threshold the most.
+        lacking = max(unread_doubtful, key=unread_doubtful.__getitem__)
+        if self._looked_up + sum(unread_doubtful.values()) > MOST_LOOKUPS and any(
+            term in read.deeper for term in bounds.rests
+        ):
+            # Too many in doubt to look up one by one, and a deeper tier to read: read further first.
+            return self._read_further(read, lacking)
+        # The likeliest to reach the page first: their exact scores raise the threshold the most, and often
+        # rule the rest out unread. As many as the budget of lookups still allows.
         chosen = np.flatnonzero(doubtful)
         chosen = chosen[np.argsort(-upper[chosen], kind='stable')[:LOOKUP_ROUND]]
+        costs = np.zeros(len(chosen), dtype=np.int64)
+        for unread in bounds.unread.values():
+            costs += unread[chosen]
+        chosen = chosen[np.cumsum(costs) <= MOST_LOOKUPS - self._looked_up]
+        if not len(chosen):
+            return self._read_further(read, lacking)  # The budget is spent: the list most of them lack, further.
         pick = np.zeros(len(candidates), dtype=bool)
         pick[chosen] = True
-        asked = {name: candidates[pick & unread] for name, unread in bounds.unread.items()}
+        live = upper >= floor  # Every document in doubt, the chosen ones and the best lower bounds among them.
+        bounds.keep(live)
+        pick = pick[live]
+        asked = {name: bounds.candidates[pick & unread] for name, unread in bounds.unread.items()}
         self._asked = {name: doc_ids for name, doc_ids in asked.items() if len(doc_ids)}
         self._looked_up += sum(len(doc_ids) for doc_ids in self._asked.values())
         for name, doc_ids in self._asked.items():
@@ -207,15 +228,21 @@ class TierPruning:
             self._read_under[name] = doc_ids if before is None else _union([before, doc_ids])
         return self._asked
 
-    def _read_whole(self, name: str) -> Mapping[str, NDArray[np.int64] | None] | None:
-        """Ask for the whole list of `name`: its bound leaves the page in doubt, or too many documents lack it.
-        Past `MOST_WHOLE`, every posting instead."""
-        if self._wholes >= MOST_WHOLE:
-            return None
-        self._wholes += 1
+    def _read_further(self, read: TieredPostings, name: str) -> Mapping[str, NDArray[np.int64] | None] | None:
+        """Ask to read further down the lists: the bound of `name` leaves the page in doubt, or too many
+        documents lack it. Every bounded term with a deeper tier not read yet is read down to it at once
+        (the bounds of several terms together decide, and one round costs less than one per term); when
+        none has, the whole list of `name`, up to `MOST_WHOLE` of them; past that, every posting."""
+        assert self._bounds is not None
+        deeper = [term for term in self._bounds.rests if term in read.deeper]
+        if not deeper:
+            if self._wholes >= MOST_WHOLE:
+                return None
+            self._wholes += 1
+            deeper = [name]
         self._whole = True
         self._asked = {}
-        return {name: None}
+        return dict.fromkeys(deeper)
 
     def rank(self, read: TieredPostings) -> list[ScoredDocument]:
         """The page: ranked among the documents that can reach it, each fully read (every document of every

@@ -259,11 +259,15 @@ class TieredPostings:
     outside `known` has at most that frequency for some pair and at least that pair's length."""
     looked_up: dict[str, PostingColumns] = field(default_factory=dict[str, PostingColumns])
     """The postings of the documents the search asked for (`TieredIndex.tiered_postings`' `lookups`)."""
+    deeper: frozenset[str] = frozenset()
+    """The tiered terms whose list keeps a deeper tier not read yet: asking for one reads that tier, not the
+    whole list."""
 
 
 TierLookups = Callable[[TieredPostings], 'Mapping[str, NDArray[np.int64] | None] | None']
 """Given what has been read, what a search must read next to rank exactly: per tiered term the documents whose
-postings of it to look up, or `None` for its whole list (which then replaces its tier, and its frontier is
+postings of it to look up, or `None` to read further down its list: its deeper tier when it is in `deeper`
+(which then replaces what was read of it, with that tier's frontier), otherwise its whole list (its frontier
 dropped); `{}` when nothing more, `None` for every posting of every term."""
 
 

@@ -282,7 +282,8 @@ async def tiered_postings(
 ) -> TieredPostings | None:
     """`TieredIndex.tiered_postings`: a scope-wide target's counters, each query term's tier (with its
     pending postings) and frontier, or its whole list when it has no tier; then what `lookups` asks
-    for. `None` for a narrower target."""
+    for: documents' postings, or a term read further down (its deeper tier where it has one, else its
+    whole list). `None` for a narrower target."""
     if target.conversation_id is not None or target.run_id is not None or target.role is not None:
         return None
     wanted = list(dict.fromkeys(terms))
@@ -311,20 +312,36 @@ async def tiered_postings(
     if gone := [term_id for term_id in tiers if term_id not in now]:
         known.update(await read_blocks(session, tenant_id, gone, BLOCKS))
     frontiers = {term_id: state.frontier for term_id, state in now.items()}
+    deep = await _tiers.tier_states(session, tenant_id, list(now), _tiers.DEEP) if now else {}
     read = TieredPostings(
         stats=stats,
         known={names[term_id]: columns for term_id, columns in known.items()},
         frequencies=frequencies,
         frontiers={names[term_id]: frontier for term_id, frontier in frontiers.items()},
+        deeper=frozenset(names[term_id] for term_id in deep),
     )
     ids = {term: term_id for term_id, term in names.items()}
     asked: Mapping[str, NDArray[np.int64] | None] | None = {}
     while read.frontiers and (asked := lookups(read)):
-        whole = [ids[term] for term, doc_ids in asked.items() if doc_ids is None]
-        known, kept = read.known, read.frontiers
+        further = [term for term, doc_ids in asked.items() if doc_ids is None]
+        deepened = [ids[term] for term in further if term in read.deeper]
+        whole = [ids[term] for term in further if term not in read.deeper]
+        known, kept = dict(read.known), dict(read.frontiers)
+        if deepened:
+            # As for the top tiers: the frontiers after the tiers, and a tier gone meanwhile read whole.
+            lists = await read_blocks(session, tenant_id, deepened, _tiers.DEEP.postings)
+            states = await _tiers.tier_states(session, tenant_id, deepened, _tiers.DEEP)
+            if gone := [term_id for term_id in deepened if term_id not in states]:
+                lists.update(await read_blocks(session, tenant_id, gone, BLOCKS))
+                whole += gone
+            for term_id in deepened:
+                known[names[term_id]] = lists.get(term_id, NO_POSTINGS)
+                if term_id in states:
+                    kept[names[term_id]] = states[term_id].frontier
         if whole:
-            lists = await read_blocks(session, tenant_id, whole, BLOCKS)
-            known = {**known, **{names[term_id]: columns for term_id, columns in lists.items()}}
+            unread = [term_id for term_id in whole if term_id not in deepened]  # A tier gone was read whole above.
+            lists = await read_blocks(session, tenant_id, unread, BLOCKS)
+            known.update({names[term_id]: columns for term_id, columns in lists.items()})
             for term_id in whole:
                 known.setdefault(names[term_id], NO_POSTINGS)
             kept = {term: frontier for term, frontier in kept.items() if ids[term] not in whole}
@@ -339,7 +356,7 @@ async def tiered_postings(
             found = PostingColumns(doc_ids[keep], counts[keep], lengths[keep])
             before = looked_up.get(names[term_id])
             looked_up[names[term_id]] = found if before is None else _joined(before, found)
-        read = replace(read, known=known, frontiers=kept, looked_up=looked_up)
+        read = replace(read, known=known, frontiers=kept, looked_up=looked_up, deeper=read.deeper - set(further))
     if read.frontiers and asked is None:  # The tiers cannot prove the page: every posting.
         whole = await read_blocks(session, tenant_id, [ids[term] for term in read.frontiers], BLOCKS)
         known = {**read.known, **{names[term_id]: columns for term_id, columns in whole.items()}}

@@ -86,14 +86,16 @@ LIMIT $5
 
 _STORE_TABLES = (
     'tenants', 'conversations', 'conversation_branches', 'entries', 'runs', 'documents', 'terms', 'posting_blocks',
-    'posting_tiers', 'term_tiers', 'pending_postings', 'index_segments', 'term_documents', 'conversation_documents',
-    'index_settings',
+    'posting_tiers', 'term_tiers', 'posting_deep_tiers', 'term_deep_tiers', 'pending_postings', 'index_segments',
+    'term_documents', 'conversation_documents', 'index_settings',
 )  # fmt: skip
 
 _TENANT_INDEX = (
     'DELETE FROM posting_blocks WHERE tenant_id = $1',
     'DELETE FROM posting_tiers WHERE tenant_id = $1',
     'DELETE FROM term_tiers WHERE tenant_id = $1',
+    'DELETE FROM posting_deep_tiers WHERE tenant_id = $1',
+    'DELETE FROM term_deep_tiers WHERE tenant_id = $1',
     'DELETE FROM pending_postings WHERE tenant_id = $1',
     'DELETE FROM index_segments WHERE tenant_id = $1',
     'DELETE FROM term_documents WHERE tenant_id = $1',
@@ -121,6 +123,8 @@ async def rebuild_index(session: Session, progress: Progress | None = None) -> i
         'DELETE FROM posting_blocks',
         'DELETE FROM posting_tiers',
         'DELETE FROM term_tiers',
+        'DELETE FROM posting_deep_tiers',
+        'DELETE FROM term_deep_tiers',
         'DELETE FROM pending_postings',
         'DELETE FROM index_segments',
         'DELETE FROM term_documents',

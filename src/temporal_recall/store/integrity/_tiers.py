@@ -1,5 +1,5 @@
-"""The top tiers' checks (`postings._tiers`): each tier holds exactly its list's postings that reach its cut,
-and its frontier bounds every other posting of the list. A pruned search trusts both to rank exactly."""
+"""The tiers' checks (`postings._tiers`), at every level: each tier holds exactly its list's postings that
+reach its cut, and its frontier bounds every other posting of the list. A pruned search trusts both to rank exactly."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..postings._blocks import BLOCKS, NO_POSTINGS, TIERS, read_blocks
-from ..postings._tiers import frontier_of, reference_weights, tier_states
+from ..postings._blocks import BLOCKS, NO_POSTINGS, read_blocks
+from ..postings._tiers import LEVELS, Level, frontier_of, reference_weights, tier_states
 from ..sql._session import Session
 from ._report import CheckReport
 
@@ -17,22 +17,30 @@ __all__ = ('check_tiers',)
 
 
 async def check_tiers(session: Session, report: CheckReport) -> None:
-    """One term at a time, so the check holds one list in memory whatever the tenant's size."""
+    """Every level's tiers (`postings._tiers.LEVELS`), one term at a time, so the check holds one list in
+    memory whatever the tenant's size."""
+    for level in LEVELS:
+        await _check_level(session, report, level)
+
+
+async def _check_level(session: Session, report: CheckReport, level: Level) -> None:
+    name = 'deeper tier' if level.deep else 'tier'
+    states_table, postings_table = level.states, level.postings  # Checked when the level was made.
     tiered: dict[int, list[int]] = {}
-    for tenant_id, term_id in await session.rows('SELECT tenant_id, term_id FROM term_tiers ORDER BY 1, 2'):
+    for tenant_id, term_id in await session.rows(f'SELECT tenant_id, term_id FROM {states_table} ORDER BY 1, 2'):  # noqa: S608
         tiered.setdefault(int(tenant_id), []).append(int(term_id))
     for tenant_id, term_id in await session.rows(
-        'SELECT DISTINCT p.tenant_id, p.term_id FROM posting_tiers p WHERE NOT EXISTS '
-        '(SELECT 1 FROM term_tiers t WHERE t.tenant_id = p.tenant_id AND t.term_id = p.term_id) ORDER BY 1, 2'
+        f'SELECT DISTINCT p.tenant_id, p.term_id FROM {postings_table} p WHERE NOT EXISTS '  # noqa: S608
+        f'(SELECT 1 FROM {states_table} t WHERE t.tenant_id = p.tenant_id AND t.term_id = p.term_id) ORDER BY 1, 2'
     ):
-        report.add('index', f'tier (tenant {tenant_id}, term {term_id})', 'holds postings but has no cut')
+        report.add('index', f'{name} (tenant {tenant_id}, term {term_id})', 'holds postings but has no cut')
     for tenant_id, term_ids in tiered.items():
-        states = await tier_states(session, tenant_id, term_ids)
+        states = await tier_states(session, tenant_id, term_ids, level)
         for term_id in term_ids:
             state = states[term_id]
-            where = f'tier (tenant {tenant_id}, term {term_id})'
+            where = f'{name} (tenant {tenant_id}, term {term_id})'
             whole = (await read_blocks(session, tenant_id, [term_id], BLOCKS, with_pending=False)).get(term_id)
-            tiers = await read_blocks(session, tenant_id, [term_id], TIERS, with_pending=False)
+            tiers = await read_blocks(session, tenant_id, [term_id], level.postings, with_pending=False)
             tier = tiers.get(term_id, NO_POSTINGS)
             if whole is None:
                 if len(tier.doc_ids):

@@ -22,6 +22,7 @@ from ..sql._session import Dialect, Row, Session
 __all__ = (
     'BLOCK',
     'BLOCKS',
+    'DEEP_TIERS',
     'NO_POSTINGS',
     'TIERS',
     'WORDS',
@@ -42,10 +43,12 @@ __all__ = (
 BLOCK = 64
 """The most postings one block holds."""
 
-BlockTable = Literal['posting_blocks', 'posting_tiers']
-"""A table of blocks: every term's postings, or the top tiers of long lists (`postings._tiers`), laid out alike."""
+BlockTable = Literal['posting_blocks', 'posting_tiers', 'posting_deep_tiers']
+"""A table of blocks: every term's postings, or the tiers of long lists (`postings._tiers`: the top tier,
+the deeper one of very long lists), laid out alike."""
 BLOCKS: BlockTable = 'posting_blocks'
 TIERS: BlockTable = 'posting_tiers'
+DEEP_TIERS: BlockTable = 'posting_deep_tiers'
 
 
 NO_POSTINGS = PostingColumns(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint32), np.empty(0, dtype=np.uint32))
@@ -54,7 +57,7 @@ NO_POSTINGS = PostingColumns(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.u
 
 def checked_table(table: BlockTable) -> BlockTable:
     """`table`, refused unless it is a table of blocks: the name goes into SQL text."""
-    if table not in (BLOCKS, TIERS):
+    if table not in (BLOCKS, TIERS, DEEP_TIERS):
         raise ValueError(f'{table!r} is not a table of posting blocks.')
     return table
 

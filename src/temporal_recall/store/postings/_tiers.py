@@ -15,6 +15,10 @@ for any `k1 >= 0` and `b` in [0, 1], so the best pair gives every posting below 
 under the search's own parameters and statistics. Removing a posting only lowers what lies below the
 cut, so a frontier left as it was stays a bound; only the tier itself must lose it.
 
+A very long list keeps a second, deeper tier the same way (`DEEP`: its own tables, cut and frontier),
+so a search whose top tiers leave its page in doubt reads further down the lists it needs instead of
+every posting. Each depth is a `Level`; every rule below is written once and applied per level.
+
 Tiers are kept by whoever writes blocks (merges, the bulk path, deletes), in the same transaction,
 and the callers keep the tenant's other block writers out, as they do for the blocks themselves.
 """
@@ -32,16 +36,22 @@ from numpy.typing import NDArray
 from ..protocol import PostingColumns
 from ..sql._bulk import CHUNK, insert_rows, run_batch
 from ..sql._session import Session
-from ._blocks import BLOCKS, NO_POSTINGS, TIERS, read_blocks
+from ._blocks import BLOCKS, DEEP_TIERS, NO_POSTINGS, TIERS, BlockTable, checked_table, read_blocks
 from ._writes import NewPostings, append_to_blocks
 from ._writes import remove_postings as remove_from_blocks
 
 __all__ = (
+    'DEEP',
+    'DEEP_LONG',
+    'DEEP_TIER',
+    'LEVELS',
     'LONG',
     'REFERENCE_B',
     'REFERENCE_K1',
     'REGROW',
     'TIER',
+    'TOP',
+    'Level',
     'TierState',
     'create_tiers',
     'cut_of',
@@ -62,6 +72,47 @@ LONG = 4 * TIER
 
 REGROW = 2
 """A tier is cut again once it holds this many times what its last cut kept (its list grew meanwhile)."""
+
+DEEP_TIER = 2 * TIER
+"""The postings a deeper tier's cut keeps. At a million messages (docs/design/store.md, "Top tiers") the top
+tiers of four common words still leave thousands of documents in doubt; reading each list down to twice as
+deep leaves a few hundred, which one round of lookups settles."""
+
+DEEP_LONG = 4 * DEEP_TIER
+"""A list this long or longer gets a deeper tier too."""
+
+
+_STATE_TABLES = ('term_tiers', 'term_deep_tiers')
+
+
+@dataclass(frozen=True)
+class Level:
+    """One depth of tiers: the tables its postings and its terms' states are kept in, and its sizes."""
+
+    postings: BlockTable
+    states: str
+    deep: bool
+
+    def __post_init__(self) -> None:  # Both names go into SQL text.
+        checked_table(self.postings)
+        if self.states not in _STATE_TABLES:
+            raise ValueError(f'{self.states!r} is not a table of tier states.')
+
+    @property
+    def size(self) -> int:
+        """The postings a cut keeps (`TIER` or `DEEP_TIER`, read when used: tests make them small)."""
+        return DEEP_TIER if self.deep else TIER
+
+    @property
+    def long(self) -> int:
+        """The list length from which a list gets a tier of this level."""
+        return DEEP_LONG if self.deep else LONG
+
+
+TOP = Level(TIERS, 'term_tiers', deep=False)
+DEEP = Level(DEEP_TIERS, 'term_deep_tiers', deep=True)
+LEVELS = (TOP, DEEP)
+"""Every level, top first."""
 
 REFERENCE_K1 = 1.5
 REFERENCE_B = 0.75
@@ -92,11 +143,11 @@ def reference_weights(frequencies: NDArray[Any], lengths: NDArray[Any], referenc
     return tf * (REFERENCE_K1 + 1) / (tf + REFERENCE_K1 * norm)
 
 
-def cut_of(weights: NDArray[np.float64]) -> float:
-    """The cut that keeps `TIER` postings of `weights` (and every one sharing the lowest kept weight)."""
-    if len(weights) <= TIER:
+def cut_of(weights: NDArray[np.float64], size: int) -> float:
+    """The cut that keeps `size` postings of `weights` (and every one sharing the lowest kept weight)."""
+    if len(weights) <= size:
         return float(weights.min()) if len(weights) else 0.0
-    return float(np.partition(weights, len(weights) - TIER)[len(weights) - TIER])
+    return float(np.partition(weights, len(weights) - size)[len(weights) - size])
 
 
 def frontier_of(
@@ -130,14 +181,16 @@ def _frontier_from(stored: bytes) -> NDArray[np.uint32]:
 _STATE_COLUMNS = 'cut, reference_length, tier_postings, cut_postings, frontier'
 
 
-async def tier_states(session: Session, tenant_id: int, term_ids: Sequence[int]) -> dict[int, TierState]:
-    """The tiers of those of `term_ids` that have one."""
+async def tier_states(
+    session: Session, tenant_id: int, term_ids: Sequence[int], level: Level = TOP
+) -> dict[int, TierState]:
+    """The tiers of `level` of those of `term_ids` that have one."""
     dialect = session.dialect
     found: dict[int, TierState] = {}
     ids = sorted(set(term_ids))
     for start in range(0, len(ids), CHUNK):
         rows = await session.rows(
-            f'SELECT term_id, {_STATE_COLUMNS} FROM term_tiers '  # noqa: S608 (constant fragments)
+            f'SELECT term_id, {_STATE_COLUMNS} FROM {level.states} '  # noqa: S608 (constant fragments)
             f'WHERE tenant_id = $1 AND term_id {dialect.in_array(2, "bigint")}',
             tenant_id,
             dialect.array(ids[start : start + CHUNK]),
@@ -172,28 +225,33 @@ def _grouped(term_ids: NDArray[np.int64], *columns: NDArray[np.int64]) -> NewPos
 
 async def follow_added(session: Session, tenant_id: int, new: NewPostings) -> None:
     """Keep the tiers of `new`'s terms as the blocks just took `new`, before the write's counters are folded
-    (`term_documents` still counts the lists without it): a tiered term's postings that reach its cut go
-    to its tier and the rest to its frontier; a term whose list is now `LONG` gets a tier; a tier that
-    has grown `REGROW` times since its cut is cut again."""
+    (`term_documents` still counts the lists without it), at every level: a tiered term's postings that
+    reach its cut go to its tier and the rest to its frontier; a term whose list is now the level's `long`
+    gets a tier; a tier that has grown `REGROW` times since its cut is cut again."""
     term_ids = np.asarray(new.term_ids, dtype=np.int64)
     if not len(term_ids):
         return
     doc_ids, frequencies, lengths = (np.asarray(column, dtype=np.int64) for column in new[1:])
     terms, added = np.unique(term_ids, return_counts=True)
-    states = await tier_states(session, tenant_id, terms.tolist())
-    untiered = [int(term) for term in terms.tolist() if int(term) not in states]
-    before = await _list_lengths(session, tenant_id, untiered) if untiered else {}
     added_by_term = dict(zip(terms.tolist(), added.tolist(), strict=True))
-    created = [term for term in untiered if before.get(term, 0) + added_by_term[term] >= LONG]
-    if states:
-        await _extend(session, tenant_id, states, term_ids, doc_ids, frequencies, lengths)
-    if created:
-        await _create(session, tenant_id, created, [before.get(term, 0) + added_by_term[term] for term in created])
+    before: dict[int, int] | None = None
+    for level in LEVELS:
+        states = await tier_states(session, tenant_id, terms.tolist(), level)
+        untiered = [int(term) for term in terms.tolist() if int(term) not in states]
+        if untiered and before is None:  # Read once: every level compares the same lengths.
+            before = await _list_lengths(session, tenant_id, [int(term) for term in terms.tolist()])
+        lengths_after = {term: (before or {}).get(term, 0) + added_by_term[term] for term in untiered}
+        created = [term for term in untiered if lengths_after[term] >= level.long]
+        if states:
+            await _extend(session, tenant_id, level, states, term_ids, doc_ids, frequencies, lengths)
+        if created:
+            await _create(session, tenant_id, level, created, [lengths_after[term] for term in created])
 
 
 async def _extend(
     session: Session,
     tenant_id: int,
+    level: Level,
     states: dict[int, TierState],
     term_ids: NDArray[np.int64],
     doc_ids: NDArray[np.int64],
@@ -213,7 +271,7 @@ async def _extend(
             session,
             tenant_id,
             _grouped(term_ids[in_tier], doc_ids[in_tier], frequencies[in_tier], lengths[in_tier]),
-            table=TIERS,
+            table=level.postings,
         )
     joined = np.bincount(at[in_tier], minlength=len(tiered))
     updates: list[tuple[Any, ...]] = []
@@ -227,17 +285,17 @@ async def _extend(
         if held == state.tier_postings and np.array_equal(frontier, state.frontier):
             continue
         state = TierState(term_id, state.cut, state.reference_length, held, state.cut_postings, frontier)
-        if held > REGROW * max(state.cut_postings, TIER):
+        if held > REGROW * max(state.cut_postings, level.size):
             regrown.append(state)
         else:
             updates.append((tenant_id, term_id, state.cut, held, state.cut_postings, _frontier_bytes(frontier)))
-    await _update_states(session, updates)
+    await _update_states(session, level, updates)
     if regrown:
-        await _cut_again(session, tenant_id, regrown)
+        await _cut_again(session, tenant_id, level, regrown)
 
 
-async def _update_states(session: Session, updates: Sequence[tuple[Any, ...]]) -> None:
-    """Write `(tenant_id, term_id, cut, tier_postings, cut_postings, frontier)` into existing `term_tiers` rows."""
+async def _update_states(session: Session, level: Level, updates: Sequence[tuple[Any, ...]]) -> None:
+    """Write `(tenant_id, term_id, cut, tier_postings, cut_postings, frontier)` into `level`'s existing states."""
     columns = (
         ('tenant_id', 'bigint'),
         ('term_id', 'bigint'),
@@ -248,7 +306,7 @@ async def _update_states(session: Session, updates: Sequence[tuple[Any, ...]]) -
     )
     await run_batch(
         session,
-        'UPDATE term_tiers AS t SET cut = d.cut, tier_postings = d.tier_postings, '  # noqa: S608
+        f'UPDATE {level.states} AS t SET cut = d.cut, tier_postings = d.tier_postings, '  # noqa: S608
         f'cut_postings = d.cut_postings, frontier = d.frontier FROM {session.dialect.batch(columns)} '
         'WHERE t.tenant_id = d.tenant_id AND t.term_id = d.term_id',
         sorted(updates, key=lambda row: row[:2]),
@@ -260,35 +318,40 @@ _CREATE_READ = 4_000_000
 
 
 async def create_tiers(session: Session, tenant_id: int | None = None) -> int:
-    """Give every list of at least `LONG` postings that has no tier one (of `tenant_id`, or of every tenant),
-    cut from its whole list; returns how many were made. A rebuild's last step: it writes the blocks
-    without following the tiers, and cuts each long list once, with the tenant's final average length."""
+    """Give every list long enough for a level's tier that has none its tier (of `tenant_id`, or of every
+    tenant), cut from its whole list; returns how many were made. A rebuild's last step: it writes the
+    blocks without following the tiers, and cuts each long list once, with the tenant's final average length."""
     one = '' if tenant_id is None else 'd.tenant_id = $2 AND '
-    rows = await session.rows(
-        'SELECT d.tenant_id, d.term_id, d.document_count FROM term_documents d '  # noqa: S608 (constant fragments)
-        f'WHERE {one}d.document_count >= $1 AND NOT EXISTS '
-        '(SELECT 1 FROM term_tiers t WHERE t.tenant_id = d.tenant_id AND t.term_id = d.term_id) '
-        'ORDER BY d.tenant_id, d.term_id',
-        *((LONG,) if tenant_id is None else (LONG, tenant_id)),
-    )
-    for tenant, group in groupby(rows, key=lambda row: int(row[0])):
-        terms = list(group)
-        await _create(session, tenant, [int(row[1]) for row in terms], [int(row[2]) for row in terms])
-    return len(rows)
+    made = 0
+    for level in LEVELS:
+        rows = await session.rows(
+            'SELECT d.tenant_id, d.term_id, d.document_count FROM term_documents d '  # noqa: S608 (constant fragments)
+            f'WHERE {one}d.document_count >= $1 AND NOT EXISTS '
+            f'(SELECT 1 FROM {level.states} t WHERE t.tenant_id = d.tenant_id AND t.term_id = d.term_id) '
+            'ORDER BY d.tenant_id, d.term_id',
+            *((level.long,) if tenant_id is None else (level.long, tenant_id)),
+        )
+        for tenant, group in groupby(rows, key=lambda row: int(row[0])):
+            terms = list(group)
+            await _create(session, tenant, level, [int(row[1]) for row in terms], [int(row[2]) for row in terms])
+        made += len(rows)
+    return made
 
 
-async def _create(session: Session, tenant_id: int, term_ids: Sequence[int], sizes: Sequence[int]) -> None:
-    """Give each of `term_ids` (lists of about `sizes` postings) a tier, cut from its whole list in the blocks."""
+async def _create(
+    session: Session, tenant_id: int, level: Level, term_ids: Sequence[int], sizes: Sequence[int]
+) -> None:
+    """Give each of `term_ids` (lists of about `sizes` postings) a tier of `level`, cut from its whole list."""
     batch: list[int] = []
     held = 0
     for term_id, size in sorted(zip(term_ids, sizes, strict=True)):
         if batch and held + size > _CREATE_READ:
-            await _create_batch(session, tenant_id, batch)
+            await _create_batch(session, tenant_id, level, batch)
             batch, held = [], 0
         batch.append(term_id)
         held += size
     if batch:
-        await _create_batch(session, tenant_id, batch)
+        await _create_batch(session, tenant_id, level, batch)
 
 
 async def _average_length(session: Session, tenant_id: int) -> float:
@@ -298,7 +361,7 @@ async def _average_length(session: Session, tenant_id: int) -> float:
     return float(row[1]) / float(row[0]) if row is not None and row[0] else 0.0
 
 
-async def _create_batch(session: Session, tenant_id: int, term_ids: Sequence[int]) -> None:
+async def _create_batch(session: Session, tenant_id: int, level: Level, term_ids: Sequence[int]) -> None:
     lists = await read_blocks(session, tenant_id, term_ids, BLOCKS, with_pending=False)
     average = await _average_length(session, tenant_id)
     rows: list[tuple[Any, ...]] = []
@@ -307,17 +370,17 @@ async def _create_batch(session: Session, tenant_id: int, term_ids: Sequence[int
         doc_ids, frequencies, lengths = lists[term_id]
         reference = average or float(lengths.mean()) or 1.0
         weights = reference_weights(frequencies, lengths, reference)
-        cut = cut_of(weights)
+        cut = cut_of(weights, level.size)
         keep = weights >= cut
         below = ~keep
         frontier = frontier_of(frequencies[below], lengths[below])
         kept = int(keep.sum())
         rows.append((tenant_id, term_id, cut, reference, kept, kept, _frontier_bytes(frontier)))
         tiers.append((term_id, PostingColumns(doc_ids[keep], frequencies[keep], lengths[keep])))
-    await _write_tiers(session, tenant_id, tiers)
+    await _write_tiers(session, tenant_id, level, tiers)
     await insert_rows(
         session,
-        'term_tiers',
+        level.states,
         (
             ('tenant_id', 'bigint'),
             ('term_id', 'bigint'),
@@ -332,8 +395,10 @@ async def _create_batch(session: Session, tenant_id: int, term_ids: Sequence[int
     )
 
 
-async def _write_tiers(session: Session, tenant_id: int, tiers: Sequence[tuple[int, PostingColumns]]) -> None:
-    """Append each term's tier postings (ascending documents) to its (empty) tier."""
+async def _write_tiers(
+    session: Session, tenant_id: int, level: Level, tiers: Sequence[tuple[int, PostingColumns]]
+) -> None:
+    """Append each term's tier postings (ascending documents) to its (empty) tier of `level`."""
     if not tiers:
         return
     term_ids = np.concatenate([np.full(len(columns.doc_ids), term_id, dtype=np.int64) for term_id, columns in tiers])
@@ -346,21 +411,21 @@ async def _write_tiers(session: Session, tenant_id: int, tiers: Sequence[tuple[i
             np.concatenate([columns.term_frequencies for _, columns in tiers]).astype(np.int64),
             np.concatenate([columns.lengths for _, columns in tiers]).astype(np.int64),
         ),
-        table=TIERS,
+        table=level.postings,
     )
 
 
-async def _cut_again(session: Session, tenant_id: int, states: Sequence[TierState]) -> None:
-    """Cut grown tiers back to `TIER` postings: the ones dropped join the frontier, the tier is written anew."""
+async def _cut_again(session: Session, tenant_id: int, level: Level, states: Sequence[TierState]) -> None:
+    """Cut grown tiers back to the level's size: the ones dropped join the frontier, the tier is written anew."""
     by_term = {state.term_id: state for state in states}
-    tiers = await read_blocks(session, tenant_id, sorted(by_term), TIERS, with_pending=False)
+    tiers = await read_blocks(session, tenant_id, sorted(by_term), level.postings, with_pending=False)
     updates: list[tuple[Any, ...]] = []
     kept_tiers: list[tuple[int, PostingColumns]] = []
     for term_id in sorted(by_term):
         state = by_term[term_id]
         doc_ids, frequencies, lengths = tiers.get(term_id, NO_POSTINGS)
         weights = reference_weights(frequencies, lengths, state.reference_length)
-        cut = max(cut_of(weights), state.cut)
+        cut = max(cut_of(weights, level.size), state.cut)
         keep = weights >= cut
         below = ~keep
         frontier = frontier_of(frequencies[below], lengths[below], state.frontier)
@@ -369,21 +434,23 @@ async def _cut_again(session: Session, tenant_id: int, states: Sequence[TierStat
         kept_tiers.append((term_id, PostingColumns(doc_ids[keep], frequencies[keep], lengths[keep])))
     dialect = session.dialect
     await session.run(
-        f'DELETE FROM posting_tiers WHERE tenant_id = $1 AND term_id {dialect.in_array(2, "bigint")}',  # noqa: S608
+        f'DELETE FROM {checked_table(level.postings)} WHERE tenant_id = $1 '  # noqa: S608 (constant fragments)
+        f'AND term_id {dialect.in_array(2, "bigint")}',
         tenant_id,
         dialect.array(sorted(by_term)),
     )
-    await _write_tiers(session, tenant_id, kept_tiers)
-    await _update_states(session, updates)
+    await _write_tiers(session, tenant_id, level, kept_tiers)
+    await _update_states(session, level, updates)
 
 
 async def follow_removed(session: Session, doomed: Sequence[tuple[int, int, int]]) -> None:
     """Take removed postings (`(tenant_id, term_id, doc_id)`, just taken out of the blocks) out of the tiers
-    too. Frontiers stay: what lies below a cut only lost postings, so they still bound it."""
-    kept: list[tuple[int, int, int]] = []
-    for tenant_id, group in groupby(sorted(doomed), key=lambda row: row[0]):
-        rows = list(group)
-        tiered = await tier_states(session, tenant_id, sorted({term_id for _, term_id, _ in rows}))
-        kept += [row for row in rows if row[1] in tiered]
-    if kept:
-        await remove_from_blocks(session, kept, TIERS)
+    of every level too. Frontiers stay: what lies below a cut only lost postings, so they still bound it."""
+    for level in LEVELS:
+        kept: list[tuple[int, int, int]] = []
+        for tenant_id, group in groupby(sorted(doomed), key=lambda row: row[0]):
+            rows = list(group)
+            tiered = await tier_states(session, tenant_id, sorted({term_id for _, term_id, _ in rows}), level)
+            kept += [row for row in rows if row[1] in tiered]
+        if kept:
+            await remove_from_blocks(session, kept, level.postings)

@@ -48,7 +48,7 @@ _COLUMNS = (
     ('postings', 'bytea'),
 )
 _TIER_COLUMNS = _COLUMNS[:5] + _COLUMNS[6:]
-"""`posting_tiers` has no `front`."""
+"""The tiers' tables (`posting_tiers`, `posting_deep_tiers`) have no `front`."""
 
 
 def _stored(table: BlockTable, rows: list[tuple[Any, ...]]) -> tuple[Sequence[tuple[str, str]], list[tuple[Any, ...]]]:

@@ -39,6 +39,7 @@ RELEASED: tuple[tuple[int, str, bool], ...] = (
     (16, 'an append in one call where statements are round trips', False),
     (17, 'vector counts per tenant', False),
     (18, 'a top tier for each long posting list', False),
+    (19, 'a deeper tier for each very long posting list', False),
 )
 """`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
 

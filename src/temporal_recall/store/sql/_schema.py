@@ -577,6 +577,36 @@ _V18: tuple[_Statement, ...] = (
     """,
 )
 
+_V19: tuple[_Statement, ...] = (
+    # A deeper tier for each very long posting list (`postings._tiers.DEEP`), laid out as the top tier's
+    # tables: where four common words leave a page in doubt after the top tiers, a search reads down to
+    # it instead of every posting. Filled as writes reach very long lists and by `recall reindex`; a
+    # term without one is read whole when its top tier is not enough, so the tables start empty.
+    """
+    CREATE TABLE IF NOT EXISTS posting_deep_tiers (
+        tenant_id {big} NOT NULL,
+        term_id {big} NOT NULL,
+        first_doc {big} NOT NULL,
+        last_doc {big} NOT NULL,
+        count INTEGER NOT NULL,
+        postings {blob} NOT NULL,
+        PRIMARY KEY (tenant_id, term_id, first_doc)
+    ){clustered}
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS term_deep_tiers (
+        tenant_id {big} NOT NULL,
+        term_id {big} NOT NULL,
+        cut DOUBLE PRECISION NOT NULL,
+        reference_length DOUBLE PRECISION NOT NULL,
+        tier_postings {big} NOT NULL,
+        cut_postings {big} NOT NULL,
+        frontier {blob} NOT NULL,
+        PRIMARY KEY (tenant_id, term_id)
+    ){clustered}
+    """,
+)
+
 _VERSIONS: tuple[tuple[_Statement, ...], ...] = (
     _V1,
     _V2,
@@ -596,6 +626,7 @@ _VERSIONS: tuple[tuple[_Statement, ...], ...] = (
     _V16,
     _V17,
     _V18,
+    _V19,
 )
 """Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 
