@@ -140,6 +140,26 @@ def test_pruned_ranking_equals_the_exhaustive_one(backend: str, seed: int, tier:
     asyncio.run(_scenario(backend, seed, tier, wholes, deep))
 
 
+def _search_a_large_store(path: Path, *, seed: int, queries: int, words: int, deep: bool = False) -> None:
+    """1,500 messages of 20-200 words of a 2,000-word Zipf vocabulary, checked clean (with deeper tiers, with
+    `deep`), then `queries` queries of its `words` commonest words answered alike pruned and exhaustively."""
+
+    async def scenario() -> None:
+        rng = random.Random(seed)
+        async with open_site('sqlite', path) as site:
+            store = await site.open()
+            try:
+                await _fill(store, rng, range(1500), vocabulary=2000)
+                await _check_clean(store)
+                if deep:
+                    assert (await rows_of(store, 'SELECT count(*) FROM term_deep_tiers'))[0][0] > 0
+                await _same_answers(store, rng, queries, [f'w{rank}' for rank in range(words)])
+            finally:
+                await store.close()
+
+    asyncio.run(scenario())
+
+
 def test_the_tiers_prune_rather_than_read_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Not vacuous: with tiers much shorter than their lists, most searches of common words are proven
     from the tiers and a few lookups, reading a fraction of the postings."""
@@ -158,18 +178,7 @@ def test_the_tiers_prune_rather_than_read_everything(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(_pruned.TierPruning, 'lookups', counted)
 
-    async def scenario() -> None:
-        rng = random.Random(5)
-        async with open_site('sqlite', tmp_path) as site:
-            store = await site.open()
-            try:
-                await _fill(store, rng, range(1500), vocabulary=2000)
-                await _check_clean(store)
-                await _same_answers(store, rng, 20, [f'w{rank}' for rank in range(12)])
-            finally:
-                await store.close()
-
-    asyncio.run(scenario())
+    _search_a_large_store(tmp_path, seed=5, queries=20, words=12)
     assert len(proven) > 2 * len(declined), (len(proven), len(declined))
     assert sum(read for read, _ in proven) * 4 < sum(total for _, total in proven) * 3, proven
 
@@ -195,18 +204,6 @@ def test_a_deeper_tier_proves_pages_the_top_tiers_leave_in_doubt(tmp_path: Path,
 
     monkeypatch.setattr(_pruned.TierPruning, 'lookups', counted)
 
-    async def scenario() -> None:
-        rng = random.Random(11)
-        async with open_site('sqlite', tmp_path) as site:
-            store = await site.open()
-            try:
-                await _fill(store, rng, range(1500), vocabulary=2000)
-                await _check_clean(store)
-                assert (await rows_of(store, 'SELECT count(*) FROM term_deep_tiers'))[0][0] > 0
-                await _same_answers(store, rng, 30, [f'w{rank}' for rank in range(8)])
-            finally:
-                await store.close()
-
-    asyncio.run(scenario())
+    _search_a_large_store(tmp_path, seed=11, queries=30, words=8, deep=True)
     proven_deeper = sum(1 for deepened, proven in rounds if deepened and proven)
     assert proven_deeper >= 5, rounds
