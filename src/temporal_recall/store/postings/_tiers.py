@@ -74,9 +74,9 @@ REGROW = 2
 """A tier is cut again once it holds this many times what its last cut kept (its list grew meanwhile)."""
 
 DEEP_TIER = 2 * TIER
-"""The postings a deeper tier's cut keeps. At a million messages (docs/design/store.md, "Top tiers") the top
-tiers of four common words still leave thousands of documents in doubt; reading each list down to twice as
-deep leaves a few hundred, which one round of lookups settles."""
+"""The postings a deeper tier's cut keeps. At a million messages (docs/design/store.md, "Deeper tiers") the top
+tiers of four common words leave tens of thousands of documents in doubt; read down to twice as deep, the
+lists leave a few thousand against the first threshold, which two or three rounds of lookups settle."""
 
 DEEP_LONG = 4 * DEEP_TIER
 """A list this long or longer gets a deeper tier too."""
