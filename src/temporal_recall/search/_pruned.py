@@ -200,9 +200,7 @@ class TierPruning:
             return self._read_further(read, max(bounds.rests, key=bounds.rests.__getitem__))
         unread_doubtful = {name: int((doubtful & unread).sum()) for name, unread in bounds.unread.items()}
         lacking = max(unread_doubtful, key=unread_doubtful.__getitem__)
-        if self._looked_up + sum(unread_doubtful.values()) > MOST_LOOKUPS and any(
-            term in read.deeper for term in bounds.rests
-        ):
+        if self._looked_up + sum(unread_doubtful.values()) > MOST_LOOKUPS and _deeper(read, bounds):
             # Too many in doubt to look up one by one, and a deeper tier to read: read further first.
             return self._read_further(read, lacking)
         # The likeliest to reach the page first: their exact scores raise the threshold the most, and often
@@ -234,7 +232,7 @@ class TierPruning:
         (the bounds of several terms together decide, and one round costs less than one per term); when
         none has, the whole list of `name`, up to `MOST_WHOLE` of them; past that, every posting."""
         assert self._bounds is not None
-        deeper = [term for term in self._bounds.rests if term in read.deeper]
+        deeper = _deeper(read, self._bounds)
         if not deeper:
             if self._wholes >= MOST_WHOLE:
                 return None
@@ -255,6 +253,11 @@ class TierPruning:
             assert merged is not None
             columns[name] = _among(merged, self._page)
         return rank_columns(read.stats, columns, read.frequencies, self.terms, self.parameters, self.limit)
+
+
+def _deeper(read: TieredPostings, bounds: _Bounds) -> list[str]:
+    """The terms still bounded whose list keeps a deeper tier not read yet."""
+    return [term for term in bounds.rests if term in read.deeper]
 
 
 def _among(columns: PostingColumns, doc_ids: NDArray[np.int64]) -> PostingColumns:

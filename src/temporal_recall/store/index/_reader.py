@@ -328,19 +328,17 @@ async def tiered_postings(
         whole = [ids[term] for term in further if term not in read.deeper]
         known, kept = dict(read.known), dict(read.frontiers)
         if deepened:
-            # As for the top tiers: the frontiers after the tiers, and a tier gone meanwhile read whole.
+            # As for the top tiers: the frontiers after the tiers, and a tier gone meanwhile read whole (below).
             lists = await read_blocks(session, tenant_id, deepened, _tiers.DEEP.postings)
             states = await _tiers.tier_states(session, tenant_id, deepened, _tiers.DEEP)
-            if gone := [term_id for term_id in deepened if term_id not in states]:
-                lists.update(await read_blocks(session, tenant_id, gone, BLOCKS))
-                whole += gone
             for term_id in deepened:
-                known[names[term_id]] = lists.get(term_id, NO_POSTINGS)
                 if term_id in states:
+                    known[names[term_id]] = lists.get(term_id, NO_POSTINGS)
                     kept[names[term_id]] = states[term_id].frontier
+                else:
+                    whole.append(term_id)
         if whole:
-            unread = [term_id for term_id in whole if term_id not in deepened]  # A tier gone was read whole above.
-            lists = await read_blocks(session, tenant_id, unread, BLOCKS)
+            lists = await read_blocks(session, tenant_id, whole, BLOCKS)
             known.update({names[term_id]: columns for term_id, columns in lists.items()})
             for term_id in whole:
                 known.setdefault(names[term_id], NO_POSTINGS)
