@@ -8,6 +8,7 @@ import asyncio
 import random
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from temporal_recall.models import SearchRequest
 from temporal_recall.search import _pruned
 from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest
+from temporal_recall.store.index import _reader
 from temporal_recall.store.postings import _tiers
 from temporal_recall.store.protocol import TieredPostings
 
@@ -34,9 +36,10 @@ VOCABULARY = ['the', 'order', 'refund', 'paris', 'invoice', 'late', 'box', 'blue
 
 @pytest.fixture(autouse=True)
 def _no_leaked_tiers() -> Iterator[None]:
-    sizes = (_tiers.TIER, _tiers.LONG, _tiers.DEEP_TIER, _tiers.DEEP_LONG)
+    sizes = (_tiers.TIER, _tiers.LONG, _tiers.DEEP_TIER, _tiers.DEEP_LONG, _reader.DEEP_AT_ONCE)
     yield
-    assert sizes == (_tiers.TIER, _tiers.LONG, _tiers.DEEP_TIER, _tiers.DEEP_LONG), 'a test left its tier sizes behind'
+    now = (_tiers.TIER, _tiers.LONG, _tiers.DEEP_TIER, _tiers.DEEP_LONG, _reader.DEEP_AT_ONCE)
+    assert sizes == now, 'a test left its tier sizes behind'
 
 
 def _text(rng: random.Random, width: int) -> str:
@@ -98,10 +101,11 @@ async def _check_clean(store: AnyStore) -> None:
     assert report.clean, '\n'.join(map(str, report.findings))
 
 
-async def _scenario(backend: str, seed: int, tier: int, wholes: int, deep: int) -> None:
+async def _scenario(backend: str, seed: int, tier: int, wholes: int, deep: int, at_once: int) -> None:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patched:
         patched.setattr(_pruned, 'MOST_WHOLE', wholes)  # Whole lists read on the way, or every posting at once.
+        patched.setattr(_reader, 'DEEP_AT_ONCE', at_once)  # Deeper tiers read first, or only when in doubt.
         patched.setattr(_tiers, 'TIER', tier)
         patched.setattr(_tiers, 'LONG', 4 * tier)
         if deep:  # Deeper tiers `deep` times as deep, on lists twice as long as they hold; else none this small.
@@ -135,9 +139,12 @@ async def _scenario(backend: str, seed: int, tier: int, wholes: int, deep: int) 
     tier=st.sampled_from([1, 2, 4, 8]),
     wholes=st.sampled_from([0, 1, 3]),
     deep=st.sampled_from([0, 2, 3]),
+    at_once=st.sampled_from([1, 2, _reader.DEEP_AT_ONCE]),
 )
-def test_pruned_ranking_equals_the_exhaustive_one(backend: str, seed: int, tier: int, wholes: int, deep: int):
-    asyncio.run(_scenario(backend, seed, tier, wholes, deep))
+def test_pruned_ranking_equals_the_exhaustive_one(
+    backend: str, seed: int, tier: int, wholes: int, deep: int, at_once: int
+):
+    asyncio.run(_scenario(backend, seed, tier, wholes, deep, at_once))
 
 
 def _search_a_large_store(path: Path, *, seed: int, queries: int, words: int, deep: bool = False) -> None:
@@ -207,3 +214,40 @@ def test_a_deeper_tier_proves_pages_the_top_tiers_leave_in_doubt(tmp_path: Path,
     _search_a_large_store(tmp_path, seed=11, queries=30, words=8, deep=True)
     proven_deeper = sum(1 for deepened, proven in rounds if deepened and proven)
     assert proven_deeper >= 5, rounds
+
+
+def test_many_common_words_read_the_deeper_tiers_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A query of `DEEP_AT_ONCE` tiered terms or more starts from the deeper tiers of the lists that keep one
+    (their top tiers never read), is proven from there and answers exactly."""
+    monkeypatch.setattr(_tiers, 'TIER', 32)
+    monkeypatch.setattr(_tiers, 'LONG', 128)
+    monkeypatch.setattr(_tiers, 'DEEP_TIER', 256)
+    monkeypatch.setattr(_tiers, 'DEEP_LONG', 512)
+    monkeypatch.setattr(_reader, 'DEEP_AT_ONCE', 2)
+    first_reads: list[tuple[bool, bool]] = []  # Per search: whether it started deep, whether it was proven.
+    levels: list[bool] = []  # The levels of tiers read since the last search started (deep or not).
+    read_level = _reader._read_level  # pyright: ignore[reportPrivateUsage]
+
+    async def recorded(session: Any, tenant_id: int, term_ids: list[int], level: _tiers.Level) -> Any:
+        if term_ids:
+            levels.append(level.deep)
+        return await read_level(session, tenant_id, term_ids, level)
+
+    lookups = _pruned.TierPruning.lookups
+
+    def counted(self: _pruned.TierPruning, read: TieredPostings) -> Mapping[str, NDArray[np.int64] | None] | None:
+        if 'deep' not in self.__dict__:  # The search's first round: what was read before any was asked for.
+            self.__dict__['deep'] = started_deep = any(levels)
+            assert not (started_deep and read.deeper), 'once deeper tiers are read at once, none is left to read'
+            assert len(read.frontiers) >= 2 or not started_deep, 'one tiered term starts from its top tier'
+        levels.clear()
+        asked = lookups(self, read)
+        if read.frontiers and not asked:
+            first_reads.append((self.__dict__['deep'], asked is not None))
+        return asked
+
+    monkeypatch.setattr(_reader, '_read_level', recorded)
+    monkeypatch.setattr(_pruned.TierPruning, 'lookups', counted)
+
+    _search_a_large_store(tmp_path, seed=11, queries=30, words=8, deep=True)
+    assert sum(1 for deep, proven in first_reads if deep and proven) >= 5, first_reads

@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..postings import _tiers
-from ..postings._blocks import BLOCK, BLOCKS, NO_POSTINGS, TIERS, read_blocks, read_lookups, read_overlapping
+from ..postings._blocks import BLOCK, BLOCKS, NO_POSTINGS, read_blocks, read_lookups, read_overlapping
 from ..protocol import (
     DocumentRow,
     IndexStats,
@@ -29,6 +29,7 @@ from ._context import document_rows, hits_query
 from ._occurrences import page_rows
 
 __all__ = (
+    'DEEP_AT_ONCE',
     'PRUNING_PAYS',
     'Target',
     'document_frequencies',
@@ -272,6 +273,11 @@ async def _columns(
     return {term: by_name[term] for term in wanted if term in by_name}
 
 
+DEEP_AT_ONCE = 4
+"""A search of this many tiered terms or more reads the deeper tiers of those that keep one at once, without
+their top tiers first: at a million messages (docs/design/store.md, "Deeper tiers") most four-word queries
+are not proven by the top tiers, and their bounds and reads were spent for nothing."""
+
 PRUNING_PAYS = 4
 """The tiers are searched when the tiered terms' lists hold at least this many times their tiers' postings:
 below that, scoring every posting costs less than the bounds and lookups (docs/design/store.md)."""
@@ -304,21 +310,25 @@ async def tiered_postings(
     if listed < PRUNING_PAYS * sum(state.tier_postings for state in tiers.values()):
         tiers = {}  # Lists hardly longer than their tiers: reading them whole costs less than bounding them.
     known = await read_blocks(session, tenant_id, [term_id for term_id in names if term_id not in tiers], BLOCKS)
-    known.update(await read_blocks(session, tenant_id, list(tiers), TIERS))
-    # The frontiers after the tiers: a merge committing between the reads moves a pending posting (read)
-    # below a cut and into a frontier read after it, so none is missed by both. Where one read sees no
-    # snapshot (PostgreSQL), a tier gone meanwhile (a rebuild) has its list read whole instead.
-    now = await _tiers.tier_states(session, tenant_id, list(tiers)) if tiers else {}
-    if gone := [term_id for term_id in tiers if term_id not in now]:
-        known.update(await read_blocks(session, tenant_id, gone, BLOCKS))
-    frontiers = {term_id: state.frontier for term_id, state in now.items()}
-    deep = await _tiers.tier_states(session, tenant_id, list(now), _tiers.DEEP) if now else {}
+    # From `DEEP_AT_ONCE` tiered terms on, the top tiers rarely prove a page: the lists that keep a deeper
+    # tier are read down to it at once, sparing a round of reads and the bounds of the top tiers.
+    at_once = len(tiers) >= DEEP_AT_ONCE
+    deep = await _tiers.tier_states(session, tenant_id, list(tiers), _tiers.DEEP) if at_once else {}
+    frontiers: dict[int, NDArray[np.uint32]] = {}
+    for level, term_ids in ((_tiers.TOP, [term for term in tiers if term not in deep]), (_tiers.DEEP, list(deep))):
+        lists, bounded = await _read_level(session, tenant_id, term_ids, level)
+        known.update(lists)
+        frontiers.update(bounded)
+    # The lists whose deeper tier is left to read: none once read at once (those read top first had none).
+    deeper = (
+        {} if at_once or not frontiers else await _tiers.tier_states(session, tenant_id, list(frontiers), _tiers.DEEP)
+    )
     read = TieredPostings(
         stats=stats,
         known={names[term_id]: columns for term_id, columns in known.items()},
         frequencies=frequencies,
         frontiers={names[term_id]: frontier for term_id, frontier in frontiers.items()},
-        deeper=frozenset(names[term_id] for term_id in deep),
+        deeper=frozenset(names[term_id] for term_id in deeper if term_id in frontiers),
     )
     ids = {term: term_id for term_id, term in names.items()}
     asked: Mapping[str, NDArray[np.int64] | None] | None = {}
@@ -328,15 +338,13 @@ async def tiered_postings(
         whole = [ids[term] for term in further if term not in read.deeper]
         known, kept = dict(read.known), dict(read.frontiers)
         if deepened:
-            # As for the top tiers: the frontiers after the tiers, and a tier gone meanwhile read whole (below).
-            lists = await read_blocks(session, tenant_id, deepened, _tiers.DEEP.postings)
-            states = await _tiers.tier_states(session, tenant_id, deepened, _tiers.DEEP)
-            for term_id in deepened:
-                if term_id in states:
-                    known[names[term_id]] = lists.get(term_id, NO_POSTINGS)
-                    kept[names[term_id]] = states[term_id].frontier
+            lists, bounded = await _read_level(session, tenant_id, deepened, _tiers.DEEP)
+            for term_id in deepened:  # What the deeper tier holds replaces what the top tier held.
+                known[names[term_id]] = lists.get(term_id, NO_POSTINGS)
+                if term_id in bounded:
+                    kept[names[term_id]] = bounded[term_id]
                 else:
-                    whole.append(term_id)
+                    kept.pop(names[term_id], None)  # Gone meanwhile: `lists` holds its whole list.
         if whole:
             lists = await read_blocks(session, tenant_id, whole, BLOCKS)
             known.update({names[term_id]: columns for term_id, columns in lists.items()})
@@ -360,6 +368,24 @@ async def tiered_postings(
         known = {**read.known, **{names[term_id]: columns for term_id, columns in whole.items()}}
         return TieredPostings(stats=stats, known=known, frequencies=frequencies, frontiers={})
     return read
+
+
+async def _read_level(
+    session: Session, tenant_id: int, term_ids: list[int], level: _tiers.Level
+) -> tuple[dict[int, PostingColumns], dict[int, NDArray[np.uint32]]]:
+    """The tiers of `level` of `term_ids` (with the lists' pending postings) and their frontiers. The frontiers
+    are read after the tiers: a merge committing between the reads moves a pending posting (read) below a cut
+    and into a frontier read after it, so none is missed by both. Where one read sees no snapshot
+    (PostgreSQL), a tier gone meanwhile (a rebuild) has its whole list read instead, with no frontier."""
+    if not term_ids:
+        return {}, {}
+    lists = await read_blocks(session, tenant_id, term_ids, level.postings)
+    states = await _tiers.tier_states(session, tenant_id, term_ids, level)
+    if gone := [term_id for term_id in term_ids if term_id not in states]:
+        lists.update(await read_blocks(session, tenant_id, gone, BLOCKS))
+        for term_id in gone:
+            lists.setdefault(term_id, NO_POSTINGS)
+    return lists, {term_id: state.frontier for term_id, state in states.items()}
 
 
 def _joined(first: PostingColumns, second: PostingColumns) -> PostingColumns:
