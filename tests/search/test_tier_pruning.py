@@ -8,8 +8,8 @@ import asyncio
 import random
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -228,10 +228,10 @@ def test_many_common_words_read_the_deeper_tiers_at_once(tmp_path: Path, monkeyp
     levels: list[bool] = []  # The levels of tiers read since the last search started (deep or not).
     read_level = _reader._read_level  # pyright: ignore[reportPrivateUsage]
 
-    async def recorded(session: Any, tenant_id: int, term_ids: list[int], level: _tiers.Level) -> Any:
-        if term_ids:
+    async def recorded(session: Any, tenant_id: int, before: Mapping[int, Any], level: _tiers.Level, cache: Any) -> Any:
+        if before:
             levels.append(level.deep)
-        return await read_level(session, tenant_id, term_ids, level)
+        return await read_level(session, tenant_id, before, level, cache)
 
     lookups = _pruned.TierPruning.lookups
 

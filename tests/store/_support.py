@@ -509,8 +509,19 @@ UNDO_VERSION_19 = ('DROP TABLE posting_deep_tiers', 'DROP TABLE term_deep_tiers'
 """What migration 19 added (the deeper tiers of very long posting lists), taken away."""
 
 
+UNDO_VERSION_20 = ('ALTER TABLE term_tiers DROP COLUMN version', 'ALTER TABLE term_deep_tiers DROP COLUMN version')
+"""What migration 20 added (the tiers' versions), taken away."""
+
+
+async def back_to_version_19(store: AnyStore) -> None:
+    """Turn a store into what version 19 wrote: tiers without versions, version 19 recorded. Close and reopen it."""
+    for statement in (*UNDO_VERSION_20, 'DELETE FROM schema_migrations WHERE version > 19'):
+        await run_sql(store, statement)
+
+
 async def back_to_version_18(store: AnyStore) -> None:
     """Turn a store into what version 18 wrote: no deeper tiers, version 18 recorded. Close and reopen it."""
+    await back_to_version_19(store)
     for statement in (*UNDO_VERSION_19, 'DELETE FROM schema_migrations WHERE version > 18'):
         await run_sql(store, statement)
 

@@ -26,12 +26,14 @@ from ._support import (
     UNDO_VERSION_17,
     UNDO_VERSION_18,
     UNDO_VERSION_19,
+    UNDO_VERSION_20,
     index_problems,
     turn,
 )
 
 UNDO_LATER = '; '.join(
     (
+        *UNDO_VERSION_20,
         *UNDO_VERSION_19,
         *UNDO_VERSION_18,
         *UNDO_VERSION_17,
@@ -216,8 +218,8 @@ async def test_a_store_before_the_body_hash_index_gets_it_and_keeps_its_bodies(d
         await store.put_bodies('acme', {'h1': b'first', 'h2': b'second'})
         await store.put_bodies(None, {'h1': b'unscoped'})
     with closing(sqlite3.connect(db_path)) as db, db:
-        undo = (*UNDO_VERSION_19, *UNDO_VERSION_18, *UNDO_VERSION_17, *UNDO_VERSION_15, *UNDO_VERSION_14)
-        undo += UNDO_VERSION_13
+        undo = (*UNDO_VERSION_20, *UNDO_VERSION_19, *UNDO_VERSION_18, *UNDO_VERSION_17, *UNDO_VERSION_15)
+        undo += (*UNDO_VERSION_14, *UNDO_VERSION_13)
         db.executescript(f'{"; ".join(undo)}; DELETE FROM schema_migrations WHERE version >= {BODIES_BY_HASH};')
     assert recorded(db_path) == CURRENT[: BODIES_BY_HASH - 1]
     assert 'message_bodies_by_hash' not in indexes(db_path)

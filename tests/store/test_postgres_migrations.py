@@ -36,6 +36,7 @@ from ._support import (
     UNDO_VERSION_17,
     UNDO_VERSION_18,
     UNDO_VERSION_19,
+    UNDO_VERSION_20,
     PostgresSite,
     postgres_url,
     problems_of,
@@ -246,6 +247,7 @@ async def _undo_blocks(connection: asyncpg.Connection, schema: str) -> None:
     the later migrations: the pending postings of version 8 and what 10 to 12 added)."""
     await connection.execute(f'SET search_path TO "{schema}"')
     for statement in (
+        *UNDO_VERSION_20,
         *UNDO_VERSION_19,
         *UNDO_VERSION_18,
         *UNDO_VERSION_17,
@@ -335,6 +337,7 @@ async def test_a_store_before_the_body_hash_index_gets_it_and_keeps_its_bodies(p
     try:
         await connection.execute(f'SET search_path TO {schema}')
         for statement in (
+            *UNDO_VERSION_20,
             *UNDO_VERSION_19,
             *UNDO_VERSION_18,
             *UNDO_VERSION_17,

@@ -31,6 +31,7 @@ from ._checks import CheckedStore, check_append, check_id, check_optional_id, ch
 from ._reindex import reindex_store
 from .index import _reader, _vectors
 from .index._terms import prepare_message
+from .index._tier_cache import TierCache
 from .index._vectors import VectorKey
 from .integrity import CheckReport, run_check
 from .log import _append, _details, _entries, _write
@@ -104,6 +105,7 @@ class EngineStore(CheckedStore, StoredBodies):
         self._merger = Merger(backend)
         self._known = Known()
         self._signs = _vectors.VectorSigns()
+        self._tiers = TierCache()
         self._embedder: Embedder | None = None
 
     @property
@@ -396,7 +398,7 @@ class EngineStore(CheckedStore, StoredBodies):
         self, target: SearchTarget, terms: Sequence[str], lookups: TierLookups
     ) -> TieredPostings | None:
         check_target(target)  # A search starts here.
-        return await self._search(lambda s: _reader.tiered_postings(s, target, terms, lookups))
+        return await self._search(lambda s: _reader.tiered_postings(s, target, terms, lookups, self._tiers))
 
     async def documents(
         self,

@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..postings import _tiers
-from ..postings._blocks import BLOCK, BLOCKS, NO_POSTINGS, read_blocks, read_lookups, read_overlapping
+from ..postings._blocks import BLOCK, BLOCKS, NO_POSTINGS, read_blocks, read_lookups, read_overlapping, read_tiers
 from ..protocol import (
     DocumentRow,
     IndexStats,
@@ -27,6 +27,7 @@ from ..sql._keys import run_id_of, scope_key
 from ..sql._session import Dialect, Session
 from ._context import document_rows, hits_query
 from ._occurrences import page_rows
+from ._tier_cache import TierCache, with_pending
 
 __all__ = (
     'DEEP_AT_ONCE',
@@ -284,7 +285,7 @@ below that, scoring every posting costs less than the bounds and lookups (docs/d
 
 
 async def tiered_postings(
-    session: Session, target: SearchTarget, terms: Sequence[str], lookups: TierLookups
+    session: Session, target: SearchTarget, terms: Sequence[str], lookups: TierLookups, cache: TierCache
 ) -> TieredPostings | None:
     """`TieredIndex.tiered_postings`: a scope-wide target's counters, each query term's tier (with its
     pending postings) and frontier, or its whole list when it has no tier; then what `lookups` asks
@@ -315,20 +316,19 @@ async def tiered_postings(
     at_once = len(tiers) >= DEEP_AT_ONCE
     deep = await _tiers.tier_states(session, tenant_id, list(tiers), _tiers.DEEP) if at_once else {}
     frontiers: dict[int, NDArray[np.uint32]] = {}
-    for level, term_ids in ((_tiers.TOP, [term for term in tiers if term not in deep]), (_tiers.DEEP, list(deep))):
-        lists, bounded = await _read_level(session, tenant_id, term_ids, level)
+    for level, before in ((_tiers.TOP, {t: s for t, s in tiers.items() if t not in deep}), (_tiers.DEEP, deep)):
+        lists, bounded = await _read_level(session, tenant_id, before, level, cache)
         known.update(lists)
         frontiers.update(bounded)
     # The lists whose deeper tier is left to read: none once read at once (those read top first had none).
-    deeper = (
-        {} if at_once or not frontiers else await _tiers.tier_states(session, tenant_id, list(frontiers), _tiers.DEEP)
-    )
+    if not at_once and frontiers:
+        deep = await _tiers.tier_states(session, tenant_id, list(frontiers), _tiers.DEEP)
     read = TieredPostings(
         stats=stats,
         known={names[term_id]: columns for term_id, columns in known.items()},
         frequencies=frequencies,
         frontiers={names[term_id]: frontier for term_id, frontier in frontiers.items()},
-        deeper=frozenset(names[term_id] for term_id in deeper if term_id in frontiers),
+        deeper=frozenset(names[term_id] for term_id in deep if term_id in frontiers and not at_once),
     )
     ids = {term: term_id for term_id, term in names.items()}
     asked: Mapping[str, NDArray[np.int64] | None] | None = {}
@@ -338,7 +338,7 @@ async def tiered_postings(
         whole = [ids[term] for term in further if term not in read.deeper]
         known, kept = dict(read.known), dict(read.frontiers)
         if deepened:
-            lists, bounded = await _read_level(session, tenant_id, deepened, _tiers.DEEP)
+            lists, bounded = await _read_level(session, tenant_id, {t: deep[t] for t in deepened}, _tiers.DEEP, cache)
             for term_id in deepened:  # What the deeper tier holds replaces what the top tier held.
                 known[names[term_id]] = lists.get(term_id, NO_POSTINGS)
                 if term_id in bounded:
@@ -371,21 +371,44 @@ async def tiered_postings(
 
 
 async def _read_level(
-    session: Session, tenant_id: int, term_ids: list[int], level: _tiers.Level
+    session: Session, tenant_id: int, before: Mapping[int, _tiers.TierState], level: _tiers.Level, cache: TierCache
 ) -> tuple[dict[int, PostingColumns], dict[int, NDArray[np.uint32]]]:
-    """The tiers of `level` of `term_ids` (with the lists' pending postings) and their frontiers. The frontiers
-    are read after the tiers: a merge committing between the reads moves a pending posting (read) below a cut
-    and into a frontier read after it, so none is missed by both. Where one read sees no snapshot
-    (PostgreSQL), a tier gone meanwhile (a rebuild) has its whole list read instead, with no frontier."""
-    if not term_ids:
+    """The tiers of `level` of the terms of `before` (their states as read before), with the lists' pending
+    postings, and their frontiers. A tier kept in `cache` at the version `before` gives is not read again.
+
+    The states are read again after the tiers: a merge committing between the reads moves a pending
+    posting (read) below a cut and into a frontier read after it, so none is missed by both. Where one
+    read sees no snapshot (PostgreSQL), a tier gone meanwhile (a rebuild), or kept and changed meanwhile,
+    has its whole list read instead, with no frontier. A tier read while its version held is kept."""
+    if not before:
         return {}, {}
-    lists = await read_blocks(session, tenant_id, term_ids, level.postings)
-    states = await _tiers.tier_states(session, tenant_id, term_ids, level)
-    if gone := [term_id for term_id in term_ids if term_id not in states]:
-        lists.update(await read_blocks(session, tenant_id, gone, BLOCKS))
-        for term_id in gone:
-            lists.setdefault(term_id, NO_POSTINGS)
-    return lists, {term_id: state.frontier for term_id, state in states.items()}
+    kept = {
+        t: c for t, state in before.items() if (c := cache.get(tenant_id, t, level.deep, state.version)) is not None
+    }
+    tiers, pending = await read_tiers(
+        session, tenant_id, level.postings, [t for t in before if t not in kept], list(before)
+    )
+    after = await _tiers.tier_states(session, tenant_id, list(before), level)
+    lists: dict[int, PostingColumns] = {}
+    frontiers: dict[int, NDArray[np.uint32]] = {}
+    whole: list[int] = []
+    for term_id, state in before.items():
+        now = after.get(term_id)
+        held = state.version == (now.version if now is not None else None)
+        if now is None or (term_id in kept and not held):
+            whole.append(term_id)
+            continue
+        tier = kept.get(term_id)
+        if tier is None:
+            tier = tiers.get(term_id, NO_POSTINGS)
+            if held:
+                cache.put(tenant_id, term_id, level.deep, state.version, tier)
+        lists[term_id] = with_pending(tier, pending.get(term_id))
+        frontiers[term_id] = now.frontier
+    if whole:
+        read = await read_blocks(session, tenant_id, whole, BLOCKS)
+        lists.update({term_id: read.get(term_id, NO_POSTINGS) for term_id in whole})
+    return lists, frontiers
 
 
 def _joined(first: PostingColumns, second: PostingColumns) -> PostingColumns:

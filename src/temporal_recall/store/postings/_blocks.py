@@ -36,6 +36,7 @@ __all__ = (
     'read_blocks',
     'read_lookups',
     'read_overlapping',
+    'read_tiers',
     'run_starts',
     'select_overlapping',
 )
@@ -128,14 +129,14 @@ async def select_overlapping(
     )
 
 
-def pending(dialect: Dialect) -> str:
-    """The tenant's (`$1`) segment rows (`postings._segments`) of the terms of array parameter `$2`, shaped
-    as block rows: an index probe per segment and term (as a join, PostgreSQL scanned the tenant's
-    whole index range per term)."""
+def pending(dialect: Dialect, terms: int = 2, extra: str = '') -> str:
+    """The tenant's (`$1`) segment rows (`postings._segments`) of the terms of array parameter `$terms`,
+    shaped as block rows (with the `extra` columns): an index probe per segment and term (as a join,
+    PostgreSQL scanned the tenant's whole index range per term)."""
     segments = dialect.in_select('SELECT s.segment FROM index_segments s WHERE s.tenant_id = $1')
     return (
-        'SELECT p.term_id, p.first_doc, p.postings FROM pending_postings p WHERE p.tenant_id = $1 '  # noqa: S608
-        f'AND p.segment {segments} AND p.term_id {dialect.in_array(2, "bigint")}'
+        f'SELECT p.term_id, p.first_doc, p.postings{extra} FROM pending_postings p WHERE p.tenant_id = $1 '  # noqa: S608
+        f'AND p.segment {segments} AND p.term_id {dialect.in_array(terms, "bigint")}'
     )
 
 
@@ -188,6 +189,26 @@ async def read_blocks(
     if with_pending:
         blocks = f'{blocks} UNION ALL {pending(dialect)}'
     return columns_of(await session.rows(blocks, tenant_id, dialect.array(sorted(set(term_ids)))))
+
+
+async def read_tiers(
+    session: Session, tenant_id: int, table: BlockTable, tier_terms: Sequence[int], pending_terms: Sequence[int]
+) -> tuple[dict[int, PostingColumns], dict[int, PostingColumns]]:
+    """`term_id -> postings` of every block of `tier_terms` in `table` (a table of tiers), and apart from
+    them the pending rows of `pending_terms`, in one statement: a search keeps the tiers it read
+    (`index._tier_cache`), never the pending postings, which change without the tier."""
+    if not tier_terms and not pending_terms:
+        return {}, {}
+    dialect = session.dialect
+    rows = await session.rows(
+        f'SELECT b.term_id, b.first_doc, b.postings, 0 FROM {dialect.each(2, "bigint")} '  # noqa: S608
+        f'{dialect.join_in_order} {checked_table(table)} b ON b.tenant_id = $1 AND b.term_id = value '
+        f'UNION ALL {pending(dialect, 3, ", 1")}',
+        tenant_id,
+        dialect.array(sorted(set(tier_terms))),
+        dialect.array(sorted(set(pending_terms))),
+    )
+    return columns_of([row for row in rows if not row[3]]), columns_of([row for row in rows if row[3]])
 
 
 def _split_rows(rows: Sequence[Row]) -> tuple[NDArray[np.int64], NDArray[np.int64], list[bytes]]:

@@ -25,6 +25,7 @@ and the callers keep the tenant's other block writers out, as they do for the bl
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import groupby
@@ -58,6 +59,7 @@ __all__ = (
     'follow_added',
     'follow_removed',
     'frontier_of',
+    'new_version',
     'reference_weights',
     'tier_states',
 )
@@ -134,6 +136,16 @@ class TierState:
     cut_postings: int
     """The postings the last cut kept."""
     frontier: NDArray[np.uint32]
+    version: int = 0
+    """Changed (`new_version`) in the transaction of every write that changes the tier's postings: the same
+    version, read twice, means the same postings (`index._tier_cache`)."""
+
+
+def new_version() -> int:
+    """A tier's next version: random rather than counted, so a tier made anew (a rebuild, a reindex that
+    numbers terms afresh) never repeats a version another tier of that term had. Two draws agree with
+    probability 2**-63."""
+    return secrets.randbits(63)
 
 
 def reference_weights(frequencies: NDArray[Any], lengths: NDArray[Any], reference_length: float) -> NDArray[np.float64]:
@@ -178,7 +190,7 @@ def _frontier_from(stored: bytes) -> NDArray[np.uint32]:
     return np.frombuffer(bytes(stored), dtype=_PAIRS).reshape(-1, 2).astype(np.uint32)
 
 
-_STATE_COLUMNS = 'cut, reference_length, tier_postings, cut_postings, frontier'
+_STATE_COLUMNS = 'cut, reference_length, tier_postings, cut_postings, frontier, version'
 
 
 async def tier_states(
@@ -195,9 +207,9 @@ async def tier_states(
             tenant_id,
             dialect.array(ids[start : start + CHUNK]),
         )
-        for term_id, cut, length, held, kept, frontier in rows:
+        for term_id, cut, length, held, kept, frontier, version in rows:
             found[int(term_id)] = TierState(
-                int(term_id), float(cut), float(length), int(held), int(kept), _frontier_from(frontier)
+                int(term_id), float(cut), float(length), int(held), int(kept), _frontier_from(frontier), int(version)
             )
     return found
 
@@ -284,18 +296,22 @@ async def _extend(
         held = state.tier_postings + int(joined[index])
         if held == state.tier_postings and np.array_equal(frontier, state.frontier):
             continue
-        state = TierState(term_id, state.cut, state.reference_length, held, state.cut_postings, frontier)
+        version = new_version() if held != state.tier_postings else state.version  # Postings joined it.
+        state = TierState(term_id, state.cut, state.reference_length, held, state.cut_postings, frontier, version)
         if held > REGROW * max(state.cut_postings, level.size):
-            regrown.append(state)
+            regrown.append(state)  # Cut again, with a version of its own.
         else:
-            updates.append((tenant_id, term_id, state.cut, held, state.cut_postings, _frontier_bytes(frontier)))
+            updates.append(
+                (tenant_id, term_id, state.cut, held, state.cut_postings, _frontier_bytes(frontier), version)
+            )
     await _update_states(session, level, updates)
     if regrown:
         await _cut_again(session, tenant_id, level, regrown)
 
 
 async def _update_states(session: Session, level: Level, updates: Sequence[tuple[Any, ...]]) -> None:
-    """Write `(tenant_id, term_id, cut, tier_postings, cut_postings, frontier)` into `level`'s existing states."""
+    """Write `(tenant_id, term_id, cut, tier_postings, cut_postings, frontier, version)` into `level`'s existing
+    states."""
     columns = (
         ('tenant_id', 'bigint'),
         ('term_id', 'bigint'),
@@ -303,12 +319,13 @@ async def _update_states(session: Session, level: Level, updates: Sequence[tuple
         ('tier_postings', 'bigint'),
         ('cut_postings', 'bigint'),
         ('frontier', 'bytea'),
+        ('version', 'bigint'),
     )
     await run_batch(
         session,
         f'UPDATE {level.states} AS t SET cut = d.cut, tier_postings = d.tier_postings, '  # noqa: S608
-        f'cut_postings = d.cut_postings, frontier = d.frontier FROM {session.dialect.batch(columns)} '
-        'WHERE t.tenant_id = d.tenant_id AND t.term_id = d.term_id',
+        f'cut_postings = d.cut_postings, frontier = d.frontier, version = d.version '
+        f'FROM {session.dialect.batch(columns)} WHERE t.tenant_id = d.tenant_id AND t.term_id = d.term_id',
         sorted(updates, key=lambda row: row[:2]),
     )
 
@@ -375,7 +392,7 @@ async def _create_batch(session: Session, tenant_id: int, level: Level, term_ids
         below = ~keep
         frontier = frontier_of(frequencies[below], lengths[below])
         kept = int(keep.sum())
-        rows.append((tenant_id, term_id, cut, reference, kept, kept, _frontier_bytes(frontier)))
+        rows.append((tenant_id, term_id, cut, reference, kept, kept, _frontier_bytes(frontier), new_version()))
         tiers.append((term_id, PostingColumns(doc_ids[keep], frequencies[keep], lengths[keep])))
     await _write_tiers(session, tenant_id, level, tiers)
     await insert_rows(
@@ -389,6 +406,7 @@ async def _create_batch(session: Session, tenant_id: int, level: Level, term_ids
             ('tier_postings', 'bigint'),
             ('cut_postings', 'bigint'),
             ('frontier', 'bytea'),
+            ('version', 'bigint'),
         ),
         rows,
         order_by='d.term_id',
@@ -430,7 +448,7 @@ async def _cut_again(session: Session, tenant_id: int, level: Level, states: Seq
         below = ~keep
         frontier = frontier_of(frequencies[below], lengths[below], state.frontier)
         kept = int(keep.sum())
-        updates.append((tenant_id, term_id, cut, kept, kept, _frontier_bytes(frontier)))
+        updates.append((tenant_id, term_id, cut, kept, kept, _frontier_bytes(frontier), new_version()))
         kept_tiers.append((term_id, PostingColumns(doc_ids[keep], frequencies[keep], lengths[keep])))
     dialect = session.dialect
     await session.run(
@@ -445,7 +463,8 @@ async def _cut_again(session: Session, tenant_id: int, level: Level, states: Seq
 
 async def follow_removed(session: Session, doomed: Sequence[tuple[int, int, int]]) -> None:
     """Take removed postings (`(tenant_id, term_id, doc_id)`, just taken out of the blocks) out of the tiers
-    of every level too. Frontiers stay: what lies below a cut only lost postings, so they still bound it."""
+    of every level too, and give those tiers new versions. Frontiers stay: what lies below a cut only lost
+    postings, so they still bound it."""
     for level in LEVELS:
         kept: list[tuple[int, int, int]] = []
         for tenant_id, group in groupby(sorted(doomed), key=lambda row: row[0]):
@@ -454,3 +473,15 @@ async def follow_removed(session: Session, doomed: Sequence[tuple[int, int, int]
             kept += [row for row in rows if row[1] in tiered]
         if kept:
             await remove_from_blocks(session, kept, level.postings)
+            await _new_versions(session, level, sorted({(tenant_id, term_id) for tenant_id, term_id, _ in kept}))
+
+
+async def _new_versions(session: Session, level: Level, tiers: Sequence[tuple[int, int]]) -> None:
+    """Give each `(tenant_id, term_id)` tier of `level` a new version (its postings changed)."""
+    await run_batch(
+        session,
+        f'UPDATE {level.states} AS t SET version = d.version '  # noqa: S608 (constant fragments)
+        f'FROM {session.dialect.batch((("tenant_id", "bigint"), ("term_id", "bigint"), ("version", "bigint")))} '
+        'WHERE t.tenant_id = d.tenant_id AND t.term_id = d.term_id',
+        [(tenant_id, term_id, new_version()) for tenant_id, term_id in tiers],
+    )

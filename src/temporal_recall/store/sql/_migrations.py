@@ -40,6 +40,7 @@ RELEASED: tuple[tuple[int, str, bool], ...] = (
     (17, 'vector counts per tenant', False),
     (18, 'a top tier for each long posting list', False),
     (19, 'a deeper tier for each very long posting list', False),
+    (20, 'a version per tier: search processes keep the tiers they read', False),
 )
 """`(version, name, reindex)` of every released migration. Append to it; never edit a released one."""
 

@@ -607,6 +607,14 @@ _V19: tuple[_Statement, ...] = (
     """,
 )
 
+_V20: tuple[_Statement, ...] = (
+    # A version per tier, changed by every write that changes the tier's postings (`postings._tiers`): a
+    # search process keeps the tiers it decoded (`index._tier_cache`) and reads one again only when its
+    # version moved. The tiers written before this migration share version 0 until their next write.
+    'ALTER TABLE term_tiers ADD COLUMN version {big} NOT NULL DEFAULT 0',
+    'ALTER TABLE term_deep_tiers ADD COLUMN version {big} NOT NULL DEFAULT 0',
+)
+
 _VERSIONS: tuple[tuple[_Statement, ...], ...] = (
     _V1,
     _V2,
@@ -627,6 +635,7 @@ _VERSIONS: tuple[tuple[_Statement, ...], ...] = (
     _V17,
     _V18,
     _V19,
+    _V20,
 )
 """Each released migration's statements, in `sql._migrations.RELEASED` order. Append; never edit a released one."""
 

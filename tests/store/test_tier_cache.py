@@ -1,0 +1,226 @@
+"""The tiers a process's searches decoded (`index._tier_cache`) are used only while their version holds: every
+write that changes a tier's postings gives it a new version (`postings._tiers.new_version`), in the same
+transaction, so a search never ranks with postings a write has changed, on either backend."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+from temporal_recall.models import SearchRequest
+from temporal_recall.search.plan import search_index
+from temporal_recall.store import AppendRequest
+from temporal_recall.store.index import _reader
+from temporal_recall.store.index._tier_cache import TierCache, with_pending
+from temporal_recall.store.postings import _tiers
+from temporal_recall.store.postings._blocks import BLOCKS
+from temporal_recall.store.protocol import PostingColumns
+
+from ._support import (
+    AnyStore,
+    Site,
+    back_to_version_19,
+    merge_everything,
+    reference_search,
+    rows_of,
+    run_sql,
+    settle_merges,
+)
+
+WORDS = ['order', 'refund', 'late', 'box'] + [f'w{n}' for n in range(40)]
+
+
+@pytest.fixture(autouse=True)
+def small_tiers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_tiers, 'TIER', 4)
+    monkeypatch.setattr(_tiers, 'LONG', 16)
+    monkeypatch.setattr(_tiers, 'DEEP_TIER', 8)
+    monkeypatch.setattr(_tiers, 'DEEP_LONG', 32)
+
+
+def _columns(*doc_ids: int) -> PostingColumns:
+    ids = np.array(doc_ids, dtype=np.int64)
+    return PostingColumns(ids, np.ones(len(ids), dtype=np.uint32), np.full(len(ids), 7, dtype=np.uint32))
+
+
+def test_the_cache_answers_only_for_the_version_it_keeps():
+    cache = TierCache(most_postings=10)
+    cache.put(1, 5, False, 111, _columns(1, 2, 3))
+    assert cache.get(1, 5, False, 111) is not None
+    assert cache.get(1, 5, False, 112) is None  # Another version: read again.
+    assert cache.get(1, 5, True, 111) is None  # Another level,
+    assert cache.get(2, 5, False, 111) is None  # another tenant.
+    cache.put(1, 5, False, 112, _columns(1, 2))  # The newer version replaces the older.
+    assert cache.get(1, 5, False, 111) is None
+    assert cache.postings == 2
+
+
+def test_the_least_recently_used_tiers_go_first_and_kept_arrays_are_read_only():
+    cache = TierCache(most_postings=6)
+    cache.put(1, 1, False, 1, _columns(1, 2, 3))
+    cache.put(1, 2, False, 1, _columns(4, 5))
+    assert cache.get(1, 1, False, 1) is not None  # Used: now the most recent.
+    cache.put(1, 3, False, 1, _columns(6, 7))  # Seven postings: the least recently used (term 2) goes.
+    assert cache.get(1, 2, False, 1) is None
+    assert cache.get(1, 1, False, 1) is not None and cache.get(1, 3, False, 1) is not None
+    assert cache.postings == 5
+    cache.put(1, 4, False, 1, _columns(*range(7)))  # Larger than the whole cache: not kept, nothing dropped.
+    assert cache.get(1, 4, False, 1) is None and cache.postings == 5
+    kept = cache.get(1, 1, False, 1)
+    assert kept is not None
+    with pytest.raises(ValueError, match='read-only'):
+        kept.doc_ids[0] = 9
+    with pytest.raises(ValueError, match='most_postings must not be negative'):
+        TierCache(most_postings=-1)
+
+
+def test_pending_postings_join_a_kept_tier_once_each():
+    tier = _columns(2, 5, 9)
+    assert with_pending(tier, None) is tier
+    joined = with_pending(tier, _columns(3, 5, 12))
+    assert joined.doc_ids.tolist() == [2, 3, 5, 9, 12]
+    assert len(joined.term_frequencies) == len(joined.lengths) == 5
+
+
+async def _append(store: AnyStore, number: int, text: str) -> None:
+    await store.append(
+        AppendRequest(
+            conversation_id=f'c{number}',
+            scope='tenant',
+            idempotency_key=f'k{number}',
+            base_length=0,
+            base_hash=None,
+            messages=[ModelRequest(parts=[UserPromptPart(text)])],
+        )
+    )
+
+
+async def _fill(store: AnyStore, numbers: range) -> None:
+    rng = random.Random(numbers.start)
+    for number in numbers:
+        await _append(store, number, ' '.join(rng.choices(WORDS, k=rng.randint(3, 30))))
+    await settle_merges(store)
+    await merge_everything(store)
+
+
+async def _tiers_now(store: AnyStore) -> dict[tuple[str, int, int], tuple[int, bytes]]:
+    """Every tier's version and postings, by `(level, tenant, term)`."""
+    found: dict[tuple[str, int, int], tuple[int, bytes]] = {}
+    for level in _tiers.LEVELS:
+        versions = await rows_of(store, f'SELECT tenant_id, term_id, version FROM {level.states}')
+        for tenant_id, term_id, version in versions:
+            blocks = await rows_of(
+                store,
+                f'SELECT postings FROM {level.postings} WHERE tenant_id = {int(tenant_id)} '
+                f'AND term_id = {int(term_id)} ORDER BY first_doc',
+            )
+            found[(level.states, int(tenant_id), int(term_id))] = (int(version), b''.join(bytes(b[0]) for b in blocks))
+    return found
+
+
+def _same_version_same_postings(before: Mapping[Any, tuple[int, bytes]], after: Mapping[Any, tuple[int, bytes]]) -> int:
+    """Check that a tier whose version held kept its postings; how many tiers changed their postings."""
+    changed = 0
+    for key in before.keys() & after.keys():
+        if before[key][1] != after[key][1]:
+            changed += 1
+            assert before[key][0] != after[key][0], f'{key} changed its postings but kept its version'
+    return changed
+
+
+async def _exact(store: AnyStore, queries: list[str]) -> None:
+    for query in queries:
+        request = SearchRequest(query=query, scope='tenant', all_conversations=True, limit=5)
+        found = await search_index(store, request)
+        expected = await reference_search(store, request)
+        assert [(hit.entry_id, hit.score) for hit in found.hits] == [(hit.entry_id, hit.score) for hit in expected.hits]
+
+
+QUERIES = ['order refund', 'late box order', 'refund', 'order refund late box', 'box w1']
+
+
+async def test_every_write_that_changes_a_tier_gives_it_a_new_version(recall_store: AnyStore):
+    """Merges that add to tiers, cuts, deletes and a reindex: a tier whose postings changed has a new version,
+    and searches between them (each using the tiers kept by the last) answer as the exhaustive ranking."""
+    await _fill(recall_store, range(60))
+    await _exact(recall_store, QUERIES)
+    assert recall_store._tiers.postings > 0  # pyright: ignore[reportPrivateUsage]  (the searches kept tiers)
+    changes = 0
+    before = await _tiers_now(recall_store)
+    await _fill(recall_store, range(60, 120))  # Postings join tiers; grown tiers are cut again.
+    after = await _tiers_now(recall_store)
+    changes += _same_version_same_postings(before, after)
+    await _exact(recall_store, QUERIES)
+    for number in range(0, 120, 5):  # Deletes take postings out of tiers.
+        record = await recall_store.read_record(f'c{number}')
+        assert record is not None
+        await recall_store.delete_record(f'c{number}', expected_revision=record.revision)
+    await settle_merges(recall_store)
+    await merge_everything(recall_store)
+    before, after = after, await _tiers_now(recall_store)
+    changes += _same_version_same_postings(before, after)
+    await _exact(recall_store, QUERIES)
+    await recall_store.reindex()
+    before, after = after, await _tiers_now(recall_store)
+    assert not {version for version, _ in before.values()} & {version for version, _ in after.values()}
+    await _exact(recall_store, QUERIES)
+    assert changes >= 5, changes  # Not vacuous: writes did change tiers.
+
+
+async def test_a_store_written_before_tier_versions_searches_and_versions_its_tiers(site: Site):
+    """A store of version 19 (tiers without versions) is upgraded: its tiers start at version 0, are kept,
+    and the next write to one gives it a version of its own."""
+    store = await site.open()
+    try:
+        await _fill(store, range(60))
+        await back_to_version_19(store)
+    finally:
+        await store.close()
+    store = await site.open()
+    try:
+        versions = await rows_of(store, 'SELECT DISTINCT version FROM term_tiers')
+        assert [tuple(row) for row in versions] == [(0,)]
+        await _exact(store, QUERIES)
+        await _fill(store, range(60, 120))
+        assert len(await rows_of(store, 'SELECT version FROM term_tiers WHERE version <> 0')) > 0
+        await _exact(store, QUERIES)
+    finally:
+        await store.close()
+
+
+@pytest.mark.postgres
+async def test_a_kept_tier_changed_during_a_search_is_read_whole(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL reads without a snapshot: when a kept tier's version moves between the search's reads of
+    it (a write committing meanwhile), the search reads that list whole instead and still ranks exactly."""
+    if not type(site).__name__.startswith('Postgres'):
+        pytest.skip('SQLite reads in a snapshot: nothing commits between its reads')
+    store = await site.open()
+    writer = await site.open()
+    try:
+        await _fill(store, range(60))
+        await _exact(store, ['order refund'])  # Keeps the tiers of both words.
+        read_tiers, read_blocks = _reader.read_tiers, _reader.read_blocks
+        whole: list[int] = []
+
+        async def interleaved(*args: Any, **kwargs: Any) -> Any:
+            found = await read_tiers(*args, **kwargs)
+            await run_sql(writer, 'UPDATE term_tiers SET version = -version - 1')  # As a write committing now.
+            return found
+
+        async def counted(session: Any, tenant_id: int, term_ids: Any, table: Any = BLOCKS, **kwargs: Any) -> Any:
+            if table == BLOCKS:
+                whole.extend(term_ids)
+            return await read_blocks(session, tenant_id, term_ids, table, **kwargs)
+
+        monkeypatch.setattr(_reader, 'read_tiers', interleaved)
+        monkeypatch.setattr(_reader, 'read_blocks', counted)
+        await _exact(store, ['order refund'])
+        assert len(set(whole)) >= 2, whole  # Both kept tiers moved: both lists read whole.
+    finally:
+        await writer.close()
+        await store.close()
