@@ -153,25 +153,9 @@ def kth_largest(values: NDArray[np.float64], k: int) -> float:
 
 
 def slots_in_union(lists: Sequence[NDArray[np.int64]]) -> tuple[NDArray[np.int64], list[NDArray[np.intp]]]:
-    """The sorted union of ascending id lists, and for each list where its ids sit in it.
-
-    Where the ids are dense (`DENSE_SPREAD`, `DENSE_MOST`: one tenant's documents, the usual case) an array
-    indexed by id marks the ids present and then maps each to its slot: a few passes of plain stores and
-    loads, half the time of sorting at a million messages. Otherwise one stable sort of all the ids (it
-    merges their runs) gives both, where a binary search per list would cost a logarithm per id."""
-    held = [ids for ids in lists if len(ids)]
-    total = sum(len(ids) for ids in held)
-    if held:
-        low = min(int(ids[0]) for ids in held)
-        span = max(int(ids[-1]) for ids in held) - low + 1
-        if span <= min(DENSE_SPREAD * total, DENSE_MOST):
-            present = np.zeros(span, dtype=bool)
-            for ids in held:
-                present[ids - low] = True
-            union = np.flatnonzero(present)
-            slot_of = np.empty(span, dtype=np.intp)
-            slot_of[union] = np.arange(len(union))
-            return union + low, [slot_of[ids - low] for ids in lists]
+    """The sorted union of ascending id lists, and for each list where its ids sit in it: one stable sort
+    of all the ids (it merges their runs) gives both, where a binary search per list would cost a
+    logarithm per id on top of the union."""
     doc_ids = np.concatenate(lists)
     order = np.argsort(doc_ids, kind='stable')
     ordered = doc_ids[order]
