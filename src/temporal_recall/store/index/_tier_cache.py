@@ -82,13 +82,17 @@ class TierCache:
 
 def with_pending(tier: PostingColumns, pending: PostingColumns | None) -> PostingColumns:
     """A tier's postings and its list's pending ones, ascending ids, each document once (a merge committing
-    during a read without a snapshot can show a posting in both)."""
+    during a read without a snapshot can show a posting in both). Both are ascending and the pending ones
+    few: each goes in where a binary search puts it, one pass over the tier, where sorting both would
+    cost a tier's sort per term of every search."""
     if pending is None or not len(pending.doc_ids):
         return tier
-    doc_ids = np.concatenate((tier.doc_ids, pending.doc_ids))
-    doc_ids, once = np.unique(doc_ids, return_index=True)
+    at = np.searchsorted(tier.doc_ids, pending.doc_ids)
+    known = at < len(tier.doc_ids)
+    known[known] = tier.doc_ids[at[known]] == pending.doc_ids[known]
+    fresh, at = ~known, at[~known]
     return PostingColumns(
-        doc_ids,
-        np.concatenate((tier.term_frequencies, pending.term_frequencies))[once],
-        np.concatenate((tier.lengths, pending.lengths))[once],
+        np.insert(tier.doc_ids, at, pending.doc_ids[fresh]),
+        np.insert(tier.term_frequencies, at, pending.term_frequencies[fresh]),
+        np.insert(tier.lengths, at, pending.lengths[fresh]),
     )
