@@ -128,9 +128,10 @@ class TierPruning:
             if columns is None:
                 doc_ids, weights = np.empty(0, dtype=np.int64), np.empty(0)
             else:
-                keep = columns.term_frequencies > 0
-                doc_ids = columns.doc_ids[keep]
-                frequencies, lengths = columns.term_frequencies[keep], columns.lengths[keep]
+                doc_ids, frequencies, lengths = columns
+                if not frequencies.all():  # A stored frequency is at least 1: no copies unless one is not.
+                    keep = frequencies > 0
+                    doc_ids, frequencies, lengths = doc_ids[keep], frequencies[keep], lengths[keep]
                 weights = array_weights(frequencies, lengths, idf, k1, b, average_length)
             rest = None
             if frontier is not None:
@@ -248,10 +249,14 @@ class TierPruning:
         if not read.frontiers or self._page is None:
             return rank_columns(read.stats, read.known, read.frequencies, self.terms, self.parameters, self.limit)
         columns: dict[str, PostingColumns] = {}
-        for name in read.known.keys() | read.looked_up.keys():
-            merged = _merged(read.known.get(name), read.looked_up.get(name))
+        for name in read.known.keys() | read.looked_up.keys():  # The page's few postings, not whole tiers merged.
+            known, looked_up = (
+                _among(found, self._page) if found is not None else None
+                for found in (read.known.get(name), read.looked_up.get(name))
+            )
+            merged = _merged(known, looked_up)
             assert merged is not None
-            columns[name] = _among(merged, self._page)
+            columns[name] = merged
         return rank_columns(read.stats, columns, read.frequencies, self.terms, self.parameters, self.limit)
 
 
