@@ -69,8 +69,9 @@ _RESOLVE = (
     '(SELECT r.run_key FROM runs r WHERE r.run_id = $3), w.term, w.term_id, '
     'coalesce((SELECT s.document_count FROM term_documents s '
     'WHERE s.tenant_id = t.tenant_id AND s.term_id = w.term_id), 0) '
-    '+ coalesce((SELECT sum(length(p.postings)) FROM pending_postings p WHERE p.tenant_id = t.tenant_id '
-    'AND p.segment {segments} AND p.term_id = w.term_id), 0) / 12, '
+    '+ coalesce((SELECT sum((SELECT sum(length(p.postings)) FROM pending_postings p '
+    'WHERE p.tenant_id = z.tenant_id AND p.segment = z.segment AND p.term_id = w.term_id)) '
+    'FROM index_segments z WHERE z.tenant_id = t.tenant_id), 0) / 12, '
     'EXISTS (SELECT 1 FROM conversation_documents h{marked} WHERE h.conv_key = c.conv_key AND h.superseded) '
     'FROM tenants t LEFT JOIN conversations c ON c.conversation_id = $2 AND c.tenant_id = t.tenant_id '
     'LEFT JOIN (SELECT CAST(sum(x.document_count) AS BIGINT) AS document_count, '
@@ -83,7 +84,10 @@ _RESOLVE = (
 terms when none is): from the query's few terms to their ids and tenant counts, never the reverse;
 and whether the conversation has superseded members (a probe of a partial index). A tenant's
 counters are what merges folded plus what its pending segments hold (`postings._segments`), read in
-one statement: one state of the index, whatever a merge commits meanwhile."""
+one statement: one state of the index, whatever a merge commits meanwhile. A term's pending postings are
+summed segment by segment, each a probe of `pending_postings`' key (tenant, segment, term): given the
+segments as a list instead, PostgreSQL probed by (tenant, term) and walked the tenant's whole key range
+per term, 10 ms and more at a few thousand pending rows (docs/design/store.md, "The pending count")."""
 
 _WITH_SUPERSEDED = (
     'SELECT count(*), coalesce(sum(d.length), 0) FROM conversation_documents m '
@@ -94,10 +98,7 @@ _WITH_SUPERSEDED = (
 
 @functools.lru_cache(maxsize=4)
 def _resolve_sql(dialect: Dialect) -> str:
-    segments = dialect.in_select('SELECT z.segment FROM index_segments z WHERE z.tenant_id = t.tenant_id')
-    return _RESOLVE.format(
-        terms=dialect.each(4, 'text'), join=dialect.join_in_order, segments=segments, marked=dialect.marked_members
-    )
+    return _RESOLVE.format(terms=dialect.each(4, 'text'), join=dialect.join_in_order, marked=dialect.marked_members)
 
 
 TermRow = tuple[str, int, int]
