@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,25 +14,12 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from temporal_recall.models import SearchRequest
 from temporal_recall.search._bm25_arrays import rank_columns
 from temporal_recall.search.plan import search_index, target_frequencies
-from temporal_recall.store import AppendRequest, DeltaWriter, SearchTarget, SqliteConversationStore, open_store
+from temporal_recall.store import AppendRequest, SearchTarget, SqliteConversationStore, open_store
 from temporal_recall.store.postings import _blocks
 
-from ..store._support import postings_of, reference_search
+from ..store._support import append_new, postings_of, reference_search
 
 VOCABULARY = ['the', 'a', 'order', 'refund', 'paris', 'invoice', 'late', 'box', 'blue', 'x']
-
-
-async def _new_conversation(store: DeltaWriter, number: int, messages: Sequence[ModelMessage]) -> None:
-    """Conversation `c{number}` of scope `tenant`, holding `messages`."""
-    request = AppendRequest(
-        conversation_id=f'c{number}',
-        scope='tenant',
-        idempotency_key=f'k{number}',
-        base_length=0,
-        base_hash=None,
-        messages=messages,
-    )
-    await store.append(request)
 
 
 @pytest.mark.parametrize('block', [1, 3, 128], ids=['blocks-of-1', 'blocks-of-3', 'blocks-of-128'])
@@ -54,7 +40,7 @@ async def test_array_ranking_equals_the_row_ranking(
                 )
                 for _ in range(rng.randint(1, 6))
             ]
-            await _new_conversation(store, number, messages)
+            await append_new(store, number, messages)
         queries = [' '.join(rng.sample(VOCABULARY, rng.randint(1, 3))) for _ in range(25)]
         for limit in (1, 3, 10):
             requests = [SearchRequest(query=q, scope='tenant', all_conversations=True, limit=limit) for q in queries]
@@ -85,7 +71,7 @@ async def test_long_posting_lists_with_ties_rank_exactly_on_both_backends(
                     words.append('a1042')
                 rng.shuffle(words)
                 texts.append(' '.join(words) or 'box')
-            await _new_conversation(store, number, [ModelRequest(parts=[UserPromptPart(text)]) for text in texts])
+            await append_new(store, number, [ModelRequest(parts=[UserPromptPart(text)]) for text in texts])
         frequencies = await store.document_frequencies(SearchTarget(scope='tenant', conversation_id=None), common)
         assert frequencies is not None
         assert min(frequencies.values()) > 30 * _blocks.BLOCK  # dozens of blocks per common term

@@ -21,12 +21,11 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from temporal_recall.models import SearchRequest
 from temporal_recall.search import _pruned
 from temporal_recall.search.plan import search_index
-from temporal_recall.store import AppendRequest
 from temporal_recall.store.index import _reader
 from temporal_recall.store.postings import _tiers
 from temporal_recall.store.protocol import TieredPostings
 
-from ..store._support import AnyStore, open_site, reference_search, rows_of, settle_merges
+from ..store._support import AnyStore, append_new, open_site, reference_search, rows_of, settle_merges
 
 BACKENDS = [pytest.param('sqlite'), pytest.param('postgres', marks=pytest.mark.postgres)]
 
@@ -68,16 +67,7 @@ async def _fill(store: AnyStore, rng: random.Random, conversations: range, vocab
             messages = [
                 ModelRequest(parts=[UserPromptPart(' '.join(rng.choices(words, weights, k=rng.randint(20, 200))))])
             ]
-        await store.append(
-            AppendRequest(
-                conversation_id=f'c{number}',
-                scope='tenant',
-                idempotency_key=f'k{number}',
-                base_length=0,
-                base_hash=None,
-                messages=messages,
-            )
-        )
+        await append_new(store, number, messages)
 
 
 async def _same_answers(store: AnyStore, rng: random.Random, queries: int, words: Sequence[str] = VOCABULARY) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import logging
 import os
+import random
 import sqlite3
 import uuid
 from collections import Counter
@@ -31,7 +32,15 @@ from temporal_recall.search import BM25Parameters, ScoredDocument, SearchResult,
 from temporal_recall.search.plan import search_index
 from temporal_recall.store import AppendRequest, PostgresConversationStore, SqliteConversationStore
 from temporal_recall.store.postings._blocks import decode
-from temporal_recall.store.protocol import Fence, IndexReader, IndexStats, Posting, PostingColumns, SearchTarget
+from temporal_recall.store.protocol import (
+    DeltaWriter,
+    Fence,
+    IndexReader,
+    IndexStats,
+    Posting,
+    PostingColumns,
+    SearchTarget,
+)
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[ConversationStore]]
 AnyStore = SqliteConversationStore | PostgresConversationStore
@@ -511,6 +520,34 @@ UNDO_VERSION_19 = ('DROP TABLE posting_deep_tiers', 'DROP TABLE term_deep_tiers'
 
 UNDO_VERSION_20 = ('ALTER TABLE term_tiers DROP COLUMN version', 'ALTER TABLE term_deep_tiers DROP COLUMN version')
 """What migration 20 added (the tiers' versions), taken away."""
+
+
+TIER_WORDS = ['order', 'refund', 'late', 'box'] + [f'w{n}' for n in range(40)]
+"""Four common words (long lists: tiered with the tests' small tier sizes) among forty rarer ones."""
+
+
+async def fill_tiered(store: AnyStore, conversations: range) -> None:
+    """One message of 3 to 30 of `TIER_WORDS` per conversation (seeded by the range), every write merged:
+    the tiers of the common words follow the blocks."""
+    rng = random.Random(conversations.start)
+    for number in conversations:
+        await append_new(store, number, [user(' '.join(rng.choices(TIER_WORDS, k=rng.randint(3, 30))))])
+    await settle_merges(store)
+    await merge_everything(store)
+
+
+async def append_new(store: DeltaWriter, number: int, messages: Sequence[m.ModelMessage]) -> None:
+    """`messages` as the whole of a new conversation `c<number>` of scope `tenant`."""
+    await store.append(
+        AppendRequest(
+            conversation_id=f'c{number}',
+            scope='tenant',
+            idempotency_key=f'k{number}',
+            base_length=0,
+            base_hash=None,
+            messages=list(messages),
+        )
+    )
 
 
 async def back_to_version_19(store: AnyStore) -> None:

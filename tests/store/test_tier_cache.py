@@ -4,17 +4,14 @@ transaction, so a search never ranks with postings a write has changed, on eithe
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pytest
-from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search.plan import search_index
-from temporal_recall.store import AppendRequest
 from temporal_recall.store.index import _reader
 from temporal_recall.store.index._tier_cache import TierCache, with_pending
 from temporal_recall.store.postings import _tiers
@@ -25,6 +22,7 @@ from ._support import (
     AnyStore,
     Site,
     back_to_version_19,
+    fill_tiered,
     merge_everything,
     reference_search,
     rows_of,
@@ -32,15 +30,7 @@ from ._support import (
     settle_merges,
 )
 
-WORDS = ['order', 'refund', 'late', 'box'] + [f'w{n}' for n in range(40)]
-
-
-@pytest.fixture(autouse=True)
-def small_tiers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_tiers, 'TIER', 4)
-    monkeypatch.setattr(_tiers, 'LONG', 16)
-    monkeypatch.setattr(_tiers, 'DEEP_TIER', 8)
-    monkeypatch.setattr(_tiers, 'DEEP_LONG', 32)
+pytestmark = pytest.mark.usefixtures('small_tiers')
 
 
 def _columns(*doc_ids: int) -> PostingColumns:
@@ -87,27 +77,6 @@ def test_pending_postings_join_a_kept_tier_once_each():
     assert len(joined.term_frequencies) == len(joined.lengths) == 5
 
 
-async def _append(store: AnyStore, number: int, text: str) -> None:
-    await store.append(
-        AppendRequest(
-            conversation_id=f'c{number}',
-            scope='tenant',
-            idempotency_key=f'k{number}',
-            base_length=0,
-            base_hash=None,
-            messages=[ModelRequest(parts=[UserPromptPart(text)])],
-        )
-    )
-
-
-async def _fill(store: AnyStore, numbers: range) -> None:
-    rng = random.Random(numbers.start)
-    for number in numbers:
-        await _append(store, number, ' '.join(rng.choices(WORDS, k=rng.randint(3, 30))))
-    await settle_merges(store)
-    await merge_everything(store)
-
-
 async def _tiers_now(store: AnyStore) -> dict[tuple[str, int, int], tuple[int, bytes]]:
     """Every tier's version and postings, by `(level, tenant, term)`."""
     found: dict[tuple[str, int, int], tuple[int, bytes]] = {}
@@ -147,12 +116,12 @@ QUERIES = ['order refund', 'late box order', 'refund', 'order refund late box', 
 async def test_every_write_that_changes_a_tier_gives_it_a_new_version(recall_store: AnyStore):
     """Merges that add to tiers, cuts, deletes and a reindex: a tier whose postings changed has a new version,
     and searches between them (each using the tiers kept by the last) answer as the exhaustive ranking."""
-    await _fill(recall_store, range(60))
+    await fill_tiered(recall_store, range(60))
     await _exact(recall_store, QUERIES)
     assert recall_store._tiers.postings > 0  # pyright: ignore[reportPrivateUsage]  (the searches kept tiers)
     changes = 0
     before = await _tiers_now(recall_store)
-    await _fill(recall_store, range(60, 120))  # Postings join tiers; grown tiers are cut again.
+    await fill_tiered(recall_store, range(60, 120))  # Postings join tiers; grown tiers are cut again.
     after = await _tiers_now(recall_store)
     changes += _same_version_same_postings(before, after)
     await _exact(recall_store, QUERIES)
@@ -177,7 +146,7 @@ async def test_a_store_written_before_tier_versions_searches_and_versions_its_ti
     and the next write to one gives it a version of its own."""
     store = await site.open()
     try:
-        await _fill(store, range(60))
+        await fill_tiered(store, range(60))
         await back_to_version_19(store)
     finally:
         await store.close()
@@ -186,7 +155,7 @@ async def test_a_store_written_before_tier_versions_searches_and_versions_its_ti
         versions = await rows_of(store, 'SELECT DISTINCT version FROM term_tiers')
         assert [tuple(row) for row in versions] == [(0,)]
         await _exact(store, QUERIES)
-        await _fill(store, range(60, 120))
+        await fill_tiered(store, range(60, 120))
         assert len(await rows_of(store, 'SELECT version FROM term_tiers WHERE version <> 0')) > 0
         await _exact(store, QUERIES)
     finally:
@@ -202,7 +171,7 @@ async def test_a_kept_tier_changed_during_a_search_is_read_whole(site: Site, mon
     store = await site.open()
     writer = await site.open()
     try:
-        await _fill(store, range(60))
+        await fill_tiered(store, range(60))
         await _exact(store, ['order refund'])  # Keeps the tiers of both words.
         read_tiers, read_blocks = _reader.read_tiers, _reader.read_blocks
         whole: list[int] = []

@@ -4,43 +4,14 @@ trusts both."""
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
-from pydantic_ai.messages import ModelRequest, UserPromptPart
 
-from temporal_recall.store import AppendRequest
 from temporal_recall.store.postings import _tiers
 
-from ._support import AnyStore, merge_everything, rows_of, run_sql, settle_merges
+from ._support import AnyStore, fill_tiered, rows_of, run_sql
 
-
-@pytest.fixture(autouse=True)
-def small_tiers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_tiers, 'TIER', 4)
-    monkeypatch.setattr(_tiers, 'LONG', 16)
-    monkeypatch.setattr(_tiers, 'DEEP_TIER', 8)
-    monkeypatch.setattr(_tiers, 'DEEP_LONG', 32)
-
-
-async def _fill(store: AnyStore, conversations: range) -> None:
-    rng = random.Random(conversations.start)
-    words = ['order', 'refund', 'late', 'box'] + [f'w{n}' for n in range(40)]
-    for number in conversations:
-        text = ' '.join(rng.choices(words, k=rng.randint(3, 30)))
-        await store.append(
-            AppendRequest(
-                conversation_id=f'c{number}',
-                scope='tenant',
-                idempotency_key=f'k{number}',
-                base_length=0,
-                base_hash=None,
-                messages=[ModelRequest(parts=[UserPromptPart(text)])],
-            )
-        )
-    await settle_merges(store)
-    await merge_everything(store)
+pytestmark = pytest.mark.usefixtures('small_tiers')
 
 
 async def _findings(store: AnyStore) -> list[str]:
@@ -55,7 +26,7 @@ def test_the_frontier_keeps_only_pairs_no_other_dominates():
 
 
 async def test_tiers_follow_merges_and_deletes_and_check_clean(recall_store: AnyStore):
-    await _fill(recall_store, range(120))
+    await fill_tiered(recall_store, range(120))
     tiered = await rows_of(recall_store, 'SELECT count(*) FROM term_tiers')
     assert tiered[0][0] > 0  # The common words got tiers,
     deeper = await rows_of(recall_store, 'SELECT count(*) FROM term_deep_tiers')
@@ -72,7 +43,7 @@ async def test_tiers_follow_merges_and_deletes_and_check_clean(recall_store: Any
 
 @pytest.mark.parametrize('level', [_tiers.TOP, _tiers.DEEP], ids=['top', 'deeper'])
 async def test_a_reindex_cuts_each_long_list_once_at_its_end(recall_store: AnyStore, level: _tiers.Level):
-    await _fill(recall_store, range(120))
+    await fill_tiered(recall_store, range(120))
     long_lists = f'SELECT term_id FROM term_documents WHERE document_count >= {level.long} ORDER BY term_id'
     tiered = f'SELECT term_id FROM {level.states} ORDER BY term_id'
     before = await rows_of(recall_store, tiered)
@@ -89,7 +60,7 @@ async def test_a_reindex_cuts_each_long_list_once_at_its_end(recall_store: AnySt
 
 @pytest.mark.parametrize('level', [_tiers.TOP, _tiers.DEEP], ids=['top', 'deeper'])
 async def test_check_finds_a_tier_that_lost_a_posting_or_a_bound(recall_store: AnyStore, level: _tiers.Level):
-    await _fill(recall_store, range(120))
+    await fill_tiered(recall_store, range(120))
     name = 'deeper tier' if level.deep else 'tier'
     [(term_id, first_doc)] = await rows_of(
         recall_store,
