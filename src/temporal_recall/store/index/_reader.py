@@ -491,13 +491,18 @@ two. A part that does not exist resolves to NULL, which matches no row, so an un
 conversation or run answers nothing, exactly as a failed `resolve` does. Read alike by both backends."""
 
 _ROW_COLUMNS = (
-    f'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, {run_id_of("cd.run_key")}, e.entry_id, e.message, '
-    'c.conversation_id, c.conv_key, cd.occurrences, d.content_hash, d.role '
+    f'SELECT cd.doc_id, cd.entry_key, cd.position, cd.run_key, {run_id_of("cd.run_key")}, e.entry_id, e.message, '  # noqa: S608 (constant fragments)
+    '(SELECT c.conversation_id FROM conversations c WHERE c.conv_key = cd.conv_key), cd.conv_key, cd.occurrences, '
+    'd.content_hash, d.role '
 )
-_ROW_JOINS = (
-    'JOIN documents d ON d.doc_id = cd.doc_id JOIN entries e ON e.entry_key = cd.entry_key '
-    'JOIN conversations c ON c.conv_key = cd.conv_key '
+_ROW_JOINS = 'JOIN documents d ON d.doc_id = cd.doc_id JOIN entries e ON e.entry_key = cd.entry_key '
+_OWN_CONVERSATION = (
+    ' AND (SELECT c.tenant_id FROM conversations c WHERE c.conv_key = cd.conv_key) = (SELECT tenant_id FROM tenant)'
 )
+"""A membership row's conversation is the tenant's: each conversation read by its key, per row. Joined instead,
+with the tenant as a condition on it, PostgreSQL without statistics (autovacuum off) read every conversation
+of the tenant to hash them: 2.8 ms of a rare id's 5.3 at a million messages, against 0.6 ms with statistics
+(docs/design/store.md, "The document rows' conversations")."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -525,7 +530,8 @@ def _documents_sql(dialect: Dialect, in_conversation: bool, of_run: bool, with_r
             _ROW_COLUMNS  # noqa: S608 (constant SQL fragments only; values are parameters)
             + source
             + _ROW_JOINS
-            + 'WHERE d.tenant_id = (SELECT tenant_id FROM tenant) AND c.tenant_id = (SELECT tenant_id FROM tenant)'
+            + 'WHERE d.tenant_id = (SELECT tenant_id FROM tenant)'
+            + _OWN_CONVERSATION
             + wanted
         )
     if of_run:  # A repeated document may have been said in the run after its first time (`page_rows`).
