@@ -13,9 +13,9 @@ import pytest
 from temporal_recall.models import SearchRequest
 from temporal_recall.search.plan import search_index
 from temporal_recall.store.index import _reader
-from temporal_recall.store.index._tier_cache import TierCache, with_pending
+from temporal_recall.store.index._tier_cache import TierCache
 from temporal_recall.store.postings import _tiers
-from temporal_recall.store.postings._blocks import BLOCKS
+from temporal_recall.store.postings._blocks import BLOCKS, joined_postings
 from temporal_recall.store.protocol import PostingColumns
 
 from ._support import (
@@ -71,8 +71,8 @@ def test_the_least_recently_used_tiers_go_first_and_kept_arrays_are_read_only():
 
 def test_pending_postings_join_a_kept_tier_once_each():
     tier = _columns(2, 5, 9)
-    assert with_pending(tier, None) is tier
-    joined = with_pending(tier, _columns(3, 5, 12))
+    assert joined_postings(tier, None) is tier
+    joined = joined_postings(tier, _columns(3, 5, 12))
     assert joined.doc_ids.tolist() == [2, 3, 5, 9, 12]
     assert len(joined.term_frequencies) == len(joined.lengths) == 5
 

@@ -13,7 +13,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..postings import _tiers
-from ..postings._blocks import BLOCK, BLOCKS, NO_POSTINGS, read_blocks, read_lookups, read_overlapping, read_tiers
+from ..postings._blocks import (
+    BLOCK,
+    BLOCKS,
+    NO_POSTINGS,
+    joined_postings,
+    read_blocks,
+    read_lookups,
+    read_overlapping,
+    read_tiers,
+)
 from ..protocol import (
     DocumentRow,
     IndexStats,
@@ -27,7 +36,7 @@ from ..sql._keys import run_id_of, scope_key
 from ..sql._session import Dialect, Session
 from ._context import document_rows, hits_query
 from ._occurrences import page_rows
-from ._tier_cache import TierCache, with_pending
+from ._tier_cache import TierCache
 
 __all__ = (
     'DEEP_AT_ONCE',
@@ -321,15 +330,16 @@ async def tiered_postings(
         lists, bounded = await _read_level(session, tenant_id, before, level, cache)
         known.update(lists)
         frontiers.update(bounded)
-    # The lists whose deeper tier is left to read: none once read at once (those read top first had none).
-    if not at_once and frontiers:
-        deep = await _tiers.tier_states(session, tenant_id, list(frontiers), _tiers.DEEP)
+    # The deeper tiers left to read: none once read at once (the lists read top first had none then).
+    deeper = (
+        {} if at_once or not frontiers else await _tiers.tier_states(session, tenant_id, list(frontiers), _tiers.DEEP)
+    )
     read = TieredPostings(
         stats=stats,
         known={names[term_id]: columns for term_id, columns in known.items()},
         frequencies=frequencies,
         frontiers={names[term_id]: frontier for term_id, frontier in frontiers.items()},
-        deeper=frozenset(names[term_id] for term_id in deep if term_id in frontiers and not at_once),
+        deeper=frozenset(names[term_id] for term_id in deeper if term_id in frontiers),
     )
     ids = {term: term_id for term_id, term in names.items()}
     asked: Mapping[str, NDArray[np.int64] | None] | None = {}
@@ -339,9 +349,9 @@ async def tiered_postings(
         whole = [ids[term] for term in further if term not in read.deeper]
         known, kept = dict(read.known), dict(read.frontiers)
         if deepened:
-            lists, bounded = await _read_level(session, tenant_id, {t: deep[t] for t in deepened}, _tiers.DEEP, cache)
+            lists, bounded = await _read_level(session, tenant_id, {t: deeper[t] for t in deepened}, _tiers.DEEP, cache)
             for term_id in deepened:  # What the deeper tier holds replaces what the top tier held.
-                known[names[term_id]] = lists.get(term_id, NO_POSTINGS)
+                known[names[term_id]] = lists[term_id]
                 if term_id in bounded:
                     kept[names[term_id]] = bounded[term_id]
                 else:
@@ -362,7 +372,7 @@ async def tiered_postings(
             keep = np.isin(doc_ids, wanted)
             found = PostingColumns(doc_ids[keep], counts[keep], lengths[keep])
             before = looked_up.get(names[term_id])
-            looked_up[names[term_id]] = found if before is None else _joined(before, found)
+            looked_up[names[term_id]] = found if before is None else joined_postings(before, found)
         read = replace(read, known=known, frontiers=kept, looked_up=looked_up, deeper=read.deeper - set(further))
     if read.frontiers and asked is None:  # The tiers cannot prove the page: every posting.
         whole = await read_blocks(session, tenant_id, [ids[term] for term in read.frontiers], BLOCKS)
@@ -404,23 +414,12 @@ async def _read_level(
             tier = tiers.get(term_id, NO_POSTINGS)
             if held:
                 cache.put(tenant_id, term_id, level.deep, state.version, tier)
-        lists[term_id] = with_pending(tier, pending.get(term_id))
+        lists[term_id] = joined_postings(tier, pending.get(term_id))
         frontiers[term_id] = now.frontier
     if whole:
         read = await read_blocks(session, tenant_id, whole, BLOCKS)
         lists.update({term_id: read.get(term_id, NO_POSTINGS) for term_id in whole})
     return lists, frontiers
-
-
-def _joined(first: PostingColumns, second: PostingColumns) -> PostingColumns:
-    """Postings of one term read in two lookups (of different documents), ascending ids."""
-    doc_ids = np.concatenate((first.doc_ids, second.doc_ids))
-    order = np.argsort(doc_ids, kind='stable')
-    return PostingColumns(
-        doc_ids[order],
-        np.concatenate((first.term_frequencies, second.term_frequencies))[order],
-        np.concatenate((first.lengths, second.lengths))[order],
-    )
 
 
 _SPAN_GAP = BLOCK

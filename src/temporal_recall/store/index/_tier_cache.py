@@ -17,8 +17,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-import numpy as np
-
 from ..protocol import PostingColumns
 
 __all__ = ('TIER_CACHE_POSTINGS', 'TierCache')
@@ -73,26 +71,3 @@ class TierCache:
             while self._held > self.most_postings:
                 _, (_, dropped) = self._entries.popitem(last=False)
                 self._held -= len(dropped.doc_ids)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._held = 0
-
-
-def with_pending(tier: PostingColumns, pending: PostingColumns | None) -> PostingColumns:
-    """A tier's postings and its list's pending ones, ascending ids, each document once (a merge committing
-    during a read without a snapshot can show a posting in both). Both are ascending and the pending ones
-    few: each goes in where a binary search puts it, one pass over the tier, where sorting both would
-    cost a tier's sort per term of every search."""
-    if pending is None or not len(pending.doc_ids):
-        return tier
-    at = np.searchsorted(tier.doc_ids, pending.doc_ids)
-    known = at < len(tier.doc_ids)
-    known[known] = tier.doc_ids[at[known]] == pending.doc_ids[known]
-    fresh, at = ~known, at[~known]
-    return PostingColumns(
-        np.insert(tier.doc_ids, at, pending.doc_ids[fresh]),
-        np.insert(tier.term_frequencies, at, pending.term_frequencies[fresh]),
-        np.insert(tier.lengths, at, pending.lengths[fresh]),
-    )

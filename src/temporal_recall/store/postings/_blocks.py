@@ -31,6 +31,7 @@ __all__ = (
     'columns_of',
     'decode',
     'encode',
+    'joined_postings',
     'pending',
     'postings_by_term',
     'read_blocks',
@@ -209,6 +210,24 @@ async def read_tiers(
         dialect.array(sorted(set(pending_terms))),
     )
     return columns_of([row for row in rows if not row[3]]), columns_of([row for row in rows if row[3]])
+
+
+def joined_postings(base: PostingColumns, extra: PostingColumns | None) -> PostingColumns:
+    """The postings of both (each ascending), ascending, each document once (`base`'s where both hold it: a
+    merge committing during a read without a snapshot can show a posting as pending and in a tier). `extra`
+    is the few (pending postings, a round of lookups): each goes in where a binary search puts it, one pass
+    over `base`, where sorting both would cost a sort of `base` per term of every search."""
+    if extra is None or not len(extra.doc_ids):
+        return base
+    at = np.searchsorted(base.doc_ids, extra.doc_ids)
+    known = at < len(base.doc_ids)
+    known[known] = base.doc_ids[at[known]] == extra.doc_ids[known]
+    fresh, at = ~known, at[~known]
+    return PostingColumns(
+        np.insert(base.doc_ids, at, extra.doc_ids[fresh]),
+        np.insert(base.term_frequencies, at, extra.term_frequencies[fresh]),
+        np.insert(base.lengths, at, extra.lengths[fresh]),
+    )
 
 
 def _split_rows(rows: Sequence[Row]) -> tuple[NDArray[np.int64], NDArray[np.int64], list[bytes]]:
