@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from temporal_recall.models import SearchRequest
-from temporal_recall.search import _pruned
+from temporal_recall.search import _contenders, _pruned
 from temporal_recall.search.plan import search_index
 from temporal_recall.store.index import _reader
 from temporal_recall.store.postings import _tiers
@@ -91,9 +91,16 @@ async def _check_clean(store: AnyStore) -> None:
     assert report.clean, '\n'.join(map(str, report.findings))
 
 
-async def _scenario(backend: str, seed: int, tier: int, wholes: int, deep: int, at_once: int) -> None:
+async def _scenario(backend: str, seed: int, tier: int, wholes: int, deep: int, at_once: int, choose: int) -> None:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patched:
+        if choose:  # Only the contenders are bounded, whatever the lists' size, from a first choice of `choose`.
+            patched.setattr(_pruned, 'CHOOSE_FROM', 0)
+            patched.setattr(_contenders, '_FIRST', choose)
+            patched.setattr(_contenders, '_RANKS', tuple(2**power for power in range(12)))
+            patched.setattr(_contenders, 'MOST_KEPT', 1.0)
+        else:
+            patched.setattr(_pruned, 'CHOOSE_FROM', 2**62)
         patched.setattr(_pruned, 'MOST_WHOLE', wholes)  # Whole lists read on the way, or every posting at once.
         patched.setattr(_reader, 'DEEP_AT_ONCE', at_once)  # Deeper tiers read first, or only when in doubt.
         patched.setattr(_tiers, 'TIER', tier)
@@ -130,11 +137,12 @@ async def _scenario(backend: str, seed: int, tier: int, wholes: int, deep: int, 
     wholes=st.sampled_from([0, 1, 3]),
     deep=st.sampled_from([0, 2, 3]),
     at_once=st.sampled_from([1, 2, _reader.DEEP_AT_ONCE]),
+    choose=st.sampled_from([0, 1, 16]),
 )
 def test_pruned_ranking_equals_the_exhaustive_one(
-    backend: str, seed: int, tier: int, wholes: int, deep: int, at_once: int
+    backend: str, seed: int, tier: int, wholes: int, deep: int, at_once: int, choose: int
 ):
-    asyncio.run(_scenario(backend, seed, tier, wholes, deep, at_once))
+    asyncio.run(_scenario(backend, seed, tier, wholes, deep, at_once, choose))
 
 
 def _search_a_large_store(path: Path, *, seed: int, queries: int, words: int, deep: bool = False) -> None:

@@ -23,9 +23,10 @@ from numpy.typing import NDArray
 from temporal_recall.search._bm25 import BM25Parameters, ScoredDocument, term_idf
 from temporal_recall.search._bm25_arrays import array_weights, kth_largest, rank_columns, slots_in_union
 from temporal_recall.search._bm25_arrays import union_of as _union
+from temporal_recall.search._contenders import contenders
 from temporal_recall.store.protocol import PostingColumns, TieredPostings
 
-__all__ = ('LOOKUP_ROUND', 'MOST_LOOKUPS', 'MOST_WHOLE', 'SAFETY', 'TierPruning')
+__all__ = ('CHOOSE_FROM', 'LOOKUP_ROUND', 'MOST_LOOKUPS', 'MOST_WHOLE', 'SAFETY', 'TierPruning')
 
 MOST_LOOKUPS = 8192
 """The most (term, document) postings a search looks up, in rounds; past that it reads further down the lists
@@ -41,6 +42,10 @@ all; so none by default."""
 LOOKUP_ROUND = 512
 """The most documents in doubt looked up at once, those of highest upper bound first: their exact scores
 raise the threshold, which often rules out the rest without reading them."""
+
+CHOOSE_FROM = 65_536
+"""From this many postings in the lists on, only the documents that can reach the page are bounded
+(`search._contenders`); below it merging them all costs less than choosing."""
 
 SAFETY = 1e-9
 """How far below the threshold (relative) a bound must lie to rule a document out: the bounds add the
@@ -139,17 +144,25 @@ class TierPruning:
             terms.append(_Term(name, doc_ids, weights, rest))
         if not any(term.rest for term in terms):
             return None  # Every list read whole (or every tier holds its whole list).
-        candidates, slots = slots_in_union([term.doc_ids for term in terms])
-        lower = np.zeros(len(candidates))
+        chosen = None
+        if sum(len(term.doc_ids) for term in terms) >= CHOOSE_FROM:
+            chosen = contenders([(term.doc_ids, term.weights, term.rest or 0.0) for term in terms], self.limit, SAFETY)
         unread: dict[str, NDArray[np.bool_]] = {}
-        for term, at in zip(terms, slots, strict=True):
-            lower[at] += term.weights
-            if term.rest:
-                unknown = np.ones(len(candidates), dtype=bool)
-                unknown[at] = False
-                if (asked := self._read_under.get(term.name)) is not None:
-                    unknown[np.searchsorted(candidates, asked)] = False  # Looked up and not found: absent.
-                unread[term.name] = unknown
+        if chosen is not None:  # Only the documents that can still reach the page.
+            candidates, lower = chosen.doc_ids, chosen.lower
+            unread = {term.name: ~held for term, held in zip(terms, chosen.held, strict=True) if term.rest}
+        else:  # Every document of every list.
+            candidates, slots = slots_in_union([term.doc_ids for term in terms])
+            lower = np.zeros(len(candidates))
+            for term, at in zip(terms, slots, strict=True):
+                lower[at] += term.weights
+                if term.rest:
+                    unknown = np.ones(len(candidates), dtype=bool)
+                    unknown[at] = False
+                    unread[term.name] = unknown
+        for name, unknown in unread.items():
+            if (asked := self._read_under.get(name)) is not None:  # Looked up and not found: absent.
+                unknown[_positions(candidates, asked)] = False
         rests = {term.name: term.rest for term in terms if term.rest}
         return _Bounds(candidates, lower, unread, rests)
 
@@ -258,6 +271,14 @@ class TierPruning:
             assert merged is not None
             columns[name] = merged
         return rank_columns(read.stats, columns, read.frequencies, self.terms, self.parameters, self.limit)
+
+
+def _positions(doc_ids: NDArray[np.int64], wanted: NDArray[np.int64]) -> NDArray[np.intp]:
+    """Where the `wanted` ids that ascending `doc_ids` holds sit in it (the others are left out)."""
+    if not len(doc_ids):
+        return np.empty(0, dtype=np.intp)
+    at = np.minimum(np.searchsorted(doc_ids, wanted), len(doc_ids) - 1)
+    return at[doc_ids[at] == wanted]
 
 
 def _deeper(read: TieredPostings, bounds: _Bounds) -> list[str]:

@@ -1,0 +1,235 @@
+"""The documents of a pruned search's lists that can still reach the page, found without merging every list.
+
+`search._pruned` bounds each document read by what its postings weigh (`lower`) plus, for each tiered term it
+was not read under, that term's `rest`. Written relative to the rests, a document's upper bound is
+`R + Σ e_i(d)`, where `R` is the sum of the rests and `e_i(d) = w_i(d) - rest_i` is what its posting of term
+`i` weighs above the rest (a whole list's rest is 0). It can reach the page only if that sum reaches
+`Δ = floor - R`. So for any thresholds `τ_i ≥ 0` adding up to at most `Δ`, a document whose every posting
+lies below its term's threshold cannot: its excesses add up to less than `Δ`. Only the postings at or above
+their thresholds are merged, and the documents they name are looked up in every list by binary search.
+
+At a million messages a four-word query holds 300,000-400,000 documents in its deeper tiers, and merging
+them all cost 20-40 ms; a few thousand of them reach a threshold (docs/design/store.md, "Contenders").
+Where the thresholds would keep most postings anyway, `contenders` answers `None` and the caller merges
+every list, as before.
+
+The floor comes from the documents chosen, whose lower bounds are exact sums of their postings: their
+`limit`-th best is at most the page's threshold. A first choice keeps about `_FIRST` postings per list; if
+its floor proves the thresholds, it stands, otherwise the thresholds are chosen again from that floor and
+the two choices joined, which only raises the floor. Every rule out is exact; `SAFETY` keeps the float sums
+on the safe side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from temporal_recall.search._bm25_arrays import kth_largest, slots_in_union, union_of
+
+__all__ = ('Contenders', 'contenders')
+
+_FIRST = 256
+"""The postings per list the first choice keeps, about: few enough to merge for nothing, enough for a floor."""
+
+_SAMPLE_EVERY = 16
+"""Thresholds are chosen from every this-many-th excess of a list: an estimate of how many postings each
+keeps, which only decides how much is merged, never what is ruled out."""
+
+_RANKS = tuple(2**power for power in range(4, 18))
+"""The numbers of postings a list's threshold may keep (besides none and every one)."""
+
+MOST_KEPT = 0.15
+"""Past this share of all the postings, the thresholds would spare little: the caller merges every list."""
+
+
+@dataclass(frozen=True)
+class Contenders:
+    """The documents chosen, ascending, with the weights read of each (added in list order) and, per list,
+    whether it holds each one."""
+
+    doc_ids: NDArray[np.int64]
+    lower: NDArray[np.float64]
+    held: list[NDArray[np.bool_]]
+
+
+def contenders(
+    lists: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]], limit: int, safety: float
+) -> Contenders | None:
+    """The documents that can reach a page of `limit` given each list's `(doc_ids, weights, rest)` (rest 0.0
+    for a whole list), or `None` when choosing would spare too little (the caller merges every list)."""
+    excesses = [weights - rest for _, weights, rest in lists]
+    chosen = _above_thresholds(lists, excesses, limit, safety)
+    return chosen if chosen is not None else _shared_or_strong(lists, excesses, limit, safety)
+
+
+def _above_thresholds(
+    lists: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]],
+    excesses: list[NDArray[np.float64]],
+    limit: int,
+    safety: float,
+) -> Contenders | None:
+    """The documents with a posting at or above its list's threshold (`None` when they would be too many)."""
+    total = sum(len(doc_ids) for doc_ids, _, _ in lists)
+    rests = sum(rest for _, _, rest in lists)
+    levels = [_levels(excess) for excess in excesses]
+    first = [_at_rank(choices, max(_FIRST, limit)) for choices in levels]
+    chosen = _choose(lists, excesses, first)
+    if len(chosen.doc_ids) < limit:
+        return None  # Too few for a floor (their postings mostly weigh no more than the rests).
+    # The floor the chosen documents prove, less what float sums in another order may differ by.
+    reach = kth_largest(chosen.lower, limit) * (1 - 2 * safety) - rests
+    if reach <= 0:
+        return None  # Even the best documents do not rise above the rests: the bounds cannot prove a page.
+    if sum(first) <= reach:
+        return chosen
+    thresholds = _allocate(levels, reach)
+    if sum(count for count in _kept(levels, thresholds)) > MOST_KEPT * total:
+        return None
+    # The thresholds fit the floor of the first choice; joined with it, the floor only rises.
+    return _choose(lists, excesses, thresholds, also=chosen.doc_ids)
+
+
+def _levels(excess: NDArray[np.float64]) -> list[tuple[float, int]]:
+    """A list's thresholds to choose from, highest first, each with about how many postings it keeps: above
+    the best excess (none), the excess at each of `_RANKS` (estimated from a sample), and 0 (those above the rest)."""
+    best = float(excess.max(initial=0.0))
+    if best <= 0:
+        return [(0.0, len(excess))]
+    levels = [(float(np.nextafter(best, np.inf)), 0)]
+    sample = excess[::_SAMPLE_EVERY]
+    ranks = [rank for rank in _RANKS if rank // _SAMPLE_EVERY < len(sample) and rank < len(excess)]
+    if ranks:
+        kth = sorted({len(sample) - 1 - rank // _SAMPLE_EVERY for rank in ranks})
+        parted = np.partition(sample, kth)
+        for rank in ranks:
+            value = float(parted[len(sample) - 1 - rank // _SAMPLE_EVERY])
+            if 0 < value < levels[-1][0]:
+                levels.append((value, rank))
+    levels.append((0.0, len(excess)))
+    return levels
+
+
+def _at_rank(levels: list[tuple[float, int]], rank: int) -> float:
+    """The highest threshold keeping at least about `rank` postings (0 when none does)."""
+    return next((value for value, kept in levels if kept >= rank), 0.0)
+
+
+def _allocate(levels: list[list[tuple[float, int]]], budget: float) -> list[float]:
+    """Thresholds, one per list, adding up to at most `budget`, that keep few postings: from the highest,
+    the list whose next level frees the most of the sum per posting it adds steps down, until they fit."""
+    at = [0] * len(levels)
+    while sum(choices[index][0] for choices, index in zip(levels, at, strict=True)) > budget:
+        best, step = -1.0, -1
+        for number, (choices, index) in enumerate(zip(levels, at, strict=True)):
+            if index + 1 < len(choices):
+                (high, kept), (low, more) = choices[index], choices[index + 1]
+                value = (high - low) / max(more - kept, 1)
+                if value > best:
+                    best, step = value, number
+        if step < 0:
+            break  # Every threshold is 0 (the last level): their sum fits any positive budget.
+        at[step] += 1
+    return [choices[index][0] for choices, index in zip(levels, at, strict=True)]
+
+
+def _kept(levels: list[list[tuple[float, int]]], thresholds: list[float]) -> list[int]:
+    return [
+        next(kept for value, kept in choices if value == threshold)
+        for choices, threshold in zip(levels, thresholds, strict=True)
+    ]
+
+
+def _choose(
+    lists: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]],
+    excesses: list[NDArray[np.float64]],
+    thresholds: Sequence[float],
+    also: NDArray[np.int64] | None = None,
+) -> Contenders:
+    """The documents with a posting at or above its list's threshold (and `also`), each looked up in every list."""
+    picked = [
+        doc_ids[excess >= threshold]
+        for (doc_ids, _, _), excess, threshold in zip(lists, excesses, thresholds, strict=True)
+    ]
+    doc_ids = union_of([*picked, also] if also is not None else picked)
+    lower = np.zeros(len(doc_ids))
+    held: list[NDArray[np.bool_]] = []
+    for ids, weights, _ in lists:
+        if not len(ids):
+            at, found = np.zeros(len(doc_ids), dtype=np.intp), np.zeros(len(doc_ids), dtype=bool)
+        else:
+            at = np.minimum(np.searchsorted(ids, doc_ids), len(ids) - 1)
+            found = ids[at] == doc_ids
+        lower[found] += weights[at[found]]
+        held.append(found)
+    return Contenders(doc_ids, lower, held)
+
+
+WIDEST = 1 << 25
+"""The widest span of ids (bytes of counts) `_shared_or_strong` marks; wider ones are merged instead."""
+
+SPREAD = 16
+"""`_shared_or_strong` marks ids spanning at most this many times as many ids as the lists hold postings."""
+
+
+def _shared_or_strong(
+    lists: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]],
+    excesses: list[NDArray[np.float64]],
+    limit: int,
+    safety: float,
+) -> Contenders | None:
+    """The documents more than one list holds, and those one list alone holds whose excess there reaches the
+    floor the others prove (`None` when fewer than `limit` documents are shared, or the ids spread too wide).
+
+    A document one list alone holds has `R + e` as its upper bound, so it can reach the page only if `e`
+    reaches `floor - R`. Where no threshold rules out much (several long lists whose best excesses add up to
+    far more than the floor lies above the rests: the four-word queries at a million messages), most
+    documents are still in one list alone. Which ones is found by counting each id's lists in an array
+    indexed by id, one byte each, in one pass per list: the ids ascend, so the passes stay in the cache,
+    where merging every list means sorting all the ids."""
+    postings = sum(len(doc_ids) for doc_ids, _, _ in lists)
+    held_lists = [doc_ids for doc_ids, _, _ in lists if len(doc_ids)]
+    low = min(int(doc_ids[0]) for doc_ids in held_lists)
+    span = max(int(doc_ids[-1]) for doc_ids in held_lists) - low + 1
+    if span > min(SPREAD * postings, WIDEST):
+        return None
+    counts = np.zeros(span, dtype=np.uint8)
+    offsets = [doc_ids - low for doc_ids, _, _ in lists]
+    for at in offsets:
+        counts[at] += 1  # A list holds an id once, so no two additions land on one byte at once.
+    shared = [counts[at] > 1 for at in offsets]
+    shared_ids = [doc_ids[mask] for (doc_ids, _, _), mask in zip(lists, shared, strict=True)]
+    candidates, slots = slots_in_union(shared_ids)
+    if len(candidates) < limit:
+        return None
+    lower = np.zeros(len(candidates))
+    for (_, weights, _), mask, at in zip(lists, shared, slots, strict=True):
+        lower[at] += weights[mask]
+    # The shared documents' floor: their lower bounds are exact, so it is at most the page's threshold.
+    reach = kth_largest(lower, limit) * (1 - 2 * safety) - sum(rest for _, _, rest in lists)
+    if reach <= 0:
+        return None
+    held = [np.zeros(len(candidates), dtype=bool) for _ in lists]
+    for found, at in zip(held, slots, strict=True):
+        found[at] = True
+    # Each list's documents held by no other list whose excess reaches past the floor: few, each new.
+    alone: list[NDArray[np.intp]] = []
+    for mask, excess in zip(shared, excesses, strict=True):
+        at = np.flatnonzero(excess >= reach)
+        alone.append(at[~mask[at]])
+    if not any(len(at) for at in alone):
+        return Contenders(candidates, lower, held)
+    singles = np.concatenate([doc_ids[at] for (doc_ids, _, _), at in zip(lists, alone, strict=True)])
+    weights = np.concatenate([list_weights[at] for (_, list_weights, _), at in zip(lists, alone, strict=True)])
+    owner = np.repeat(np.arange(len(lists)), [len(at) for at in alone])
+    order = np.argsort(singles)
+    singles, weights, owner = singles[order], weights[order], owner[order]
+    # `0.0 + weight`: the sum a lone posting gets, as in `lower` (adding to 0.0 leaves the weight as it is).
+    where = np.searchsorted(candidates, singles)
+    candidates = np.insert(candidates, where, singles)
+    lower = np.insert(lower, where, weights)
+    held = [np.insert(found, where, owner == number) for number, found in enumerate(held)]
+    return Contenders(candidates, lower, held)

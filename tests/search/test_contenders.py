@@ -1,0 +1,123 @@
+"""`search._contenders` keeps every document whose upper bound can reach the floor, with exact lower bounds,
+on random lists: what a pruned search leaves out could never have been on its page or in doubt."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.typing import NDArray
+
+from temporal_recall.search import _contenders
+from temporal_recall.search._bm25_arrays import kth_largest, slots_in_union, union_of
+from temporal_recall.search._contenders import contenders
+from temporal_recall.search._pruned import SAFETY
+
+SMALL_RANKS = tuple(2**power for power in range(12))
+"""Levels from a single posting on, so that lists this small have thresholds to choose among."""
+
+Lists = list[tuple[NDArray[np.int64], NDArray[np.float64], float]]
+
+
+def _lists(seed: int, count: int, size: int, whole: int) -> Lists:
+    """`count` lists of up to `size` postings over a shared range of ids (so documents recur across lists),
+    with skewed weights; the first `whole` are whole lists (rest 0), the others tiers with a rest below
+    most of their weights."""
+    rng = np.random.default_rng(seed)
+    lists: Lists = []
+    for number in range(count):
+        length = int(rng.integers(1, size + 1))
+        doc_ids = np.sort(rng.choice(4 * size, size=min(length, 4 * size), replace=False)).astype(np.int64)
+        weights = rng.gamma(0.6, 1.0, size=len(doc_ids)) * float(rng.uniform(0.1, 3.0))
+        rest = 0.0 if number < whole else float(np.quantile(weights, rng.uniform(0.0, 0.9)))
+        lists.append((doc_ids, weights, rest))
+    return lists
+
+
+def _exhaustive(lists: Lists, limit: int) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], float]:
+    """Every document's lower and upper bound as the pruned search makes them over every list, and the floor."""
+    doc_ids, slots = slots_in_union([ids for ids, _, _ in lists])
+    lower = np.zeros(len(doc_ids))
+    missing = np.zeros(len(doc_ids))
+    for (_, weights, rest), at in zip(lists, slots, strict=True):
+        lower[at] += weights
+        if rest:
+            unread = np.ones(len(doc_ids), dtype=bool)
+            unread[at] = False
+            missing += unread * rest
+    return doc_ids, lower, lower + missing, kth_largest(lower, limit) * (1 - SAFETY)
+
+
+def _first_choice(lists: Lists, limit: int, first: int, every: int) -> NDArray[np.int64]:
+    """The documents of `contenders`' first choice."""
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(_contenders, '_SAMPLE_EVERY', every)
+        patched.setattr(_contenders, '_RANKS', SMALL_RANKS)
+        thresholds = [_contenders._at_rank(_contenders._levels(w - r), max(first, limit)) for _, w, r in lists]
+    return union_of([ids[w - r >= t] for (ids, w, r), t in zip(lists, thresholds, strict=True)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    count=st.integers(1, 5),
+    size=st.sampled_from([8, 64, 600]),
+    whole=st.integers(0, 2),
+    limit=st.sampled_from([1, 3, 10]),
+    first=st.sampled_from([1, 4, _contenders._FIRST]),
+    every=st.sampled_from([1, 3, _contenders._SAMPLE_EVERY]),
+    thresholds=st.booleans(),
+)
+def test_every_document_that_can_reach_the_floor_is_kept(
+    seed: int, count: int, size: int, whole: int, limit: int, first: int, every: int, thresholds: bool
+):
+    lists = _lists(seed, count, size, min(whole, count - 1))
+    with pytest.MonkeyPatch.context() as patched:
+        if not thresholds:  # The shared documents and the strong ones held alone, whatever thresholds could do.
+            patched.setattr(_contenders, '_above_thresholds', lambda *_: None)
+        patched.setattr(_contenders, '_FIRST', first)
+        patched.setattr(_contenders, '_SAMPLE_EVERY', every)
+        patched.setattr(_contenders, 'MOST_KEPT', 1.0)
+        patched.setattr(_contenders, '_RANKS', SMALL_RANKS)
+        chosen = contenders(lists, limit, SAFETY)
+    if len(slots_in_union([ids for ids, _, _ in lists])[0]) < limit:
+        assert chosen is None
+        return
+    doc_ids, lower, upper, floor = _exhaustive(lists, limit)
+    rests = sum(rest for _, _, rest in lists)
+    if chosen is None:  # Only when the documents a floor is taken from are too few, or none rise above the rests.
+        held = sum(np.isin(doc_ids, ids) for ids, _, _ in lists)
+        shared = lower[held > 1]
+        assert len(shared) < limit or kth_largest(shared, limit) * (1 - 2 * SAFETY) <= rests
+        if thresholds:
+            first_lower = lower[np.isin(doc_ids, _first_choice(lists, limit, first, every))]
+            assert len(first_lower) < limit or kth_largest(first_lower, limit) * (1 - 2 * SAFETY) <= rests
+        return
+    assert np.all(chosen.doc_ids[1:] > chosen.doc_ids[:-1])
+    at = np.searchsorted(doc_ids, chosen.doc_ids)
+    assert np.array_equal(doc_ids[at], chosen.doc_ids), 'a document no list holds'
+    assert np.array_equal(chosen.lower, lower[at]), 'lower bounds differ from the sums over every list'
+    reaching = doc_ids[upper >= floor]
+    assert np.isin(reaching, chosen.doc_ids).all(), 'a document that can reach the floor was left out'
+    assert kth_largest(chosen.lower, limit) * (1 - SAFETY) == floor, 'the floor moved'
+    for (ids, _, _), held in zip(lists, chosen.held, strict=True):
+        assert np.array_equal(held, np.isin(chosen.doc_ids, ids))
+
+
+def test_most_documents_are_left_out_where_the_best_stand_far_above_the_rest():
+    """Two tiers of 20,000 documents weighing 0.5-1.0 over a rest of 0.5, and ten documents both hold weighing 3.0
+    in each: a few hundred of the 40,000 documents are kept, and every one that can reach the page."""
+    rng = np.random.default_rng(7)
+    shared = np.arange(0, 200_000, 20_000, dtype=np.int64)
+    lists: Lists = []
+    for _ in range(2):
+        doc_ids = np.union1d(rng.choice(200_000, size=20_000, replace=False), shared).astype(np.int64)
+        weights = rng.uniform(0.5, 1.0, size=len(doc_ids))
+        weights[np.searchsorted(doc_ids, shared)] = 3.0
+        lists.append((doc_ids, weights, 0.5))
+    chosen = contenders(lists, 10, SAFETY)
+    assert chosen is not None
+    doc_ids, _, upper, floor = _exhaustive(lists, 10)
+    assert np.isin(doc_ids[upper >= floor], chosen.doc_ids).all()
+    assert len(chosen.doc_ids) < 1_000
