@@ -27,10 +27,10 @@ def _lists(seed: int, count: int, size: int, whole: int) -> Lists:
     rng = np.random.default_rng(seed)
     lists: Lists = []
     for number in range(count):
-        length = int(rng.integers(1, size + 1))
+        length = int(rng.integers(0, size + 1))  # A tier can be read empty (gone meanwhile, its list read whole).
         doc_ids = np.sort(rng.choice(4 * size, size=min(length, 4 * size), replace=False)).astype(np.int64)
         weights = rng.gamma(0.6, 1.0, size=len(doc_ids)) * float(rng.uniform(0.1, 3.0))
-        rest = 0.0 if number < whole else float(np.quantile(weights, rng.uniform(0.0, 0.9)))
+        rest = 0.0 if number < whole or not len(weights) else float(np.quantile(weights, rng.uniform(0.0, 0.9)))
         lists.append((doc_ids, weights, rest))
     return lists
 

@@ -192,6 +192,8 @@ def _shared_or_strong(
     where merging every list means sorting all the ids."""
     postings = sum(len(doc_ids) for doc_ids, _, _ in lists)
     held_lists = [doc_ids for doc_ids, _, _ in lists if len(doc_ids)]
+    if len(held_lists) < 2:
+        return None  # No document is shared.
     low = min(int(doc_ids[0]) for doc_ids in held_lists)
     span = max(int(doc_ids[-1]) for doc_ids in held_lists) - low + 1
     if span > min(SPREAD * postings, WIDEST):
