@@ -9,7 +9,8 @@ lies below its term's threshold cannot: its excesses add up to less than `Δ`. O
 their thresholds are merged, and the documents they name are looked up in every list by binary search.
 
 At a million messages a four-word query holds 300,000-400,000 documents in its deeper tiers, and merging
-them all cost 20-40 ms; a few thousand of them reach a threshold (docs/design/store.md, "Contenders").
+them all cost 20-40 ms; a few thousand of them can reach the page (docs/design/store.md, "Only the
+contenders bounded").
 Where the thresholds would keep most postings anyway, `contenders` answers `None` and the caller merges
 every list, as before.
 
@@ -201,7 +202,7 @@ def _shared_or_strong(
     counts = np.zeros(span, dtype=np.uint8)
     offsets = [doc_ids - low for doc_ids, _, _ in lists]
     for at in offsets:
-        counts[at] += 1  # A list holds an id once, so no two additions land on one byte at once.
+        counts[at] += 1  # A list holds an id once; a query has at most `MAX_QUERY_TERMS` (32) lists, below 256.
     shared = [counts[at] > 1 for at in offsets]
     shared_ids = [doc_ids[mask] for (doc_ids, _, _), mask in zip(lists, shared, strict=True)]
     candidates, slots = slots_in_union(shared_ids)

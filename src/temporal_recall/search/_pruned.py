@@ -63,7 +63,8 @@ class _Term:
 
 @dataclass
 class _Bounds:
-    """Every document read so far, with what is known of its score."""
+    """The documents read so far that can reach the page (every one, where every list was merged), with what
+    is known of their scores."""
 
     candidates: NDArray[np.int64]
     lower: NDArray[np.float64]
@@ -288,8 +289,7 @@ def _deeper(read: TieredPostings, bounds: _Bounds) -> list[str]:
 
 def _among(columns: PostingColumns, doc_ids: NDArray[np.int64]) -> PostingColumns:
     """The postings of `columns` of the few (ascending) `doc_ids`: found by binary search, not a pass."""
-    at = np.minimum(np.searchsorted(columns.doc_ids, doc_ids), max(len(columns.doc_ids) - 1, 0))
-    held = at[columns.doc_ids[at] == doc_ids] if len(columns.doc_ids) else at[:0]
+    held = _positions(columns.doc_ids, doc_ids)
     return PostingColumns(columns.doc_ids[held], columns.term_frequencies[held], columns.lengths[held])
 
 

@@ -151,7 +151,7 @@ _LOOKED_UP = (
 the key, then, only for a range wider than one document (a one-time filter: no descent otherwise), those
 starting after `low` up to `high`. The blocks `_LOOKED_UP_JOINED` finds, which descends the key twice per
 range; most lookups are of one document, and at a million messages a round of them took 5.2 ms instead of
-8.0 (docs/design/store.md, "Lookups")."""
+8.0 (docs/design/store.md, "Only the contenders bounded, and lookups in one descent")."""
 
 _LOOKED_UP_JOINED = (
     'posting_blocks b ON b.tenant_id = $1 AND b.term_id = d.term_id AND b.first_doc <= d.high '
