@@ -8,11 +8,10 @@ was not read under, that term's `rest`. Written relative to the rests, a documen
 lies below its term's threshold cannot: its excesses add up to less than `Δ`. Only the postings at or above
 their thresholds are merged, and the documents they name are looked up in every list by binary search.
 
-At a million messages a four-word query holds 300,000-400,000 documents in its deeper tiers, and merging
-them all cost 20-40 ms; a few thousand of them can reach the page (docs/design/store.md, "Only the
-contenders bounded").
-Where the thresholds would keep most postings anyway, `contenders` answers `None` and the caller merges
-every list, as before.
+A query of several common words at a million messages holds hundreds of thousands of documents in its deeper
+tiers, of which a few thousand can reach the page; merging them all was most of such a search's time
+(docs/design/store.md, "Only the contenders bounded", has the figures). Where no choice spares enough,
+`contenders` answers `None` and the caller merges every list, as before.
 
 The floor comes from the documents chosen, whose lower bounds are exact sums of their postings: their
 `limit`-th best is at most the page's threshold. A first choice keeps about `_FIRST` postings per list; if
