@@ -23,6 +23,7 @@ __all__ = (
     'array_weights',
     'at_least_kth',
     'best_scores',
+    'found_in',
     'kth_largest',
     'rank_columns',
     'slots_in_union',
@@ -166,6 +167,15 @@ def slots_in_union(lists: Sequence[NDArray[np.int64]]) -> tuple[NDArray[np.int64
     slots[order] = np.cumsum(first) - 1
     ends = np.cumsum([len(ids) for ids in lists])
     return ordered[first], np.split(slots, ends[:-1])
+
+
+def found_in(doc_ids: NDArray[np.int64], wanted: NDArray[np.int64]) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+    """Where each of the `wanted` ids sits in ascending `doc_ids`, and whether it is there (a position is
+    meaningless where it is not): one binary search per id, for a few ids against a long list."""
+    if not len(doc_ids):
+        return np.zeros(len(wanted), dtype=np.intp), np.zeros(len(wanted), dtype=bool)
+    at = np.minimum(np.searchsorted(doc_ids, wanted), len(doc_ids) - 1)
+    return at, doc_ids[at] == wanted
 
 
 def union_of(lists: Sequence[NDArray[np.int64]]) -> NDArray[np.int64]:

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from temporal_recall.search._bm25_arrays import kth_largest, slots_in_union, union_of
+from temporal_recall.search._bm25_arrays import found_in, kth_largest, slots_in_union, union_of
 
-__all__ = ('Contenders', 'contenders')
+__all__ = ('Contenders', 'contenders', 'every_document')
 
 _FIRST = 256
 """The postings per list the first choice keeps, about: few enough to merge for nothing, enough for a floor."""
@@ -66,6 +66,20 @@ def contenders(
     return chosen if chosen is not None else _shared_or_strong(lists, excesses, limit, safety)
 
 
+def every_document(lists: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]]) -> Contenders:
+    """Every document of the lists, merged: one stable sort of all their ids (`slots_in_union`), each
+    document's weights added in list order."""
+    doc_ids, slots = slots_in_union([ids for ids, _, _ in lists])
+    lower = np.zeros(len(doc_ids))
+    held: list[NDArray[np.bool_]] = []
+    for (_, weights, _), at in zip(lists, slots, strict=True):
+        lower[at] += weights
+        found = np.zeros(len(doc_ids), dtype=bool)
+        found[at] = True
+        held.append(found)
+    return Contenders(doc_ids, lower, held)
+
+
 def _above_thresholds(
     lists: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]],
     excesses: list[NDArray[np.float64]],
@@ -86,10 +100,11 @@ def _above_thresholds(
         return None  # Even the best documents do not rise above the rests: the bounds cannot prove a page.
     if sum(first) <= reach:
         return chosen
-    thresholds = _allocate(levels, reach)
-    if sum(count for count in _kept(levels, thresholds)) > MOST_KEPT * total:
+    at = _allocate(levels, reach)
+    if sum(choices[index][1] for choices, index in zip(levels, at, strict=True)) > MOST_KEPT * total:
         return None
     # The thresholds fit the floor of the first choice; joined with it, the floor only rises.
+    thresholds = [choices[index][0] for choices, index in zip(levels, at, strict=True)]
     return _choose(lists, excesses, thresholds, also=chosen.doc_ids)
 
 
@@ -118,9 +133,10 @@ def _at_rank(levels: list[tuple[float, int]], rank: int) -> float:
     return next((value for value, kept in levels if kept >= rank), 0.0)
 
 
-def _allocate(levels: list[list[tuple[float, int]]], budget: float) -> list[float]:
-    """Thresholds, one per list, adding up to at most `budget`, that keep few postings: from the highest,
-    the list whose next level frees the most of the sum per posting it adds steps down, until they fit."""
+def _allocate(levels: list[list[tuple[float, int]]], budget: float) -> list[int]:
+    """Each list's level (its index in `levels`) whose thresholds add up to at most `budget` and keep few
+    postings: from the highest, the list whose next level frees the most of the sum per posting it adds steps
+    down, until they fit."""
     at = [0] * len(levels)
     while sum(choices[index][0] for choices, index in zip(levels, at, strict=True)) > budget:
         best, step = -1.0, -1
@@ -133,14 +149,7 @@ def _allocate(levels: list[list[tuple[float, int]]], budget: float) -> list[floa
         if step < 0:
             break  # Every threshold is 0 (the last level): their sum fits any positive budget.
         at[step] += 1
-    return [choices[index][0] for choices, index in zip(levels, at, strict=True)]
-
-
-def _kept(levels: list[list[tuple[float, int]]], thresholds: list[float]) -> list[int]:
-    return [
-        next(kept for value, kept in choices if value == threshold)
-        for choices, threshold in zip(levels, thresholds, strict=True)
-    ]
+    return at
 
 
 def _choose(
@@ -158,11 +167,7 @@ def _choose(
     lower = np.zeros(len(doc_ids))
     held: list[NDArray[np.bool_]] = []
     for ids, weights, _ in lists:
-        if not len(ids):
-            at, found = np.zeros(len(doc_ids), dtype=np.intp), np.zeros(len(doc_ids), dtype=bool)
-        else:
-            at = np.minimum(np.searchsorted(ids, doc_ids), len(ids) - 1)
-            found = ids[at] == doc_ids
+        at, found = found_in(ids, doc_ids)
         lower[found] += weights[at[found]]
         held.append(found)
     return Contenders(doc_ids, lower, held)
@@ -203,20 +208,16 @@ def _shared_or_strong(
     for at in offsets:
         counts[at] += 1  # A list holds an id once; a query has at most `MAX_QUERY_TERMS` (32) lists, below 256.
     shared = [counts[at] > 1 for at in offsets]
-    shared_ids = [doc_ids[mask] for (doc_ids, _, _), mask in zip(lists, shared, strict=True)]
-    candidates, slots = slots_in_union(shared_ids)
+    merged = every_document(
+        [(doc_ids[mask], weights[mask], rest) for (doc_ids, weights, rest), mask in zip(lists, shared, strict=True)]
+    )
+    candidates, lower, held = merged.doc_ids, merged.lower, merged.held
     if len(candidates) < limit:
         return None
-    lower = np.zeros(len(candidates))
-    for (_, weights, _), mask, at in zip(lists, shared, slots, strict=True):
-        lower[at] += weights[mask]
     # The shared documents' floor: their lower bounds are exact, so it is at most the page's threshold.
     reach = kth_largest(lower, limit) * (1 - 2 * safety) - sum(rest for _, _, rest in lists)
     if reach <= 0:
         return None
-    held = [np.zeros(len(candidates), dtype=bool) for _ in lists]
-    for found, at in zip(held, slots, strict=True):
-        found[at] = True
     # Each list's documents held by no other list whose excess reaches past the floor: few, each new.
     alone: list[NDArray[np.intp]] = []
     for mask, excess in zip(shared, excesses, strict=True):

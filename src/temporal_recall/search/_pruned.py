@@ -21,9 +21,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from temporal_recall.search._bm25 import BM25Parameters, ScoredDocument, term_idf
-from temporal_recall.search._bm25_arrays import array_weights, kth_largest, rank_columns, slots_in_union
+from temporal_recall.search._bm25_arrays import array_weights, found_in, kth_largest, rank_columns
 from temporal_recall.search._bm25_arrays import union_of as _union
-from temporal_recall.search._contenders import contenders
+from temporal_recall.search._contenders import contenders, every_document
 from temporal_recall.store.protocol import PostingColumns, TieredPostings
 
 __all__ = ('CHOOSE_FROM', 'LOOKUP_ROUND', 'MOST_LOOKUPS', 'MOST_WHOLE', 'SAFETY', 'TierPruning')
@@ -145,22 +145,14 @@ class TierPruning:
             terms.append(_Term(name, doc_ids, weights, rest))
         if not any(term.rest for term in terms):
             return None  # Every list read whole (or every tier holds its whole list).
+        lists = [(term.doc_ids, term.weights, term.rest or 0.0) for term in terms]
         chosen = None
         if sum(len(term.doc_ids) for term in terms) >= CHOOSE_FROM:
-            chosen = contenders([(term.doc_ids, term.weights, term.rest or 0.0) for term in terms], self.limit, SAFETY)
-        unread: dict[str, NDArray[np.bool_]] = {}
-        if chosen is not None:  # Only the documents that can still reach the page.
-            candidates, lower = chosen.doc_ids, chosen.lower
-            unread = {term.name: ~held for term, held in zip(terms, chosen.held, strict=True) if term.rest}
-        else:  # Every document of every list.
-            candidates, slots = slots_in_union([term.doc_ids for term in terms])
-            lower = np.zeros(len(candidates))
-            for term, at in zip(terms, slots, strict=True):
-                lower[at] += term.weights
-                if term.rest:
-                    unknown = np.ones(len(candidates), dtype=bool)
-                    unknown[at] = False
-                    unread[term.name] = unknown
+            chosen = contenders(lists, self.limit, SAFETY)  # Only the documents that can still reach the page.
+        if chosen is None:
+            chosen = every_document(lists)
+        candidates, lower = chosen.doc_ids, chosen.lower
+        unread = {term.name: ~held for term, held in zip(terms, chosen.held, strict=True) if term.rest}
         for name, unknown in unread.items():
             if (asked := self._read_under.get(name)) is not None:  # Looked up and not found: absent.
                 unknown[_positions(candidates, asked)] = False
@@ -276,10 +268,8 @@ class TierPruning:
 
 def _positions(doc_ids: NDArray[np.int64], wanted: NDArray[np.int64]) -> NDArray[np.intp]:
     """Where the `wanted` ids that ascending `doc_ids` holds sit in it (the others are left out)."""
-    if not len(doc_ids):
-        return np.empty(0, dtype=np.intp)
-    at = np.minimum(np.searchsorted(doc_ids, wanted), len(doc_ids) - 1)
-    return at[doc_ids[at] == wanted]
+    at, found = found_in(doc_ids, wanted)
+    return at[found]
 
 
 def _deeper(read: TieredPostings, bounds: _Bounds) -> list[str]:
