@@ -39,9 +39,12 @@ MOST_WHOLE = 0
 cost half again at p95, where bounding a million documents a second time costs more than ranking them
 all; so none by default."""
 
-LOOKUP_ROUND = 512
-"""The most documents in doubt looked up at once, those of highest upper bound first: their exact scores
-raise the threshold, which often rules out the rest without reading them."""
+LOOKUP_ROUND = 128
+"""The most documents in doubt looked up in the first round, those of highest upper bound first: their exact
+scores raise the threshold, which often rules out the rest without reading them. Each round after looks up
+at most twice as many as the one before: few where the best few settle the page, and few rounds where they
+do not. A first round of 512 looked up more than most four-word queries needed (docs/design/store.md, "Lookups
+in rounds that grow")."""
 
 CHOOSE_FROM = 65_536
 """From this many postings in the lists on, only the documents that can reach the page are bounded
@@ -99,6 +102,8 @@ class TierPruning:
     _asked: dict[str, NDArray[np.int64]] = field(default_factory=dict[str, 'NDArray[np.int64]'], init=False)
     """The documents of the last round of lookups, per term."""
     _looked_up: int = field(default=0, init=False)
+    _rounds: int = field(default=0, init=False)
+    """The rounds of lookups asked so far."""
     _read_under: dict[str, NDArray[np.int64]] = field(default_factory=dict[str, 'NDArray[np.int64]'], init=False)
     """Every document looked up under each term, found or not."""
     _whole: bool = field(default=False, init=False)
@@ -213,7 +218,7 @@ class TierPruning:
         # The likeliest to reach the page first: their exact scores raise the threshold the most, and often
         # rule the rest out unread. As many as the budget of lookups still allows.
         chosen = np.flatnonzero(doubtful)
-        chosen = chosen[np.argsort(-upper[chosen], kind='stable')[:LOOKUP_ROUND]]
+        chosen = chosen[np.argsort(-upper[chosen], kind='stable')[: self._round_size()]]
         costs = np.zeros(len(chosen), dtype=np.int64)
         for unread in bounds.unread.values():
             costs += unread[chosen]
@@ -228,10 +233,16 @@ class TierPruning:
         asked = {name: bounds.candidates[pick & unread] for name, unread in bounds.unread.items()}
         self._asked = {name: doc_ids for name, doc_ids in asked.items() if len(doc_ids)}
         self._looked_up += sum(len(doc_ids) for doc_ids in self._asked.values())
+        self._rounds += 1
         for name, doc_ids in self._asked.items():
             before = self._read_under.get(name)
             self._read_under[name] = doc_ids if before is None else _union([before, doc_ids])
         return self._asked
+
+    def _round_size(self) -> int:
+        """How many documents in doubt this round may look up: `LOOKUP_ROUND`, doubled each round after the
+        first, up to the budget of lookups (`MOST_LOOKUPS`)."""
+        return min(LOOKUP_ROUND << min(self._rounds, 16), MOST_LOOKUPS)
 
     def _read_further(self, read: TieredPostings, name: str) -> Mapping[str, NDArray[np.int64] | None] | None:
         """Ask to read further down the lists: the bound of `name` leaves the page in doubt, or too many
