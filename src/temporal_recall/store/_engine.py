@@ -28,6 +28,7 @@ from ..embeddings._source import EmbedderSource, as_embedder
 from ..errors import UnknownEntry
 from ._bodies import BodyEngine, StoredBodies
 from ._checks import CheckedStore, check_append, check_id, check_optional_id, check_record, check_target
+from ._freed_memory import keep_freed_memory
 from ._reindex import reindex_store
 from .index import _reader, _vectors
 from .index._terms import prepare_message
@@ -100,6 +101,7 @@ class EngineStore(CheckedStore, StoredBodies):
     server would pay a BEGIN and a COMMIT round trip per read, so PostgreSQL reads without one."""
 
     def __init__(self, backend: Backend) -> None:
+        keep_freed_memory()  # A search's arrays reused by the next one, not faulted in afresh (`_freed_memory`).
         self._backend = backend
         self._bodies = BodyEngine(backend)
         self._merger = Merger(backend)
