@@ -8,13 +8,20 @@ writes to fresh pages, and the kernel maps and zeroes each one at its first touc
 which cost a four-word search at a million messages more than its ranking did (docs/design/store.md, "Freed
 memory kept for the next search").
 
-glibc's own setting for this is `M_TOP_PAD`: the free memory an arena keeps at its top when it trims, and
-adds when it grows. Opening a store sets it to `TOP_PAD` once per process. What is kept is memory the
-process already touched, so its peak resident size does not grow; an arena whose searches once needed that
-much keeps up to `TOP_PAD` more resident between them.
+glibc's own settings decide it, and opening a store sets two of them once per process:
 
-A process that sets the padding itself keeps its own: the environment's `MALLOC_TOP_PAD_` or a
-`glibc.malloc.top_pad` tunable in `GLIBC_TUNABLES` leave it alone. Elsewhere than glibc nothing is done.
+- `M_TOP_PAD` (`TOP_PAD`): the free memory an arena keeps at its top when it trims, and adds when it grows.
+- `M_MMAP_THRESHOLD` (`MMAP_THRESHOLD`): the size from which an allocation is a mapping of its own, given
+  back to the kernel when freed. glibc raises it by itself as large blocks are freed, up to this ceiling, but
+  setting either value stops that, and the main thread (where PostgreSQL's searches run) would then map and
+  fault every array past the default; so it is set to the ceiling the rule would reach.
+
+What is kept is memory the process already touched, so its peak resident size does not grow; an arena
+whose searches once needed that much keeps up to `TOP_PAD` more resident between them.
+
+A process that tunes glibc's allocator itself keeps its own choices: with any of `MALLOC_TOP_PAD_`,
+`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_` in the environment, or a `glibc.malloc.` tunable in
+`GLIBC_TUNABLES`, nothing is set. Elsewhere than glibc nothing is done either.
 """
 
 from __future__ import annotations
@@ -26,13 +33,20 @@ import platform
 import sys
 import threading
 
-__all__ = ('TOP_PAD', 'keep_freed_memory')
+__all__ = ('MMAP_THRESHOLD', 'TOP_PAD', 'keep_freed_memory')
 
 TOP_PAD = 64 << 20
 """The bytes of free memory each glibc arena keeps for the next allocation instead of returning them."""
 
+MMAP_THRESHOLD = 32 << 20
+"""The size from which an allocation is mapped on its own: glibc's ceiling for the threshold it adjusts."""
+
 _M_TOP_PAD = -2
-"""`mallopt`'s parameter number for the top padding (glibc's `malloc.h`)."""
+_M_MMAP_THRESHOLD = -3
+"""`mallopt`'s parameter numbers (glibc's `malloc.h`)."""
+
+_CHOSEN = ('MALLOC_TOP_PAD_', 'MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_')
+"""The environment variables by which a process tunes glibc's allocator itself (besides `GLIBC_TUNABLES`)."""
 
 _lock = threading.Lock()
 _applied: bool | None = None
@@ -41,9 +55,9 @@ _log = logging.getLogger('temporal_recall.store')
 
 
 def keep_freed_memory() -> bool:
-    """Set glibc's `M_TOP_PAD` to `TOP_PAD`, once per process (later calls answer as the first did).
-    Returns whether it was set: not where the C library is not glibc, or the padding was chosen in the
-    environment (`MALLOC_TOP_PAD_`, `GLIBC_TUNABLES`)."""
+    """Set glibc's `M_TOP_PAD` and `M_MMAP_THRESHOLD` (module notes), once per process (later calls answer
+    as the first did). Returns whether they were set: not where the C library is not glibc, or the process
+    tunes the allocator in its environment."""
     global _applied
     with _lock:
         if _applied is None:
@@ -52,7 +66,7 @@ def keep_freed_memory() -> bool:
 
 
 def _chosen_in_environment() -> bool:
-    return 'MALLOC_TOP_PAD_' in os.environ or 'glibc.malloc.top_pad' in os.environ.get('GLIBC_TUNABLES', '')
+    return any(name in os.environ for name in _CHOSEN) or 'glibc.malloc.' in os.environ.get('GLIBC_TUNABLES', '')
 
 
 def _apply() -> bool:
@@ -64,7 +78,11 @@ def _apply() -> bool:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    if mallopt(_M_TOP_PAD, TOP_PAD) != 1:
-        _log.warning('glibc refused M_TOP_PAD=%d: searches may fault fresh pages in each time.', TOP_PAD)
-        return False
+    for name, parameter, value in (
+        ('M_MMAP_THRESHOLD', _M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+        ('M_TOP_PAD', _M_TOP_PAD, TOP_PAD),
+    ):
+        if mallopt(parameter, value) != 1:
+            _log.warning('glibc refused %s=%d: searches may fault their arrays in afresh each time.', name, value)
+            return False
     return True
