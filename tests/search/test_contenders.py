@@ -67,15 +67,18 @@ def _first_choice(lists: Lists, limit: int, first: int, every: int) -> NDArray[n
     limit=st.sampled_from([1, 3, 10]),
     first=st.sampled_from([1, 4, _contenders._FIRST]),
     every=st.sampled_from([1, 3, _contenders._SAMPLE_EVERY]),
-    thresholds=st.booleans(),
+    tried=st.sampled_from(['both', 'thresholds', 'shared']),
 )
 def test_every_document_that_can_reach_the_floor_is_kept(
-    seed: int, count: int, size: int, whole: int, limit: int, first: int, every: int, thresholds: bool
+    seed: int, count: int, size: int, whole: int, limit: int, first: int, every: int, tried: str
 ):
     lists = _lists(seed, count, size, min(whole, count - 1))
+    thresholds, shared_tried = tried != 'shared', tried != 'thresholds'
     with pytest.MonkeyPatch.context() as patched:
         if not thresholds:  # The shared documents and the strong ones held alone, whatever thresholds could do.
             patched.setattr(_contenders, '_above_thresholds', lambda *_: None)
+        if not shared_tried:  # Thresholds alone, whatever the shared documents could do (and in either order).
+            patched.setattr(_contenders, '_shared_or_strong', lambda *_: None)
         patched.setattr(_contenders, '_FIRST', first)
         patched.setattr(_contenders, '_SAMPLE_EVERY', every)
         patched.setattr(_contenders, 'MOST_KEPT', 1.0)
@@ -87,9 +90,10 @@ def test_every_document_that_can_reach_the_floor_is_kept(
     doc_ids, lower, upper, floor = _exhaustive(lists, limit)
     rests = sum(rest for _, _, rest in lists)
     if chosen is None:  # Only when the documents a floor is taken from are too few, or none rise above the rests.
-        held = sum(np.isin(doc_ids, ids) for ids, _, _ in lists)
-        shared = lower[held > 1]
-        assert len(shared) < limit or kth_largest(shared, limit) * (1 - 2 * SAFETY) <= rests
+        if shared_tried:
+            held = sum(np.isin(doc_ids, ids) for ids, _, _ in lists)
+            shared = lower[held > 1]
+            assert len(shared) < limit or kth_largest(shared, limit) * (1 - 2 * SAFETY) <= rests
         if thresholds:
             first_lower = lower[np.isin(doc_ids, _first_choice(lists, limit, first, every))]
             assert len(first_lower) < limit or kth_largest(first_lower, limit) * (1 - 2 * SAFETY) <= rests
@@ -121,3 +125,27 @@ def test_most_documents_are_left_out_where_the_best_stand_far_above_the_rest():
     doc_ids, _, upper, floor = _exhaustive(lists, 10)
     assert np.isin(doc_ids[upper >= floor], chosen.doc_ids).all()
     assert len(chosen.doc_ids) < 1_000
+
+
+@pytest.mark.parametrize('count', [2, 3, 4])
+def test_from_three_lists_the_shared_documents_are_chosen_first(count: int):
+    """Where both choices succeed, two lists keep what thresholds keep, and from `SHARED_FIRST` lists on the
+    shared documents and the strong ones held alone: with several common words, thresholds rule out little."""
+    rng = np.random.default_rng(11)
+    strong = np.arange(0, 200_000, 20_000, dtype=np.int64)  # Ten documents every list holds, each weighing 3.0.
+    lists: Lists = []
+    for _ in range(count):
+        doc_ids = np.union1d(rng.choice(200_000, size=20_000, replace=False), strong).astype(np.int64)
+        weights = rng.uniform(0.5, 1.0, size=len(doc_ids))
+        weights[np.searchsorted(doc_ids, strong)] = 3.0
+        lists.append((doc_ids, weights, 0.5))
+    excesses = [weights - rest for _, weights, rest in lists]
+    by_thresholds = _contenders._above_thresholds(lists, excesses, 10, SAFETY)
+    by_shared = _contenders._shared_or_strong(lists, excesses, 10, SAFETY)
+    assert by_thresholds is not None and by_shared is not None
+    chosen = contenders(lists, 10, SAFETY)
+    assert chosen is not None
+    assert len(by_thresholds.doc_ids) < len(by_shared.doc_ids)  # Here thresholds keep fewer: the order shows.
+    expected = by_shared if count >= 3 else by_thresholds
+    assert np.array_equal(chosen.doc_ids, expected.doc_ids)
+    assert np.array_equal(chosen.lower, expected.lower)

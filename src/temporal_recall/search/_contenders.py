@@ -13,11 +13,18 @@ tiers, of which a few thousand can reach the page; merging them all was most of 
 (docs/design/store.md, "Only the contenders bounded", has the figures). Where no choice spares enough,
 `contenders` answers `None` and the caller merges every list, as before.
 
+Two choices are tried in turn: thresholds (`_above_thresholds`), and the documents more than one list holds
+with those one list alone holds whose excess there reaches the floor the shared ones prove
+(`_shared_or_strong`). Two lists try thresholds first, which keep few documents where the best stand far
+above the rest. From `SHARED_FIRST` lists on, the shared documents come first: the best excesses of three or
+four common words add up to far more than `Δ`, so thresholds adding up to `Δ` rule out little, and trying
+them first mostly cost a failed attempt (docs/design/store.md, "The shared documents first, from three lists").
+
 The floor comes from the documents chosen, whose lower bounds are exact sums of their postings: their
-`limit`-th best is at most the page's threshold. A first choice keeps about `_FIRST` postings per list; if
-its floor proves the thresholds, it stands, otherwise the thresholds are chosen again from that floor and
-the two choices joined, which only raises the floor. Every rule out is exact; `SAFETY` keeps the float sums
-on the safe side.
+`limit`-th best is at most the page's threshold. The thresholds' first choice keeps about `_FIRST` postings
+per list; if its floor proves the thresholds, it stands, otherwise the thresholds are chosen again from that
+floor and the two choices joined, which only raises the floor. Every rule out is exact; `SAFETY` keeps the
+float sums on the safe side.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from numpy.typing import NDArray
 
 from temporal_recall.search._bm25_arrays import found_in, kth_largest, slots_in_union, union_of
 
-__all__ = ('Contenders', 'contenders', 'every_document')
+__all__ = ('SHARED_FIRST', 'Contenders', 'contenders', 'every_document')
 
 _FIRST = 256
 """The postings per list the first choice keeps, about: few enough to merge for nothing, enough for a floor."""
@@ -41,6 +48,10 @@ keeps, which only decides how much is merged, never what is ruled out."""
 
 _RANKS = tuple(2**power for power in range(4, 18))
 """The numbers of postings a list's threshold may keep (besides none and every one)."""
+
+SHARED_FIRST = 3
+"""From this many lists holding postings on, the shared documents are chosen first, then thresholds: the best
+excesses of more lists add up to more above `Δ`, so thresholds adding up to `Δ` keep more of every list."""
 
 MOST_KEPT = 0.15
 """Past this share of all the postings, the thresholds would spare little: the caller merges every list."""
@@ -62,8 +73,13 @@ def contenders(
     """The documents that can reach a page of `limit` given each list's `(doc_ids, weights, rest)` (rest 0.0
     for a whole list), or `None` when choosing would spare too little (the caller merges every list)."""
     excesses = [weights - rest for _, weights, rest in lists]
-    chosen = _above_thresholds(lists, excesses, limit, safety)
-    return chosen if chosen is not None else _shared_or_strong(lists, excesses, limit, safety)
+    choices = (_above_thresholds, _shared_or_strong)
+    if sum(1 for doc_ids, _, _ in lists if len(doc_ids)) >= SHARED_FIRST:
+        choices = choices[::-1]
+    for choice in choices:
+        if (chosen := choice(lists, excesses, limit, safety)) is not None:
+            return chosen
+    return None
 
 
 def every_document(lists: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]]) -> Contenders:
