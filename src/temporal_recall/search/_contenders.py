@@ -18,7 +18,7 @@ with those one list alone holds whose excess there reaches the floor the shared 
 (`_shared_or_strong`). Two lists try thresholds first, which keep few documents where the best stand far
 above the rest. From `SHARED_FIRST` lists on, the shared documents come first: the best excesses of three or
 four common words add up to far more than `Δ`, so thresholds adding up to `Δ` rule out little, and trying
-them first mostly cost a failed attempt (docs/design/store.md, "The shared documents first, from three lists").
+them first mostly costs a failed attempt (docs/design/store.md, "The shared documents first, from three lists").
 
 The floor comes from the documents chosen, whose lower bounds are exact sums of their postings: their
 `limit`-th best is at most the page's threshold. The thresholds' first choice keeps about `_FIRST` postings
@@ -50,8 +50,8 @@ _RANKS = tuple(2**power for power in range(4, 18))
 """The numbers of postings a list's threshold may keep (besides none and every one)."""
 
 SHARED_FIRST = 3
-"""From this many lists holding postings on, the shared documents are chosen first, then thresholds: the best
-excesses of more lists add up to more above `Δ`, so thresholds adding up to `Δ` keep more of every list."""
+"""From this many lists holding postings on, the shared documents are chosen first, then thresholds: the more
+lists, the further their best excesses add up beyond `Δ`, so thresholds adding up to `Δ` keep more of each."""
 
 MOST_KEPT = 0.15
 """Past this share of all the postings, the thresholds would spare little: the caller merges every list."""
