@@ -73,9 +73,9 @@ def test_every_document_that_can_reach_the_floor_is_kept(
     seed: int, count: int, size: int, whole: int, limit: int, first: int, every: int, tried: str
 ):
     lists = _lists(seed, count, size, min(whole, count - 1))
-    thresholds, shared_tried = tried != 'shared', tried != 'thresholds'
+    thresholds_tried, shared_tried = tried != 'shared', tried != 'thresholds'
     with pytest.MonkeyPatch.context() as patched:
-        if not thresholds:  # The shared documents and the strong ones held alone, whatever thresholds could do.
+        if not thresholds_tried:  # The shared documents and the strong ones held alone, whatever thresholds could do.
             patched.setattr(_contenders, '_above_thresholds', lambda *_: None)
         if not shared_tried:  # Thresholds alone, whatever the shared documents could do (and in either order).
             patched.setattr(_contenders, '_shared_or_strong', lambda *_: None)
@@ -94,7 +94,7 @@ def test_every_document_that_can_reach_the_floor_is_kept(
             held = sum(np.isin(doc_ids, ids) for ids, _, _ in lists)
             shared = lower[held > 1]
             assert len(shared) < limit or kth_largest(shared, limit) * (1 - 2 * SAFETY) <= rests
-        if thresholds:
+        if thresholds_tried:
             first_lower = lower[np.isin(doc_ids, _first_choice(lists, limit, first, every))]
             assert len(first_lower) < limit or kth_largest(first_lower, limit) * (1 - 2 * SAFETY) <= rests
         return
@@ -109,17 +109,24 @@ def test_every_document_that_can_reach_the_floor_is_kept(
         assert np.array_equal(held, np.isin(chosen.doc_ids, ids))
 
 
+def _far_above_the_rest(seed: int, count: int) -> Lists:
+    """`count` tiers of 20,000 of 200,000 documents weighing 0.5-1.0 over a rest of 0.5, and ten documents every
+    one holds weighing 3.0 in each."""
+    rng = np.random.default_rng(seed)
+    strong = np.arange(0, 200_000, 20_000, dtype=np.int64)
+    lists: Lists = []
+    for _ in range(count):
+        doc_ids = np.union1d(rng.choice(200_000, size=20_000, replace=False), strong).astype(np.int64)
+        weights = rng.uniform(0.5, 1.0, size=len(doc_ids))
+        weights[np.searchsorted(doc_ids, strong)] = 3.0
+        lists.append((doc_ids, weights, 0.5))
+    return lists
+
+
 def test_most_documents_are_left_out_where_the_best_stand_far_above_the_rest():
     """Two tiers of 20,000 documents weighing 0.5-1.0 over a rest of 0.5, and ten documents both hold weighing 3.0
     in each: a few hundred of the 40,000 documents are kept, and every one that can reach the page."""
-    rng = np.random.default_rng(7)
-    shared = np.arange(0, 200_000, 20_000, dtype=np.int64)
-    lists: Lists = []
-    for _ in range(2):
-        doc_ids = np.union1d(rng.choice(200_000, size=20_000, replace=False), shared).astype(np.int64)
-        weights = rng.uniform(0.5, 1.0, size=len(doc_ids))
-        weights[np.searchsorted(doc_ids, shared)] = 3.0
-        lists.append((doc_ids, weights, 0.5))
+    lists = _far_above_the_rest(7, 2)
     chosen = contenders(lists, 10, SAFETY)
     assert chosen is not None
     doc_ids, _, upper, floor = _exhaustive(lists, 10)
@@ -131,14 +138,7 @@ def test_most_documents_are_left_out_where_the_best_stand_far_above_the_rest():
 def test_from_three_lists_the_shared_documents_are_chosen_first(count: int):
     """Where both choices succeed, two lists keep what thresholds keep, and from `SHARED_FIRST` lists on the
     shared documents and the strong ones held alone: with several common words, thresholds rule out little."""
-    rng = np.random.default_rng(11)
-    strong = np.arange(0, 200_000, 20_000, dtype=np.int64)  # Ten documents every list holds, each weighing 3.0.
-    lists: Lists = []
-    for _ in range(count):
-        doc_ids = np.union1d(rng.choice(200_000, size=20_000, replace=False), strong).astype(np.int64)
-        weights = rng.uniform(0.5, 1.0, size=len(doc_ids))
-        weights[np.searchsorted(doc_ids, strong)] = 3.0
-        lists.append((doc_ids, weights, 0.5))
+    lists = _far_above_the_rest(11, count)
     excesses = [weights - rest for _, weights, rest in lists]
     by_thresholds = _contenders._above_thresholds(lists, excesses, 10, SAFETY)
     by_shared = _contenders._shared_or_strong(lists, excesses, 10, SAFETY)
