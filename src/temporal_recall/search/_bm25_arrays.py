@@ -4,6 +4,11 @@ Every search scores its postings here (`rank_columns`). The arithmetic is `rank`
 operation in IEEE doubles and in the same order, so every score is bitwise the one `rank` computes
 from the same postings and ties break the same way (smaller `doc_id` first). Scoring every posting
 as arrays costs less than deciding which ones to skip (docs/benchmarks/history.md has the measurement).
+
+Where a mask selects from a long array, the search's kernels (here, `search._contenders`, `search._pruned`)
+call `np.compress(mask, array)`, not `array[mask]`: the same elements, but on numpy 2 boolean indexing
+with an irregular mask (a list's postings shared with another list, say) runs several times slower
+(docs/design/store.md, "Masks by `np.compress`").
 """
 
 from __future__ import annotations
@@ -149,7 +154,7 @@ def kth_largest(values: NDArray[np.float64], k: int) -> float:
     floor (`_sampled_floor`), which the top `k` all do, so the answer is the selection's over every value."""
     floor = _sampled_floor(values, k)
     if floor > 0:
-        values = values[values >= floor]
+        values = np.compress(values >= floor, values)
     return float(np.partition(values, len(values) - k)[len(values) - k])
 
 
@@ -166,7 +171,7 @@ def slots_in_union(lists: Sequence[NDArray[np.int64]]) -> tuple[NDArray[np.int64
     slots = np.empty(len(ordered), dtype=np.intp)
     slots[order] = np.cumsum(first) - 1
     ends = np.cumsum([len(ids) for ids in lists])
-    return ordered[first], np.split(slots, ends[:-1])
+    return np.compress(first, ordered), np.split(slots, ends[:-1])
 
 
 def found_in(doc_ids: NDArray[np.int64], wanted: NDArray[np.int64]) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
@@ -183,7 +188,7 @@ def union_of(lists: Sequence[NDArray[np.int64]]) -> NDArray[np.int64]:
     `np.unique` hashes every id (a hundred times slower at a million ids on numpy 2)."""
     doc_ids = np.concatenate(lists)
     doc_ids.sort(kind='stable')
-    return doc_ids[np.concatenate(([True], doc_ids[1:] != doc_ids[:-1]))] if len(doc_ids) else doc_ids
+    return np.compress(np.concatenate(([True], doc_ids[1:] != doc_ids[:-1])), doc_ids) if len(doc_ids) else doc_ids
 
 
 def at_least_kth(

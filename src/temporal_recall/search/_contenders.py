@@ -176,7 +176,7 @@ def _choose(
 ) -> Contenders:
     """The documents with a posting at or above its list's threshold (and `also`), each looked up in every list."""
     picked = [
-        doc_ids[excess >= threshold]
+        np.compress(excess >= threshold, doc_ids)
         for (doc_ids, _, _), excess, threshold in zip(lists, excesses, thresholds, strict=True)
     ]
     doc_ids = union_of([*picked, also] if also is not None else picked)
@@ -223,9 +223,12 @@ def _shared_or_strong(
     offsets = [doc_ids - low for doc_ids, _, _ in lists]
     for at in offsets:
         counts[at] += 1  # A list holds an id once; a query has at most `MAX_QUERY_TERMS` (32) lists, below 256.
-    shared = [counts[at] > 1 for at in offsets]
+    shared = [np.take(counts, at) > 1 for at in offsets]
     merged = every_document(
-        [(doc_ids[mask], weights[mask], rest) for (doc_ids, weights, rest), mask in zip(lists, shared, strict=True)]
+        [
+            (np.compress(mask, doc_ids), np.compress(mask, weights), rest)
+            for (doc_ids, weights, rest), mask in zip(lists, shared, strict=True)
+        ]
     )
     candidates, lower, held = merged.doc_ids, merged.lower, merged.held
     if len(candidates) < limit:

@@ -79,8 +79,8 @@ class _Bounds:
     def keep(self, kept: NDArray[np.bool_]) -> None:
         """Forget the documents not `kept`: once their upper bound is below the threshold, later rounds only
         raise the threshold and lower the bounds, so they can never come back into doubt."""
-        self.candidates, self.lower = self.candidates[kept], self.lower[kept]
-        self.unread = {name: unread[kept] for name, unread in self.unread.items()}
+        self.candidates, self.lower = np.compress(kept, self.candidates), np.compress(kept, self.lower)
+        self.unread = {name: np.compress(kept, unread) for name, unread in self.unread.items()}
 
     def missing(self) -> NDArray[np.float64]:
         """What each document's score may still lack: the bounds of the terms it was not read under."""
@@ -229,8 +229,8 @@ class TierPruning:
         pick[chosen] = True
         live = upper >= floor  # Every document in doubt, the chosen ones and the best lower bounds among them.
         bounds.keep(live)
-        pick = pick[live]
-        asked = {name: bounds.candidates[pick & unread] for name, unread in bounds.unread.items()}
+        pick = np.compress(live, pick)
+        asked = {name: np.compress(pick & unread, bounds.candidates) for name, unread in bounds.unread.items()}
         self._asked = {name: doc_ids for name, doc_ids in asked.items() if len(doc_ids)}
         self._looked_up += sum(len(doc_ids) for doc_ids in self._asked.values())
         self._rounds += 1
