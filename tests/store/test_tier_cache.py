@@ -12,15 +12,16 @@ import pytest
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search.plan import search_index
-from temporal_recall.store.index import _reader
+from temporal_recall.store.index import _reader, _tier_cache
 from temporal_recall.store.index._tier_cache import TierCache
-from temporal_recall.store.postings import _tiers
+from temporal_recall.store.postings import _segments, _tiers
 from temporal_recall.store.postings._blocks import BLOCKS, joined_postings
 from temporal_recall.store.protocol import PostingColumns
 
 from ._support import (
     AnyStore,
     Site,
+    append_new,
     back_to_version_19,
     fill_tiered,
     merge_everything,
@@ -28,6 +29,7 @@ from ._support import (
     rows_of,
     run_sql,
     settle_merges,
+    user,
 )
 
 pytestmark = pytest.mark.usefixtures('small_tiers')
@@ -67,6 +69,33 @@ def test_the_least_recently_used_tiers_go_first_and_kept_arrays_are_read_only():
         kept.doc_ids[0] = 9
     with pytest.raises(ValueError, match='most_postings must not be negative'):
         TierCache(most_postings=-1)
+
+
+def test_a_kept_tier_keeps_its_last_join_while_the_pending_postings_are_the_same():
+    cache = TierCache(most_postings=20)
+    assert cache.joined(1, 5, False, 111, _columns(4)) is None  # No tier kept: the caller joins.
+    tier = _columns(2, 5, 9)
+    cache.put(1, 5, False, 111, tier)
+    assert cache.joined(1, 5, False, 112, _columns(4)) is None  # Another version.
+    assert cache.joined(1, 5, False, 111, None) is cache.get(1, 5, False, 111)  # Nothing pending: the tier.
+    assert cache.joined(1, 5, False, 111, _columns()) is cache.get(1, 5, False, 111)
+    first = cache.joined(1, 5, False, 111, _columns(3, 12))
+    assert first is not None and first.doc_ids.tolist() == [2, 3, 5, 9, 12]
+    assert cache.postings == 3 + 5  # The join weighs beside its tier.
+    with pytest.raises(ValueError, match='read-only'):
+        first.doc_ids[0] = 9
+    assert cache.joined(1, 5, False, 111, _columns(3, 12)) is first  # The same postings, read again: kept.
+    changed = PostingColumns(*_columns(3, 12)[:2], np.array([7, 8], dtype=np.uint32))  # A length differs.
+    second = cache.joined(1, 5, False, 111, changed)
+    assert second is not None and second is not first
+    assert [column.tolist() for column in second] == [column.tolist() for column in joined_postings(tier, changed)]
+    assert cache.joined(1, 5, False, 111, _columns(3, 12)) is not first  # Only the last join is kept.
+    cache.put(1, 5, False, 112, _columns(2, 5))  # A new version forgets the join with the old tier.
+    assert cache.postings == 2
+    joined = cache.joined(1, 5, False, 112, _columns(3, 12))
+    assert joined is not None and joined.doc_ids.tolist() == [2, 3, 5, 12]
+    cache.put(1, 6, False, 1, _columns(*range(20, 36)))  # Sixteen more: over the most, the least recent goes.
+    assert cache.get(1, 5, False, 112) is None and cache.postings == 16
 
 
 def test_pending_postings_join_a_kept_tier_once_each():
@@ -193,3 +222,33 @@ async def test_a_kept_tier_changed_during_a_search_is_read_whole(site: Site, mon
     finally:
         await writer.close()
         await store.close()
+
+
+async def test_a_search_joins_a_kept_tier_with_its_pending_postings_once_while_they_stay_the_same(
+    recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes that stay pending change no tier's version: a search joins them to the kept tiers, the next
+    search with the same pending postings reuses that join, and one after another write joins again. Every
+    search answers as the exhaustive ranking."""
+    await fill_tiered(recall_store, range(60))  # Every write merged: nothing pending.
+    await _exact(recall_store, ['order refund'])  # Keeps both words' tiers.
+    monkeypatch.setattr(_segments, 'MERGE_SEGMENTS', 1_000)  # The writes below stay pending.
+    joins: list[int] = []
+
+    def counted(base: PostingColumns, extra: PostingColumns | None) -> PostingColumns:
+        joins.append(len(base.doc_ids))
+        return joined_postings(base, extra)
+
+    monkeypatch.setattr(_tier_cache, 'joined_postings', counted)
+    for number, text in enumerate(['order refund order', 'refund refund order box'], start=60):
+        versions = await _tiers_now(recall_store)
+        await append_new(recall_store, number, [user(text)])
+        await settle_merges(recall_store)
+        assert await rows_of(recall_store, 'SELECT count(*) FROM pending_postings') != [(0,)]
+        assert await _tiers_now(recall_store) == versions  # The tiers as they were: kept, and joined.
+        before = len(joins)
+        await _exact(recall_store, ['order refund'])
+        assert len(joins) > before  # New pending postings: joined afresh.
+        after = len(joins)
+        await _exact(recall_store, ['order refund', 'refund order'])
+        assert len(joins) == after  # The same pending postings: the kept joins.

@@ -418,7 +418,10 @@ async def _read_level(
             tier = tiers.get(term_id, NO_POSTINGS)
             if held:
                 cache.put(tenant_id, term_id, level.deep, state.version, tier)
-        lists[term_id] = joined_postings(tier, pending.get(term_id))
+        found = pending.get(term_id)
+        # A tier read while its version held is the one kept: its last join with the same pending postings.
+        joined = cache.joined(tenant_id, term_id, level.deep, state.version, found) if held else None
+        lists[term_id] = joined if joined is not None else joined_postings(tier, found)
         frontiers[term_id] = now.frontier
     if whole:
         read = await read_blocks(session, tenant_id, whole, BLOCKS)
