@@ -49,6 +49,15 @@ def _exhaustive(lists: Lists, limit: int) -> tuple[NDArray[np.int64], NDArray[np
     return doc_ids, lower, lower + missing, kth_largest(lower, limit) * (1 - SAFETY)
 
 
+def _spread_too_wide(lists: Lists) -> bool:
+    """Whether the lists' ids span more than `_strong_enough` counts (it answers `None` then)."""
+    held = [ids for ids, _, _ in lists if len(ids)]
+    if len(held) < 2:
+        return False
+    span = max(int(ids[-1]) for ids in held) - min(int(ids[0]) for ids in held) + 1
+    return span > min(_contenders.SPREAD * sum(len(ids) for ids in held), _contenders.WIDEST)
+
+
 def _first_choice(lists: Lists, limit: int, first: int, every: int) -> NDArray[np.int64]:
     """The documents of `contenders`' first choice."""
     with pytest.MonkeyPatch.context() as patched:
@@ -75,10 +84,10 @@ def test_every_document_that_can_reach_the_floor_is_kept(
     lists = _lists(seed, count, size, min(whole, count - 1))
     thresholds_tried, shared_tried = tried != 'shared', tried != 'thresholds'
     with pytest.MonkeyPatch.context() as patched:
-        if not thresholds_tried:  # The shared documents and the strong ones held alone, whatever thresholds could do.
+        if not thresholds_tried:  # The strong postings alone, whatever thresholds could do.
             patched.setattr(_contenders, '_above_thresholds', lambda *_: None)
-        if not shared_tried:  # Thresholds alone, whatever the shared documents could do (and in either order).
-            patched.setattr(_contenders, '_shared_or_strong', lambda *_: None)
+        if not shared_tried:  # Thresholds alone, whatever the strong postings could do (and in either order).
+            patched.setattr(_contenders, '_strong_enough', lambda *_: None)
         patched.setattr(_contenders, '_FIRST', first)
         patched.setattr(_contenders, '_SAMPLE_EVERY', every)
         patched.setattr(_contenders, 'MOST_KEPT', 1.0)
@@ -90,7 +99,7 @@ def test_every_document_that_can_reach_the_floor_is_kept(
     doc_ids, lower, upper, floor = _exhaustive(lists, limit)
     rests = sum(rest for _, _, rest in lists)
     if chosen is None:  # Only when the documents a floor is taken from are too few, or none rise above the rests.
-        if shared_tried:
+        if shared_tried and not _spread_too_wide(lists):
             held = sum(np.isin(doc_ids, ids) for ids, _, _ in lists)
             shared = lower[held > 1]
             assert len(shared) < limit or kth_largest(shared, limit) * (1 - 2 * SAFETY) <= rests
@@ -135,17 +144,61 @@ def test_most_documents_are_left_out_where_the_best_stand_far_above_the_rest():
 
 
 @pytest.mark.parametrize('count', [2, 3, 4])
-def test_from_three_lists_the_shared_documents_are_chosen_first(count: int):
-    """Where both choices succeed, two lists keep what thresholds keep, and from `SHARED_FIRST` lists on the
-    shared documents and the strong ones held alone: with several common words, thresholds rule out little."""
+def test_from_three_lists_the_strong_postings_are_chosen_first(count: int):
+    """Where both choices succeed and keep different documents, two lists keep what thresholds keep, and from
+    `STRONG_FIRST` lists on what the strong postings keep: with several common words, thresholds rule out little."""
     lists = _far_above_the_rest(11, count)
     excesses = [weights - rest for _, weights, rest in lists]
     by_thresholds = _contenders._above_thresholds(lists, excesses, 10, SAFETY)
-    by_shared = _contenders._shared_or_strong(lists, excesses, 10, SAFETY)
-    assert by_thresholds is not None and by_shared is not None
+    by_strong = _contenders._strong_enough(lists, excesses, 10, SAFETY)
+    assert by_thresholds is not None and by_strong is not None
+    assert not np.array_equal(by_thresholds.doc_ids, by_strong.doc_ids)  # The order shows.
     chosen = contenders(lists, 10, SAFETY)
     assert chosen is not None
-    assert len(by_thresholds.doc_ids) < len(by_shared.doc_ids)  # Here thresholds keep fewer: the order shows.
-    expected = by_shared if count >= 3 else by_thresholds
+    expected = by_strong if count >= 3 else by_thresholds
     assert np.array_equal(chosen.doc_ids, expected.doc_ids)
-    assert np.array_equal(chosen.lower, expected.lower)
+
+
+def test_documents_several_lists_hold_are_left_out_when_none_of_their_postings_is_strong_enough():
+    """Four tiers of 20,000 of 200,000 documents: about 10,000 are held by two lists or more, weighing 0.5-1.0
+    over a rest of 0.5 in each, and ten every list holds weigh 3.0 in each. Only the documents with a posting
+    whose excess, times the number of lists holding the document, reaches the floor are kept: a few dozen."""
+    lists = _far_above_the_rest(11, 4)
+    chosen = _contenders._strong_enough(lists, [weights - rest for _, weights, rest in lists], 10, SAFETY)
+    assert chosen is not None
+    doc_ids, lower, upper, floor = _exhaustive(lists, 10)
+    held = sum(np.isin(doc_ids, ids).astype(int) for ids, _, _ in lists)
+    assert (held > 1).sum() > 5_000
+    assert len(chosen.doc_ids) < 100
+    assert np.isin(doc_ids[upper >= floor], chosen.doc_ids).all()
+    assert np.array_equal(chosen.lower, lower[np.searchsorted(doc_ids, chosen.doc_ids)])
+
+
+def test_the_floor_comes_from_documents_held_by_fewer_lists_when_those_held_by_the_most_prove_none():
+    """Tiers over a rest of 1.0 each. Document 10, which all three hold, weighs 0.5 in each: 1.5, below the
+    rests' 3.0, proves no floor. Document 20, which two hold at 2.0 each, proves 4.0: the postings whose excess
+    times their document's lists reaches 1.0 are kept (document 30's 1.5 alone, not 40's 0.5), with those the
+    floor came from."""
+    ids = [np.array(values, dtype=np.int64) for values in ([10, 20], [10, 20], [10, 30, 40])]
+    weights = [np.array(values) for values in ([0.5, 2.0], [0.5, 2.0], [0.5, 2.5, 1.5])]
+    lists = [(doc_ids, list_weights, 1.0) for doc_ids, list_weights in zip(ids, weights, strict=True)]
+    chosen = _contenders._strong_enough(lists, [w - 1.0 for w in weights], 1, SAFETY)
+    assert chosen is not None
+    assert chosen.doc_ids.tolist() == [10, 20, 30]
+    assert chosen.lower.tolist() == [1.5, 4.0, 2.5]
+    assert [held.tolist() for held in chosen.held] == [[True, True, False], [True, True, False], [True, False, True]]
+
+
+def test_a_posting_is_strong_enough_when_its_excess_times_its_documents_lists_reaches_the_floor():
+    """Tiers over a rest of 1.0 each; document 10, which all three hold at 2.0, proves a floor of 6.0, so
+    `Δ = 3.0`. Document 20, which two hold at 2.5 (excess 1.5 in each, half of `Δ`), can tie with the page
+    and is kept; 30, two at 2.4 (1.4 each), cannot. Of those one list alone holds, 40 (excess 3.5) is kept
+    and 50 (2.9) is not: exactly the documents whose upper bound reaches the floor."""
+    ids = [np.array(values, dtype=np.int64) for values in ([10, 20, 30], [10, 20, 30], [10, 40, 50])]
+    weights = [np.array(values) for values in ([2.0, 2.5, 2.4], [2.0, 2.5, 2.4], [2.0, 4.5, 3.9])]
+    lists = [(doc_ids, list_weights, 1.0) for doc_ids, list_weights in zip(ids, weights, strict=True)]
+    chosen = _contenders._strong_enough(lists, [w - 1.0 for w in weights], 1, SAFETY)
+    assert chosen is not None
+    assert chosen.doc_ids.tolist() == [10, 20, 40]
+    doc_ids, _, upper, floor = _exhaustive(lists, 1)
+    assert doc_ids[upper >= floor].tolist() == [10, 20, 40]

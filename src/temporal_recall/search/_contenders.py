@@ -13,18 +13,19 @@ tiers, of which a few thousand can reach the page; merging them all was most of 
 (docs/design/store.md, "Only the contenders bounded", has the figures). Where no choice spares enough,
 `contenders` answers `None` and the caller merges every list, as before.
 
-Two choices are tried in turn: thresholds (`_above_thresholds`), and the documents more than one list holds
-with those one list alone holds whose excess there reaches the floor the shared ones prove
-(`_shared_or_strong`). Two lists try thresholds first, which keep few documents where the best stand far
-above the rest. From `SHARED_FIRST` lists on, the shared documents come first: the best excesses of three or
-four common words add up to far more than `Δ`, so thresholds adding up to `Δ` rule out little, and trying
-them first mostly costs a failed attempt (docs/design/store.md, "The shared documents first, from three lists").
+Two choices are tried in turn: thresholds (`_above_thresholds`), and the documents with a posting whose
+excess, times the number of lists holding the document, reaches `Δ` (`_strong_enough`): `c` excesses that
+add up to `Δ` hold one of at least `Δ / c`. Two lists try thresholds first, which keep few documents where
+the best stand far above the rest. From `STRONG_FIRST` lists on, the strong postings come first: the best
+excesses of three or four common words add up to far more than `Δ`, so thresholds adding up to `Δ` rule out
+little, and trying them first mostly costs a failed attempt (docs/design/store.md, "The shared documents
+first, from three lists", and "A posting strong enough for the lists holding its document").
 
-The floor comes from the documents chosen, whose lower bounds are exact sums of their postings: their
-`limit`-th best is at most the page's threshold. The thresholds' first choice keeps about `_FIRST` postings
-per list; if its floor proves the thresholds, it stands, otherwise the thresholds are chosen again from that
-floor and the two choices joined, which only raises the floor. Every rule out is exact; `SAFETY` keeps the
-float sums on the safe side.
+The floor comes from documents whose lower bounds are exact sums of their postings: their `limit`-th best
+is at most the page's threshold. The strong postings' floor comes from the documents held by the most lists.
+The thresholds' first choice keeps about `_FIRST` postings per list; if its floor proves the thresholds, it
+stands, otherwise the thresholds are chosen again from that floor and the two choices joined, which only
+raises the floor. Every rule out is exact; `SAFETY` keeps the float sums on the safe side.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from numpy.typing import NDArray
 
 from temporal_recall.search._bm25_arrays import found_in, kth_largest, slots_in_union, union_of
 
-__all__ = ('SHARED_FIRST', 'Contenders', 'contenders', 'every_document')
+__all__ = ('STRONG_FIRST', 'Contenders', 'contenders', 'every_document')
 
 _FIRST = 256
 """The postings per list the first choice keeps, about: few enough to merge for nothing, enough for a floor."""
@@ -49,8 +50,8 @@ keeps, which only decides how much is merged, never what is ruled out."""
 _RANKS = tuple(2**power for power in range(4, 18))
 """The numbers of postings a list's threshold may keep (besides none and every one)."""
 
-SHARED_FIRST = 3
-"""From this many lists holding postings on, the shared documents are chosen first, then thresholds: the more
+STRONG_FIRST = 3
+"""From this many lists holding postings on, the strong postings are chosen first, then thresholds: the more
 lists, the further their best excesses add up beyond `Δ`, so thresholds adding up to `Δ` keep more of each."""
 
 MOST_KEPT = 0.15
@@ -73,8 +74,8 @@ def contenders(
     """The documents that can reach a page of `limit` given each list's `(doc_ids, weights, rest)` (rest 0.0
     for a whole list), or `None` when choosing would spare too little (the caller merges every list)."""
     excesses = [weights - rest for _, weights, rest in lists]
-    choices = (_above_thresholds, _shared_or_strong)
-    if sum(1 for doc_ids, _, _ in lists if len(doc_ids)) >= SHARED_FIRST:
+    choices = (_above_thresholds, _strong_enough)
+    if sum(1 for doc_ids, _, _ in lists if len(doc_ids)) >= STRONG_FIRST:
         choices = choices[::-1]
     for choice in choices:
         if (chosen := choice(lists, excesses, limit, safety)) is not None:
@@ -179,42 +180,55 @@ def _choose(
         np.compress(excess >= threshold, doc_ids)
         for (doc_ids, _, _), excess, threshold in zip(lists, excesses, thresholds, strict=True)
     ]
-    doc_ids = union_of([*picked, also] if also is not None else picked)
+    return _looked_up(lists, union_of([*picked, also] if also is not None else picked))
+
+
+def _looked_up(
+    lists: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]], doc_ids: NDArray[np.int64]
+) -> Contenders:
+    """The documents `doc_ids` (ascending), each looked up in every list by binary search."""
     lower = np.zeros(len(doc_ids))
     held: list[NDArray[np.bool_]] = []
     for ids, weights, _ in lists:
         at, found = found_in(ids, doc_ids)
-        lower[found] += weights[at[found]]
+        if len(ids):  # Adding 0.0 where the list does not hold the document changes no sum.
+            lower += np.where(found, np.take(weights, at), 0.0)
         held.append(found)
     return Contenders(doc_ids, lower, held)
 
 
 WIDEST = 1 << 25
-"""The widest span of ids (bytes of counts) `_shared_or_strong` marks; wider ones are merged instead."""
+"""The widest span of ids (bytes of counts) `_strong_enough` marks; wider ones are merged instead."""
 
-SPREAD = 16
-"""`_shared_or_strong` marks ids spanning at most this many times as many ids as the lists hold postings."""
+SPREAD = 64
+"""`_strong_enough` marks ids spanning at most this many times as many ids as the lists hold postings: a pass
+over a byte per id costs a fraction of sorting a posting, so up to here the counts cost about what merging
+the lists would (docs/design/store.md, "A posting strong enough for the lists holding its document")."""
 
 
-def _shared_or_strong(
+def _strong_enough(
     lists: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]],
     excesses: list[NDArray[np.float64]],
     limit: int,
     safety: float,
 ) -> Contenders | None:
-    """The documents more than one list holds, and those one list alone holds whose excess there reaches the
-    floor the others prove (`None` when fewer than `limit` documents are shared, or the ids spread too wide).
+    """The documents with a posting whose excess, times the number of lists holding the document, reaches the
+    floor the documents held by the most lists prove (`None` when fewer than `limit` documents are held by
+    more than one list, or the ids spread too wide).
 
-    A document one list alone holds has `R + e` as its upper bound, so it can reach the page only if `e`
-    reaches `floor - R`. Where no threshold rules out much (several long lists whose best excesses add up to
-    far more than the floor lies above the rests: the four-word queries at a million messages), most
-    documents are still in one list alone. Which ones is found by counting each id's lists in an array
-    indexed by id, one byte each, in one pass per list: the ids ascend, so the passes stay in the cache,
-    where merging every list means sorting all the ids."""
-    postings = sum(len(doc_ids) for doc_ids, _, _ in lists)
+    A document `c` lists hold has `R + Σ e` over them as its upper bound, so it can reach the page only if
+    those `c` excesses add up to `Δ = floor - R`, and then one of them at least reaches `Δ / c`. Which lists
+    hold each id is counted in an array indexed by id, one byte each, in one pass per list: the ids ascend,
+    so the passes stay in the cache, where merging every list means sorting all the ids. The floor comes from
+    the documents held by the most lists that are at least `limit` (their excesses add up over the most
+    terms), looked up in every list; failing that, from those held by fewer, down to every shared one.
+    Where several common words' best excesses add up to far more than `Δ`, most documents two lists hold
+    still lie below `Δ / 2` in both, and are left out unread (docs/design/store.md, "A posting strong
+    enough for the lists holding its document")."""
     held_lists = [doc_ids for doc_ids, _, _ in lists if len(doc_ids)]
     if len(held_lists) < 2:
         return None  # No document is shared.
+    postings = sum(len(doc_ids) for doc_ids in held_lists)
     low = min(int(doc_ids[0]) for doc_ids in held_lists)
     span = max(int(doc_ids[-1]) for doc_ids in held_lists) - low + 1
     if span > min(SPREAD * postings, WIDEST):
@@ -223,35 +237,23 @@ def _shared_or_strong(
     offsets = [doc_ids - low for doc_ids, _, _ in lists]
     for at in offsets:
         counts[at] += 1  # A list holds an id once; a query has at most `MAX_QUERY_TERMS` (32) lists, below 256.
-    shared = [np.take(counts, at) > 1 for at in offsets]
-    merged = every_document(
-        [
-            (np.compress(mask, doc_ids), np.compress(mask, weights), rest)
-            for (doc_ids, weights, rest), mask in zip(lists, shared, strict=True)
-        ]
-    )
-    candidates, lower, held = merged.doc_ids, merged.lower, merged.held
-    if len(candidates) < limit:
-        return None
-    # The shared documents' floor: their lower bounds are exact, so it is at most the page's threshold.
-    reach = kth_largest(lower, limit) * (1 - 2 * safety) - sum(rest for _, _, rest in lists)
-    if reach <= 0:
-        return None
-    # Each list's documents held by no other list whose excess reaches past the floor: few, each new.
-    alone: list[NDArray[np.intp]] = []
-    for mask, excess in zip(shared, excesses, strict=True):
-        at = np.flatnonzero(excess >= reach)
-        alone.append(at[~mask[at]])
-    if not any(len(at) for at in alone):
-        return Contenders(candidates, lower, held)
-    singles = np.concatenate([doc_ids[at] for (doc_ids, _, _), at in zip(lists, alone, strict=True)])
-    weights = np.concatenate([list_weights[at] for (_, list_weights, _), at in zip(lists, alone, strict=True)])
-    owner = np.repeat(np.arange(len(lists)), [len(at) for at in alone])
-    order = np.argsort(singles)
-    singles, weights, owner = singles[order], weights[order], owner[order]
-    # `0.0 + weight`: the sum a lone posting gets, as in `lower` (adding to 0.0 leaves the weight as it is).
-    where = np.searchsorted(candidates, singles)
-    candidates = np.insert(candidates, where, singles)
-    lower = np.insert(lower, where, weights)
-    held = [np.insert(found, where, owner == number) for number, found in enumerate(held)]
-    return Contenders(candidates, lower, held)
+    shares = [np.take(counts, at) for at in offsets]
+    rests = sum(rest for _, _, rest in lists)
+    most = max(int(share.max(initial=0)) for share in shares)
+    for held_by in range(most, 1, -1):
+        proving = union_of(
+            [np.compress(share >= held_by, doc_ids) for (doc_ids, _, _), share in zip(lists, shares, strict=True)]
+        )
+        if len(proving) < limit:
+            continue
+        # Their lower bounds are exact sums over every list, so their `limit`-th best is at most the page's.
+        reach = kth_largest(_looked_up(lists, proving).lower, limit) * (1 - 2 * safety) - rests
+        if reach > 0:
+            break
+    else:
+        return None  # Too few shared documents, or none of them rises above the rests.
+    strong = [
+        np.compress(excess * share >= reach, doc_ids)
+        for (doc_ids, _, _), excess, share in zip(lists, excesses, shares, strict=True)
+    ]
+    return _looked_up(lists, union_of([*strong, proving]))
