@@ -214,7 +214,7 @@ def _strong_enough(
 ) -> Contenders | None:
     """The documents with a posting whose excess, times the number of lists holding the document, reaches the
     floor the documents held by the most lists prove (`None` when fewer than `limit` documents are held by
-    more than one list, or the ids spread too wide).
+    more than one list, when none of them proves a floor above the rests, or when the ids spread too wide).
 
     A document `c` lists hold has `R + Σ e` over them as its upper bound, so it can reach the page only if
     those `c` excesses add up to `Δ = floor - R`, and then one of them at least reaches `Δ / c`. Which lists

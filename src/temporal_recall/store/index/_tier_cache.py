@@ -45,6 +45,7 @@ class _Kept:
 
     @property
     def postings(self) -> int:
+        """What the entry weighs in the cache: the tier's postings and its last join's."""
         return len(self.tier.doc_ids) + (len(self.join[1].doc_ids) if self.join is not None else 0)
 
 
