@@ -157,6 +157,7 @@ def test_from_three_lists_the_strong_postings_are_chosen_first(count: int):
     assert chosen is not None
     expected = by_strong if count >= 3 else by_thresholds
     assert np.array_equal(chosen.doc_ids, expected.doc_ids)
+    assert np.array_equal(chosen.lower, expected.lower)
 
 
 def test_documents_several_lists_hold_are_left_out_when_none_of_their_postings_is_strong_enough():
