@@ -114,7 +114,7 @@ def run_tests(python: Path, report: Path, pytest_args: list[str]) -> int:
         '-p',
         'no:cacheprovider',
         '-n',
-        os.environ.get('TEST_WORKERS', '4'),
+        os.environ.get('TEST_WORKERS', str(os.cpu_count() or 1)),  # One per CPU, as scripts/test.
         '--dist',
         'worksteal',
         f'--junitxml={report}',
