@@ -50,12 +50,9 @@ def _exhaustive(lists: Lists, limit: int) -> tuple[NDArray[np.int64], NDArray[np
 
 
 def _spread_too_wide(lists: Lists) -> bool:
-    """Whether the lists' ids span more than `_strong_enough` counts (it answers `None` then)."""
-    held = [ids for ids, _, _ in lists if len(ids)]
-    if len(held) < 2:
-        return False
-    span = max(int(ids[-1]) for ids in held) - min(int(ids[0]) for ids in held) + 1
-    return span > min(_contenders.SPREAD * sum(len(ids) for ids in held), _contenders.WIDEST)
+    """Whether the lists share documents but their ids span more than `_strong_enough` counts (it answers
+    `None` then)."""
+    return sum(1 for ids, _, _ in lists if len(ids)) >= 2 and _contenders.counted_span(lists) is None
 
 
 def _first_choice(lists: Lists, limit: int, first: int, every: int) -> NDArray[np.int64]:

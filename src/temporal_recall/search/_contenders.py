@@ -206,6 +206,19 @@ over a byte per id costs a fraction of sorting a posting, so up to here the coun
 the lists would (docs/design/store.md, "A posting strong enough for the lists holding its document")."""
 
 
+def counted_span(lists: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]]) -> tuple[int, int] | None:
+    """The lowest id and the span of ids `_strong_enough` counts a byte each for: `None` when fewer than two
+    lists hold postings (no document is shared) or when the ids spread wider than `SPREAD` times the postings
+    or `WIDEST`."""
+    held_lists = [doc_ids for doc_ids, _, _ in lists if len(doc_ids)]
+    if len(held_lists) < 2:
+        return None
+    postings = sum(len(doc_ids) for doc_ids in held_lists)
+    low = min(int(doc_ids[0]) for doc_ids in held_lists)
+    span = max(int(doc_ids[-1]) for doc_ids in held_lists) - low + 1
+    return None if span > min(SPREAD * postings, WIDEST) else (low, span)
+
+
 def _strong_enough(
     lists: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]],
     excesses: list[NDArray[np.float64]],
@@ -225,14 +238,10 @@ def _strong_enough(
     Where several common words' best excesses add up to far more than `Δ`, most documents two lists hold
     still lie below `Δ / 2` in both, and are left out unread (docs/design/store.md, "A posting strong
     enough for the lists holding its document")."""
-    held_lists = [doc_ids for doc_ids, _, _ in lists if len(doc_ids)]
-    if len(held_lists) < 2:
-        return None  # No document is shared.
-    postings = sum(len(doc_ids) for doc_ids in held_lists)
-    low = min(int(doc_ids[0]) for doc_ids in held_lists)
-    span = max(int(doc_ids[-1]) for doc_ids in held_lists) - low + 1
-    if span > min(SPREAD * postings, WIDEST):
+    counted = counted_span(lists)
+    if counted is None:
         return None
+    low, span = counted
     counts = np.zeros(span, dtype=np.uint8)
     offsets = [doc_ids - low for doc_ids, _, _ in lists]
     for at in offsets:
