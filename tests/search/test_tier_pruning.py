@@ -22,7 +22,7 @@ from temporal_recall.models import SearchRequest
 from temporal_recall.search import _contenders, _pruned
 from temporal_recall.search.plan import search_index
 from temporal_recall.store.index import _reader
-from temporal_recall.store.postings import _tiers
+from temporal_recall.store.postings import _blocks, _tiers
 from temporal_recall.store.protocol import TieredPostings
 
 from ..store._support import AnyStore, append_new, open_site, reference_search, rows_of, settle_merges
@@ -105,6 +105,7 @@ async def _scenario(backend: str, seed: int, tier: int, wholes: int, deep: int, 
         patched.setattr(_reader, 'DEEP_AT_ONCE', at_once)  # Deeper tiers read first, or only when in doubt.
         patched.setattr(_tiers, 'TIER', tier)
         patched.setattr(_tiers, 'LONG', 4 * tier)
+        patched.setattr(_blocks, 'TIER_BLOCK', max(2, tier // 3))  # Each tier in several blocks.
         if deep:  # Deeper tiers `deep` times as deep, on lists twice as long as they hold; else none this small.
             patched.setattr(_tiers, 'DEEP_TIER', deep * tier)
             patched.setattr(_tiers, 'DEEP_LONG', 2 * deep * tier)

@@ -7,7 +7,7 @@ import pytest
 from pydantic_ai.conversation_store import ConversationStore
 
 from temporal_recall.store import SqliteConversationStore
-from temporal_recall.store.postings import _tiers
+from temporal_recall.store.postings import _blocks, _tiers
 
 from ._support import STORE_FACTORIES, AnyStore, Site, open_site
 
@@ -41,7 +41,9 @@ async def recall_store(site: Site) -> AsyncIterator[AnyStore]:
 
 @pytest.fixture
 def small_tiers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tiers of a few postings (`postings._tiers`), on lists a small test fills: `pytest.mark.usefixtures`."""
+    """Tiers of a few postings (`postings._tiers`) in blocks of three, on lists a small test fills:
+    `pytest.mark.usefixtures`."""
+    monkeypatch.setattr(_blocks, 'TIER_BLOCK', 3)
     monkeypatch.setattr(_tiers, 'TIER', 4)
     monkeypatch.setattr(_tiers, 'LONG', 16)
     monkeypatch.setattr(_tiers, 'DEEP_TIER', 8)

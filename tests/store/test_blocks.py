@@ -49,12 +49,11 @@ def test_no_rows_is_no_postings() -> None:
     assert _blocks.columns_of([]) == {}
 
 
-@pytest.mark.parametrize('block', [_blocks.BLOCK, 3])
-def test_a_write_is_placed_alike_in_python_and_as_arrays(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize('block', [_blocks.BLOCK, _blocks.TIER_BLOCK, 3])
+def test_a_write_is_placed_alike_in_python_and_as_arrays(block: int) -> None:
     """Small writes place their postings in Python, large ones with numpy: the same rows either way,
-    with and without open tails, and with a tail too far below
+    in blocks of any size, with and without open tails, and with a tail too far below
     the new documents for 32-bit offsets."""
-    monkeypatch.setattr(_blocks, 'BLOCK', block)
     rng = random.Random(block)
     for _ in range(300):
         docs = sorted(rng.sample(range(2**33, 2**33 + 400), rng.randint(1, 40)))
@@ -69,6 +68,6 @@ def test_a_write_is_placed_alike_in_python_and_as_arrays(block: int, monkeypatch
         for term_id in sorted(rng.sample(written, rng.randint(0, len(written)))):
             first_doc = docs[0] - rng.choice([1, 50, 2**32 + 1])
             tails.append((term_id, first_doc, rng.randint(1, block - 1)))
-        in_python = _block_writes._rows_in_python(1, new, tails)  # pyright: ignore[reportPrivateUsage]
-        assert in_python == _block_writes._rows_as_arrays(1, new, tails)  # pyright: ignore[reportPrivateUsage]
+        in_python = _block_writes._rows_in_python(1, new, tails, block)  # pyright: ignore[reportPrivateUsage]
+        assert in_python == _block_writes._rows_as_arrays(1, new, tails, block)  # pyright: ignore[reportPrivateUsage]
         assert sum(row[4] for row in in_python) == len(flat)

@@ -25,8 +25,10 @@ __all__ = (
     'DEEP_TIERS',
     'NO_POSTINGS',
     'TIERS',
+    'TIER_BLOCK',
     'WORDS',
     'BlockTable',
+    'block_size',
     'checked_table',
     'columns_of',
     'decode',
@@ -57,11 +59,25 @@ NO_POSTINGS = PostingColumns(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.u
 """A term's postings when it has none."""
 
 
+TIER_BLOCK = 1024
+"""The most postings one block of a tier holds. A tier is only ever read whole, so its blocks are large: a
+search reading a common word's tier for the first time decodes a few dozen rows instead of a thousand, and
+makes that many fewer Python objects, which is what set the collector off in the reads of small blocks
+(docs/design/store.md, "Tier blocks"). The blocks of every posting are looked up by document and stay small
+(`BLOCK`). Tiers written in smaller blocks stay valid: this is a bound, reached as they are cut again."""
+
+
 def checked_table(table: BlockTable) -> BlockTable:
     """`table`, refused unless it is a table of blocks: the name goes into SQL text."""
     if table not in (BLOCKS, TIERS, DEEP_TIERS):
         raise ValueError(f'{table!r} is not a table of posting blocks.')
     return table
+
+
+def block_size(table: BlockTable) -> int:
+    """The most postings a block of `table` holds: `BLOCK`, or `TIER_BLOCK` in a table of tiers (read when
+    called: tests make both small)."""
+    return BLOCK if checked_table(table) == BLOCKS else TIER_BLOCK
 
 
 _SWAP = sys.byteorder == 'big'

@@ -152,8 +152,8 @@ async def _last_blocks(
     return tails
 
 
-def _rows_in_python(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> list[tuple[Any, ...]]:
-    """The block rows for a small write (`SMALL_WRITE`), given its terms' open `tails`."""
+def _rows_in_python(tenant_id: int, new: NewPostings, tails: Sequence[Row], block: int) -> list[tuple[Any, ...]]:
+    """The block rows (of at most `block` postings) for a small write (`SMALL_WRITE`), given its terms' open `tails`."""
     open_tails = {int(tail[0]): (int(tail[1]), int(tail[2])) for tail in tails}
     by_term: dict[int, list[tuple[int, int, int]]] = {}
     for term_id, posting in zip(new.term_ids, zip(new.doc_ids, new.frequencies, new.lengths, strict=True), strict=True):
@@ -163,16 +163,16 @@ def _rows_in_python(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> l
         postings, start = by_term[term_id], 0
         tail = open_tails.get(term_id)
         if tail is not None and postings[-1][0] - tail[0] < _OFFSETS:
-            start = min(_blocks.BLOCK - tail[1], len(postings))
+            start = min(block - tail[1], len(postings))
             rows.append(_row(tenant_id, term_id, tail[0], postings[:start]))
         rows += (
-            _row(tenant_id, term_id, postings[at][0], postings[at : at + _blocks.BLOCK])
-            for at in range(start, len(postings), _blocks.BLOCK)
+            _row(tenant_id, term_id, postings[at][0], postings[at : at + block])
+            for at in range(start, len(postings), block)
         )
     return rows
 
 
-def _rows_as_arrays(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> list[tuple[Any, ...]]:
+def _rows_as_arrays(tenant_id: int, new: NewPostings, tails: Sequence[Row], block: int) -> list[tuple[Any, ...]]:
     """The block rows for a large write, given its terms' open `tails`: `_rows_in_python`'s, worked out
     with numpy (a hundred messages add some ten thousand postings to a few thousand blocks)."""
     count = len(new.term_ids)
@@ -185,16 +185,16 @@ def _rows_as_arrays(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> l
         tail_terms, tail_firsts, tail_counts = np.array([tail[:3] for tail in tails], dtype=np.int64).T
         at = np.searchsorted(terms[firsts_of_terms], tail_terms)
         fits = docs[firsts_of_terms + per_term - 1][at] - tail_firsts < _OFFSETS
-        room[at[fits]] = _blocks.BLOCK - tail_counts[fits]
+        room[at[fits]] = block - tail_counts[fits]
         tail_first[at] = tail_firsts
-    # A term's postings fill its tail's room, then blocks of BLOCK: block -1 is the tail.
+    # A term's postings fill its tail's room, then blocks of `block`: number -1 is the tail.
     rank = np.arange(count) - np.repeat(firsts_of_terms, per_term)
     room_of = np.repeat(room, per_term)
-    block = np.where(rank < room_of, -1, (rank - room_of) // _blocks.BLOCK)
-    starts = run_starts(terms, block)
+    number = np.where(rank < room_of, -1, (rank - room_of) // block)
+    starts = run_starts(terms, number)
     sizes = np.diff(starts, append=count)
     owner = np.searchsorted(firsts_of_terms, starts, side='right') - 1  # Each block's term.
-    on_tail = block[starts] < 0
+    on_tail = number[starts] < 0
     first_docs = np.where(on_tail, tail_first[owner], docs[starts])
     encoded = np.empty((count, 3), dtype=WORDS)
     encoded[:, 0] = docs - np.repeat(first_docs, sizes)
@@ -223,12 +223,16 @@ def check_postings(new: NewPostings) -> None:
         raise ValueError('Postings need documents less than 2**32 ids apart in one write, and counts under 2**32.')
 
 
-def block_rows(tenant_id: int, new: NewPostings, tails: Sequence[Row]) -> list[tuple[Any, ...]]:
-    """The block rows holding `new` (by term, each term's documents ascending), given its terms' open `tails`."""
+def block_rows(
+    tenant_id: int, new: NewPostings, tails: Sequence[Row], table: BlockTable = BLOCKS
+) -> list[tuple[Any, ...]]:
+    """The block rows of `table` holding `new` (by term, each term's documents ascending), given its terms'
+    open `tails`."""
+    block = _blocks.block_size(table)
     if len(new.term_ids) > SMALL_WRITE:
-        return _rows_as_arrays(tenant_id, new, tails)
+        return _rows_as_arrays(tenant_id, new, tails, block)
     lists = (column.tolist() if isinstance(column, np.ndarray) else column for column in new)
-    return _rows_in_python(tenant_id, NewPostings(*lists), tails)  # A merge's few postings come as arrays.
+    return _rows_in_python(tenant_id, NewPostings(*lists), tails, block)  # A merge's few postings come as arrays.
 
 
 def unplaced_rows(tenant_id: int, new: NewPostings) -> list[tuple[Any, ...]]:
@@ -328,7 +332,7 @@ async def _append_span(
         lasts = known.last_blocks(tenant_id, terms.tolist())
     lowest = {int(term): int(low) for term, low in zip(terms, _lowest(term_ids, doc_ids, terms), strict=True)}
     late = {int(row[0]) for row in lasts if lowest[int(row[0])] <= int(row[3])}
-    tails = [row[:3] for row in lasts if int(row[0]) not in late and int(row[2]) < _blocks.BLOCK]
+    tails = [row[:3] for row in lasts if int(row[0]) not in late and int(row[2]) < _blocks.block_size(table)]
     if late:
         is_late = np.isin(term_ids, np.fromiter(late, dtype=np.int64))
         late_postings = NewPostings(*(np.asarray(c, dtype=np.int64)[is_late] for c in new))
@@ -338,7 +342,7 @@ async def _append_span(
         new = NewPostings(*(np.asarray(c, dtype=np.int64)[~is_late] for c in new))
         if not len(new.term_ids):
             return
-    rows = block_rows(tenant_id, new, tails)
+    rows = block_rows(tenant_id, new, tails, table)
     if known is not None:
         known.record(tenant_id, rows)
     columns, stored = _stored(table, rows)
@@ -373,13 +377,14 @@ async def _rewrite_late(session: Session, tenant_id: int, new: NewPostings, tabl
         old.append((tenant_id, int(term_id), int(first_doc)))
         by_term[int(term_id)].extend(decode(int(first_doc), bytes(stored)))
     rows: list[tuple[Any, ...]] = []
+    block = _blocks.block_size(table)
     for term_id in sorted(by_term):
         postings = sorted(set(by_term[term_id]))
         start = 0
         while start < len(postings):
             first = postings[start][0]
             stop = start + 1
-            while stop < len(postings) and stop - start < _blocks.BLOCK and postings[stop][0] - first < _OFFSETS:
+            while stop < len(postings) and stop - start < block and postings[stop][0] - first < _OFFSETS:
                 stop += 1
             rows.append(_row(tenant_id, term_id, first, postings[start:stop]))
             start = stop
