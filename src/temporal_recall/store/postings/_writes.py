@@ -332,7 +332,8 @@ async def _append_span(
         lasts = known.last_blocks(tenant_id, terms.tolist())
     lowest = {int(term): int(low) for term, low in zip(terms, _lowest(term_ids, doc_ids, terms), strict=True)}
     late = {int(row[0]) for row in lasts if lowest[int(row[0])] <= int(row[3])}
-    tails = [row[:3] for row in lasts if int(row[0]) not in late and int(row[2]) < _blocks.block_size(table)]
+    block = _blocks.block_size(table)
+    tails = [row[:3] for row in lasts if int(row[0]) not in late and int(row[2]) < block]
     if late:
         is_late = np.isin(term_ids, np.fromiter(late, dtype=np.int64))
         late_postings = NewPostings(*(np.asarray(c, dtype=np.int64)[is_late] for c in new))
