@@ -26,10 +26,12 @@ from ..protocol import PostingColumns
 
 __all__ = ('TIER_CACHE_POSTINGS', 'TierCache')
 
-TIER_CACHE_POSTINGS = 1 << 22
-"""The most postings a store's cache keeps (20 bytes each as decoded: 80 MiB), a tier's last join counted
-beside it. At a million messages a query reads at most four tiers of 64k to 128k postings, so it holds the
-tiers of the thirty-odd commonest words."""
+TIER_CACHE_POSTINGS = 1 << 23
+"""The most postings a store's cache keeps (20 bytes each as decoded: 160 MiB), a tier's last join counted
+beside it, so a common word with pending postings weighs twice its tier. At a million messages a query reads
+at most four tiers of 64k to 128k postings, and the thirty-odd commonest words' tiers with their joins come
+to about this much: with half of it, a benchmark's queries of those words kept reading tiers from the store
+to their last query (docs/design/store.md, "Tiers kept in memory")."""
 
 
 class _Kept:
