@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from temporal_recall.store.postings import _tiers
+from temporal_recall.store.postings import _blocks, _tiers
 
 from ._support import AnyStore, fill_tiered, rows_of, run_sql
 
@@ -39,6 +39,20 @@ async def test_tiers_follow_merges_and_deletes_and_check_clean(recall_store: Any
     assert await _findings(recall_store) == []
     await recall_store.reindex()
     assert await _findings(recall_store) == []
+
+
+async def test_tiers_are_written_in_blocks_of_their_own_size(recall_store: AnyStore, monkeypatch: pytest.MonkeyPatch):
+    """Tiers are only read whole, so their blocks hold up to `TIER_BLOCK` postings (3 here), where the blocks
+    looked up by document hold up to `BLOCK` (2 here): as merges follow them, and as a reindex cuts them."""
+    monkeypatch.setattr(_blocks, 'BLOCK', 2)
+    sizes = 'SELECT max(count) FROM {}'
+    await fill_tiered(recall_store, range(120))
+    for _ in range(2):
+        assert await rows_of(recall_store, sizes.format('posting_blocks')) == [(2,)]
+        for level in _tiers.LEVELS:
+            assert await rows_of(recall_store, sizes.format(level.postings)) == [(3,)]
+        assert await _findings(recall_store) == []
+        await recall_store.reindex()
 
 
 @pytest.mark.parametrize('level', [_tiers.TOP, _tiers.DEEP], ids=['top', 'deeper'])
