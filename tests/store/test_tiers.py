@@ -4,12 +4,15 @@ trusts both."""
 
 from __future__ import annotations
 
+import asyncio
+import random
+
 import numpy as np
 import pytest
 
 from temporal_recall.store.postings import _blocks, _tiers
 
-from ._support import AnyStore, fill_tiered, rows_of, run_sql
+from ._support import TIER_WORDS, AnyStore, Site, append_new, fill_tiered, rows_of, run_sql, settle_merges, user
 
 pytestmark = pytest.mark.usefixtures('small_tiers')
 
@@ -53,6 +56,28 @@ async def test_tiers_are_written_in_blocks_of_their_own_size(recall_store: AnySt
             assert await rows_of(recall_store, sizes.format(level.postings)) == [(3,)]
         assert await _findings(recall_store) == []
         await recall_store.reindex()
+
+
+async def test_writers_of_one_tenant_side_by_side_leave_tiers_that_check_clean(site: Site) -> None:
+    """Four stores write conversations of one tenant at once, merging as they go (on PostgreSQL, in
+    transactions that overlap): the tiers their merges follow, in blocks of three, still hold exactly the
+    postings that reach each cut, and none is lost or kept twice."""
+    stores = [await site.open() for _ in range(4)]
+    try:
+
+        async def write(store: AnyStore, first: int) -> None:
+            rng = random.Random(first)
+            for number in range(first, 160, 4):
+                await append_new(store, number, [user(' '.join(rng.choices(TIER_WORDS, k=rng.randint(3, 30))))])
+
+        await asyncio.gather(*(write(store, first) for first, store in enumerate(stores)))
+        for store in stores:
+            await settle_merges(store)
+        assert (await rows_of(stores[0], 'SELECT count(*) FROM term_deep_tiers'))[0][0] > 0
+        assert await _findings(stores[0]) == []
+    finally:
+        for store in stores:
+            await store.close()
 
 
 @pytest.mark.parametrize('level', [_tiers.TOP, _tiers.DEEP], ids=['top', 'deeper'])
