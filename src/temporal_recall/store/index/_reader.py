@@ -366,15 +366,9 @@ async def tiered_postings(
             for term_id in whole:
                 known.setdefault(names[term_id], NO_POSTINGS)
             kept = {term: frontier for term, frontier in kept.items() if ids[term] not in whole}
-        ranges = [
-            (ids[term], *span) for term, doc_ids in asked.items() if doc_ids is not None for span in _spans(doc_ids)
-        ]
+        wanted = {ids[term]: doc_ids for term, doc_ids in asked.items() if doc_ids is not None}
         looked_up = dict(read.looked_up)
-        for term_id, (doc_ids, counts, lengths) in (await read_lookups(session, tenant_id, ranges)).items():
-            wanted = asked[names[term_id]]
-            assert wanted is not None
-            keep = np.isin(doc_ids, wanted)
-            found = PostingColumns(doc_ids[keep], counts[keep], lengths[keep])
+        for term_id, found in (await read_lookups(session, tenant_id, wanted)).items():
             before = looked_up.get(names[term_id])
             looked_up[names[term_id]] = found if before is None else joined_postings(before, found)
         read = replace(read, known=known, frontiers=kept, looked_up=looked_up, deeper=read.deeper - set(further))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, pairwise, repeat
 from operator import itemgetter
 from typing import Literal
@@ -157,42 +157,52 @@ def pending(dialect: Dialect, terms: int = 2, extra: str = '') -> str:
     )
 
 
-_LOOKED_UP = (
-    '(SELECT x.first_doc, x.postings FROM posting_blocks x WHERE x.tenant_id = $1 AND x.term_id = d.term_id '
-    'AND x.first_doc <= d.low ORDER BY x.first_doc DESC LIMIT 1) UNION ALL '
-    '(SELECT x.first_doc, x.postings FROM posting_blocks x WHERE d.low < d.high AND x.tenant_id = $1 '
-    'AND x.term_id = d.term_id AND x.first_doc > d.low AND x.first_doc <= d.high)'
+_HOLDING_LATERAL = (
+    'CROSS JOIN LATERAL (SELECT x.term_id, x.first_doc, x.postings FROM posting_blocks x WHERE x.tenant_id = $1 '
+    'AND x.term_id = ${term} AND x.first_doc <= value ORDER BY x.first_doc DESC LIMIT 1) b'
 )
-"""A range's blocks where the planner probes with `LATERAL`: the block holding `low`, in one backward descent of
-the key, then, only for a range wider than one document (a one-time filter: no descent otherwise), those
-starting after `low` up to `high`. The blocks `_LOOKED_UP_JOINED` finds, which descends the key twice per
-range; most lookups are of one document, and at a million messages a round of them took 5.2 ms instead of
-8.0 (docs/design/store.md, "Only the contenders bounded, and lookups in one descent")."""
+"""The block holding a document, where the planner probes with `LATERAL`: one backward descent of the key."""
 
-_LOOKED_UP_JOINED = (
-    'posting_blocks b ON b.tenant_id = $1 AND b.term_id = d.term_id AND b.first_doc <= d.high '
-    'AND b.first_doc >= coalesce((SELECT max(x.first_doc) FROM posting_blocks x '
-    'WHERE x.tenant_id = $1 AND x.term_id = d.term_id AND x.first_doc <= d.low), d.low)'
+_HOLDING_JOINED = (
+    'posting_blocks b ON b.tenant_id = $1 AND b.term_id = ${term} AND b.first_doc = (SELECT max(x.first_doc) '
+    'FROM posting_blocks x WHERE x.tenant_id = $1 AND x.term_id = ${term} AND x.first_doc <= value)'
 )
-"""A range's blocks, joined: from the one holding `low` (the last starting at or before it) up to `high`."""
+"""The block holding a document, joined: the last one starting at or before it, by its key."""
 
 
 async def read_lookups(
-    session: Session, tenant_id: int, ranges: Sequence[tuple[int, int, int]]
+    session: Session, tenant_id: int, wanted: Mapping[int, NDArray[np.int64]]
 ) -> dict[int, PostingColumns]:
-    """`read_overlapping` without the pending rows, in one statement whatever the number of ranges (SQLite
-    would otherwise run one per range): a pruned search's lookups, hundreds of short ranges."""
-    if not ranges:
+    """`term_id -> postings` of the `wanted` documents (ascending, per term) that each term's blocks hold,
+    without the pending rows, in one statement: a pruned search's lookups, a thousand documents or more.
+
+    A part per term, its documents bound as one array: the term is a parameter, not a column of each row,
+    so SQLite reads no JSON row per document, and each document finds its block by key equality instead
+    of a range scan. On SQLite that halved the statement's time per document (docs/design/store.md,
+    "Lookups by document, term by term"). Two documents of one block read it twice; it is decoded once."""
+    terms = [(term_id, doc_ids) for term_id, doc_ids in wanted.items() if len(doc_ids)]
+    if not terms:
         return {}
     dialect = session.dialect
-    columns = (('term_id', 'bigint'), ('low', 'bigint'), ('high', 'bigint'))
-    blocks = (
-        f'CROSS JOIN LATERAL ({_LOOKED_UP}) b'
-        if dialect.supports_join_planning
-        else f'{dialect.join_in_order} {_LOOKED_UP_JOINED}'
-    )
-    sql = f'SELECT d.term_id, b.first_doc, b.postings FROM {dialect.rows_table(columns, first=2)} {blocks}'  # noqa: S608
-    return columns_of(await session.rows(sql, tenant_id, *dialect.rows_params(ranges, len(columns))))
+    parts: list[str] = []
+    params: list[object] = [tenant_id]
+    for term_id, doc_ids in terms:
+        params += [term_id, dialect.array(doc_ids.tolist())]
+        term, documents = len(params) - 1, len(params)
+        holding = (
+            _HOLDING_LATERAL.format(term=term)
+            if dialect.supports_join_planning
+            else f'{dialect.join_in_order} {_HOLDING_JOINED.format(term=term)}'
+        )
+        each = dialect.each(documents, 'bigint')
+        parts.append(f'SELECT b.term_id, b.first_doc, b.postings FROM {each} {holding}')  # noqa: S608 (no value)
+    found = columns_of(await session.rows(' UNION ALL '.join(parts), *params), blocks_once=True)
+    for term_id, doc_ids in terms:
+        if (columns := found.get(term_id)) is not None:  # The blocks' other documents left out, by binary search.
+            at = np.minimum(np.searchsorted(columns.doc_ids, doc_ids), len(columns.doc_ids) - 1)
+            at = at[columns.doc_ids[at] == doc_ids]
+            found[term_id] = PostingColumns(columns.doc_ids[at], columns.term_frequencies[at], columns.lengths[at])
+    return found
 
 
 async def read_overlapping(
@@ -289,14 +299,15 @@ def postings_by_term(rows: Sequence[Row]) -> tuple[NDArray[np.int64], ...]:
     return term_ids[order], doc_ids[order], values[order, 1], values[order, 2]
 
 
-def columns_of(rows: Sequence[Row]) -> dict[int, PostingColumns]:
+def columns_of(rows: Sequence[Row], *, blocks_once: bool = False) -> dict[int, PostingColumns]:
     """`(term_id, first_doc, postings)` block rows as each term's postings, decoded as arrays in one pass.
 
     A scope-wide read of a common term is a thousand blocks or more, so nothing here is a Python step
     per block or per posting beyond the rows themselves. The rows are put in key order first:
     PostgreSQL returns them in the order its plan finds them. A term whose documents then do not
     ascend (overlapping ranges read a block twice; a segment row lies among the blocks) is put in
-    document order, each document once.
+    document order, each document once. With `blocks_once` (rows of one table of blocks, whose key is
+    the term and the first document) a row read twice is dropped before decoding instead.
     """
     if not rows:
         return {}
@@ -304,6 +315,9 @@ def columns_of(rows: Sequence[Row]) -> dict[int, PostingColumns]:
     if len(rows) > 1:
         order = np.lexsort((firsts, terms))
         terms, firsts = terms[order], firsts[order]
+        if blocks_once:  # Rows of one table of blocks, keyed by (term, first document): the same row twice.
+            once = run_starts(terms, firsts)
+            order, terms, firsts = order[once], terms[once], firsts[once]
         stored = [stored[index] for index in order.tolist()]
     counts = np.fromiter(map(len, stored), dtype=np.int64, count=len(stored)) // 12
     bounds = [*run_starts(terms).tolist(), len(stored)]
