@@ -250,3 +250,40 @@ def test_many_common_words_read_the_deeper_tiers_at_once(tmp_path: Path, monkeyp
 
     _search_a_large_store(tmp_path, seed=11, queries=30, words=8, deep=True)
     assert sum(1 for deep, proven in first_reads if deep and proven) >= 5, first_reads
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    postings=st.lists(st.tuples(st.integers(1, 12), st.integers(1, 400)), min_size=1, max_size=40),
+    asked=st.lists(st.integers(0, 450), min_size=1, max_size=30),
+    k1=st.sampled_from([0.0, 0.5, 1.2, 2.0]),
+    b=st.sampled_from([0.0, 0.4, 0.75, 1.0]),
+)
+def test_a_cap_bounds_every_posting_below_the_cut_of_a_document_of_its_length(
+    postings: list[tuple[int, int]], asked: list[int], k1: float, b: float
+) -> None:
+    """`_caps` against every frontier pair: at a document's length, no posting the frontier bounds weighs
+    more than the cap, the cap is the best fitting pair's weight, at most the rest, and 0 where no pair is
+    as short (the rest where the length is unknown)."""
+    frequencies = np.array([tf for tf, _ in postings], dtype=np.uint32)
+    lengths = np.array([length for _, length in postings], dtype=np.uint32)
+    frontier = _tiers.frontier_of(frequencies, lengths)
+    idf, average = 1.7, 120.0
+    rest = float(_pruned.array_weights(frontier[:, 0], frontier[:, 1], idf, k1, b, average).max())
+    documents = np.array(asked, dtype=np.uint32)
+    caps = _pruned._caps(frontier, documents, idf, k1, b, average, rest)  # pyright: ignore[reportPrivateUsage]
+    for length, cap in zip(documents.tolist(), caps.tolist(), strict=True):
+        if length == 0:
+            assert cap == rest
+            continue
+        fitting = [tf for tf, shortest in frontier.tolist() if shortest <= length]
+        best = (
+            float(_pruned.array_weights(np.array([max(fitting)]), np.array([length]), idf, k1, b, average)[0])
+            if fitting
+            else 0.0
+        )
+        assert cap == min(best, rest)
+        held = [tf for tf, at in postings if at == length]
+        if held:
+            weights = _pruned.array_weights(np.array(held), np.full(len(held), length), idf, k1, b, average)
+            assert float(weights.max()) <= cap

@@ -1,8 +1,9 @@
 """The exact BM25 top-k of a scope-wide search from the top tiers of long posting lists (`store.postings._tiers`).
 
 A tiered term's postings outside its tier weigh at most its frontier's best pair under this search's
-parameters and statistics (`rest`). So every document scores at least what the postings read give it
-(`lower`), and at most that plus the `rest` of each tiered term it was not read under (`upper`). The
+parameters and statistics (`rest`); in a document whose length is known, at most what the best pair not
+shorter than it weighs at that length (`_caps`). So every document scores at least what the postings read
+give it (`lower`), and at most that plus that cap of each tiered term it was not read under (`upper`). The
 `limit`-th best lower bound is at most the page's last score: a document whose upper bound is below it
 cannot be on the page, nor tie with it. If no document outside the tiers can reach it either, the few
 documents left in doubt have their postings of the other terms looked up, and the page is ranked by
@@ -62,6 +63,10 @@ class _Term:
     weights: NDArray[np.float64]
     rest: float | None
     """The most a posting outside `doc_ids` weighs; `None` when `doc_ids` is the whole list."""
+    lengths: NDArray[np.uint32]
+    """The lengths of the documents of `doc_ids`."""
+    frontier: NDArray[np.uint32] | None
+    idf: float
 
 
 @dataclass
@@ -75,18 +80,23 @@ class _Bounds:
     unread: dict[str, NDArray[np.bool_]]
     """Per tiered term, the documents whose posting of it (if any) is neither in its tier nor looked up."""
     rests: dict[str, float]
+    """Per tiered term, the most a posting of it outside what was read weighs in any document."""
+    caps: dict[str, NDArray[np.float64]]
+    """Per tiered term, the most its posting (if any) outside what was read weighs in each document, given the
+    document's length (`_caps`): at most the term's rest."""
 
     def keep(self, kept: NDArray[np.bool_]) -> None:
         """Forget the documents not `kept`: once their upper bound is below the threshold, later rounds only
         raise the threshold and lower the bounds, so they can never come back into doubt."""
         self.candidates, self.lower = np.compress(kept, self.candidates), np.compress(kept, self.lower)
         self.unread = {name: np.compress(kept, unread) for name, unread in self.unread.items()}
+        self.caps = {name: np.compress(kept, cap) for name, cap in self.caps.items()}
 
     def missing(self) -> NDArray[np.float64]:
-        """What each document's score may still lack: the bounds of the terms it was not read under."""
+        """What each document's score may still lack: the caps of the terms it was not read under."""
         missing = np.zeros(len(self.candidates))
         for name, unread in self.unread.items():  # A product, not a masked add: one pass, no gather.
-            missing += unread * self.rests[name]  # Adding 0.0 where read changes no sum.
+            missing += unread * self.caps[name]  # Adding 0.0 where read changes no sum.
         return missing
 
 
@@ -137,7 +147,7 @@ class TierPruning:
                 continue
             idf = term_idf(stats.document_count, read.frequencies[name])
             if columns is None:
-                doc_ids, weights = np.empty(0, dtype=np.int64), np.empty(0)
+                doc_ids, weights, lengths = np.empty(0, dtype=np.int64), np.empty(0), np.empty(0, dtype=np.uint32)
             else:
                 doc_ids, frequencies, lengths = columns
                 if not frequencies.all():  # A stored frequency is at least 1: no copies unless one is not.
@@ -147,7 +157,7 @@ class TierPruning:
             rest = None
             if frontier is not None:
                 rest = float(array_weights(frontier[:, 0], frontier[:, 1], idf, k1, b, average_length).max(initial=0.0))
-            terms.append(_Term(name, doc_ids, weights, rest))
+            terms.append(_Term(name, doc_ids, weights, rest, lengths, frontier, idf))
         if not any(term.rest for term in terms):
             return None  # Every list read whole (or every tier holds its whole list).
         lists = [(term.doc_ids, term.weights, term.rest or 0.0) for term in terms]
@@ -162,7 +172,13 @@ class TierPruning:
             if (asked := self._read_under.get(name)) is not None:  # Looked up and not found: absent.
                 unknown[_positions(candidates, asked)] = False
         rests = {term.name: term.rest for term in terms if term.rest}
-        return _Bounds(candidates, lower, unread, rests)
+        lengths = _lengths(terms, candidates, chosen.held)
+        caps = {
+            term.name: _caps(term.frontier, lengths, term.idf, k1, b, average_length, term.rest)
+            for term in terms
+            if term.rest and term.frontier is not None
+        }
+        return _Bounds(candidates, lower, unread, rests, caps)
 
     def _follow(self, read: TieredPostings, bounds: _Bounds) -> None:
         """Add the last round's lookups: each asked document is now read under its term, found or not."""
@@ -275,6 +291,47 @@ class TierPruning:
             assert merged is not None
             columns[name] = merged
         return rank_columns(read.stats, columns, read.frequencies, self.terms, self.parameters, self.limit)
+
+
+def _lengths(
+    terms: Sequence[_Term], candidates: NDArray[np.int64], held: Sequence[NDArray[np.bool_]]
+) -> NDArray[np.uint32]:
+    """Each candidate's document length, read from a list holding it: a posting records its document's
+    length, whatever the term, and every candidate was read in one list at least (0 if none: no cap)."""
+    lengths = np.zeros(len(candidates), dtype=np.uint32)
+    for term, holds in zip(terms, held, strict=True):
+        if holds.any():
+            lengths[holds] = term.lengths[np.searchsorted(term.doc_ids, candidates[holds])]
+    return lengths
+
+
+def _caps(
+    frontier: NDArray[np.uint32],
+    lengths: NDArray[np.uint32],
+    idf: float,
+    k1: float,
+    b: float,
+    average_length: float,
+    rest: float,
+) -> NDArray[np.float64]:
+    """The most a posting of a term outside its tier can weigh in documents of these `lengths`.
+
+    Every such posting `(tf, L)` has a frontier pair `(tf', l')` with `tf' >= tf` and `l' <= L` (the
+    frontier's pairs dominate what lies below the cut), and BM25 weighs more the higher the frequency:
+    so it weighs at most `w(tf*, L)`, `tf*` the highest frequency of a pair no longer than `L`. Where no
+    pair is that short, the document holds no such posting (0). The rest is the same bound for a document
+    of unknown length (that of the best pair at its own length), so a cap is at most the rest; an unknown
+    length (0) gets the rest. Documents in doubt are mostly longer than the shortest pairs, and their caps
+    lie well below the rest: at a million messages, a four-word query's documents in doubt fell to a fifth
+    (docs/design/store.md, "Caps by document length")."""
+    order = np.argsort(frontier[:, 1], kind='stable')
+    shortest = frontier[order, 1].astype(np.int64)
+    most = np.maximum.accumulate(frontier[order, 0])  # The highest frequency of a pair at most this long.
+    at = np.searchsorted(shortest, lengths.astype(np.int64), side='right') - 1
+    fits = at >= 0
+    frequencies = np.where(fits, most[np.maximum(at, 0)], 1).astype(np.uint32)  # 1, not 0: k1 may be 0.
+    caps = array_weights(frequencies, lengths, idf, k1, b, average_length)
+    return np.where(lengths > 0, np.minimum(np.where(fits, caps, 0.0), rest), rest)
 
 
 def _positions(doc_ids: NDArray[np.int64], wanted: NDArray[np.int64]) -> NDArray[np.intp]:
