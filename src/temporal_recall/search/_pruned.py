@@ -323,8 +323,8 @@ def _caps(
     pair is that short, the document holds no such posting (0). The rest is the same bound for a document
     of unknown length (that of the best pair at its own length), so a cap is at most the rest; an unknown
     length (0) gets the rest. Documents in doubt are mostly longer than the shortest pairs, and their caps
-    lie well below the rest: at a million messages, a four-word query's documents in doubt fell to a fifth
-    (docs/design/store.md, "Caps by document length")."""
+    lie well below the rest: at a million messages, the slowest four-word queries' documents in doubt fell
+    to between a ninth and a half of what the rests left (docs/design/store.md, "Caps by document length")."""
     order = np.argsort(frontier[:, 1], kind='stable')
     shortest = frontier[order, 1].astype(np.int64)
     most = np.maximum.accumulate(frontier[order, 0])  # The highest frequency of a pair at most this long.
