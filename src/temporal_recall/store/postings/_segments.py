@@ -11,7 +11,7 @@ import numpy as np
 
 from ..sql._bulk import Batch, Tail, insert_rows, insert_then
 from ..sql._session import Backend, Dialect, Row, Session
-from ._blocks import postings_by_term
+from ._blocks import by_segment, postings_by_term, segments_in
 from ._tiers import follow_added, follow_removed
 from ._writes import KnownTails, NewPostings, append_to_blocks, segment_rows
 from ._writes import remove_postings as remove_from_blocks
@@ -209,12 +209,7 @@ async def merge_pending(session: Session, tenant_id: int, *, limit: int | None =
     if not segments:
         return
     ids = dialect.array(int(row[0]) for row in segments)
-    sizes = await session.rows(
-        'SELECT term_id, sum(length(postings)) FROM pending_postings '  # noqa: S608
-        f'WHERE tenant_id = $1 AND segment {dialect.in_array(2, "bigint")} GROUP BY term_id',
-        tenant_id,
-        ids,
-    )
+    sizes = await session.rows(_pending_sizes(dialect), tenant_id, ids)
     for low, high in _term_ranges(sizes, MERGE_CHUNK):
         rows = await session.rows(_pending_range(dialect), tenant_id, ids, low, high)
         merged = NewPostings(*postings_by_term(rows))
@@ -222,12 +217,11 @@ async def merge_pending(session: Session, tenant_id: int, *, limit: int | None =
         await follow_added(session, tenant_id, merged)
     documents = (sum(int(row[1]) for row in segments), sum(int(row[2]) for row in segments))
     await _fold(session, tenant_id, [(int(row[0]), int(row[1]) // 12) for row in sizes], documents)
+    # Segment by segment, each by its key: given the segments as a list, PostgreSQL may take the tenant
+    # alone as the index condition (see `by_segment`).
+    merged_segments = [(tenant_id, int(row[0])) for row in segments]
     for table in ('pending_postings', 'index_segments'):
-        await session.run(
-            f'DELETE FROM {table} WHERE tenant_id = $1 AND segment {dialect.in_array(2, "bigint")}',  # noqa: S608
-            tenant_id,
-            ids,
-        )
+        await session.many(f'DELETE FROM {table} WHERE tenant_id = $1 AND segment = $2', merged_segments)  # noqa: S608
 
 
 async def _fold(
@@ -253,12 +247,17 @@ async def _fold(
         )
 
 
-def _pending_range(dialect: Dialect) -> str:
-    """The rows of segments `$2` (an array) of terms `$3` to `$4`: a range probe per segment (the key leads with it)."""
+def _pending_sizes(dialect: Dialect) -> str:
+    """The bytes of each term's rows in segments `$2` (an array): `(term_id, bytes)`, by `by_segment`."""
     return (
-        'SELECT p.term_id, p.first_doc, p.postings FROM pending_postings p WHERE p.tenant_id = $1 '  # noqa: S608
-        f'AND p.segment {dialect.in_array(2, "bigint")} AND p.term_id >= $3 AND p.term_id <= $4'
+        by_segment(dialect, segments_in(dialect, 2), columns='p.term_id, sum(length(p.postings))')
+        + ' GROUP BY p.term_id'
     )
+
+
+def _pending_range(dialect: Dialect) -> str:
+    """The rows of segments `$2` (an array) of terms `$3` to `$4`: a range probe per segment (`by_segment`)."""
+    return by_segment(dialect, segments_in(dialect, 2), ' AND p.term_id >= $3 AND p.term_id <= $4')
 
 
 def _term_ranges(sizes: Sequence[Row], chunk: int) -> list[tuple[int, int]]:
