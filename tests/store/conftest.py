@@ -62,3 +62,22 @@ async def sqlite_store(db_path: Path) -> AsyncIterator[SqliteConversationStore]:
         yield store
     finally:
         await store.close()
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The SQL of every statement a store's sessions run, in order, on either backend."""
+    from temporal_recall.store.postgres._connection import PostgresSession
+    from temporal_recall.store.sqlite._connection import SqliteSession
+
+    sent: list[str] = []
+    for session in (PostgresSession, SqliteSession):
+        for name in ('rows', 'one', 'value', 'run', 'many'):
+            method = getattr(session, name)
+
+            def recorded(self: object, sql: str, *args: object, _method: object = method) -> object:
+                sent.append(' '.join(sql.split()))
+                return _method(self, sql, *args)  # type: ignore[operator]
+
+            monkeypatch.setattr(session, name, recorded)
+    return sent

@@ -267,25 +267,6 @@ async def test_content_hashes_that_do_not_match_the_messages_one_for_one_are_ref
     assert await row_counts(recall_store) == counts
 
 
-@pytest.fixture
-def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The SQL of every statement a store's sessions run, in order, on either backend."""
-    from temporal_recall.store.postgres._connection import PostgresSession
-    from temporal_recall.store.sqlite._connection import SqliteSession
-
-    sent: list[str] = []
-    for session in (PostgresSession, SqliteSession):
-        for name in ('rows', 'one', 'value', 'run', 'many'):
-            method = getattr(session, name)
-
-            def recorded(self: object, sql: str, *args: object, _method: object = method) -> object:
-                sent.append(' '.join(sql.split()))
-                return _method(self, sql, *args)  # type: ignore[operator]
-
-            monkeypatch.setattr(session, name, recorded)
-    return sent
-
-
 async def test_a_step_updates_its_conversation_in_one_statement(
     recall_store: AnyStore, statements: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

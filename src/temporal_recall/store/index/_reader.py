@@ -17,6 +17,8 @@ from ..postings._blocks import (
     BLOCK,
     BLOCKS,
     NO_POSTINGS,
+    by_segment,
+    columns_of,
     joined_postings,
     read_blocks,
     read_lookups,
@@ -33,7 +35,7 @@ from ..protocol import (
     TierLookups,
 )
 from ..sql._keys import run_id_of, scope_key
-from ..sql._session import Dialect, Session
+from ..sql._session import Dialect, Row, Session
 from ._context import document_rows, hits_query
 from ._occurrences import page_rows
 from ._tier_cache import TierCache
@@ -72,9 +74,11 @@ class Target:
     """The conversation holds superseded documents, which this search leaves out (`index._superseded`)."""
 
 
-_RESOLVE = (
+_SEGMENTS = (
     'WITH segments AS (SELECT x.tenant_id, x.segment, x.document_count, x.total_length '
-    'FROM index_segments x JOIN tenants y ON y.tenant_id = x.tenant_id WHERE y.scope_key = $1) '
+    'FROM index_segments x JOIN tenants y ON y.tenant_id = x.tenant_id WHERE y.scope_key = $1)'
+)
+_RESOLVED = (
     'SELECT t.tenant_id, t.document_count + coalesce(g.document_count, 0), '
     't.total_length + coalesce(g.total_length, 0), c.conv_key, c.document_count, c.total_length, '
     '(SELECT r.run_key FROM runs r WHERE r.run_id = $3), w.term, w.term_id, '
@@ -90,6 +94,7 @@ _RESOLVE = (
     'LEFT JOIN ({terms} {join} terms w ON w.term = value) ON true '
     'WHERE t.scope_key = $1'
 )
+_RESOLVE = f'{_SEGMENTS} {_RESOLVED}'
 """The target's keys and counters, one row per query term ($4) known to the store (one row with NULL
 terms when none is): from the query's few terms to their ids and tenant counts, never the reverse;
 and whether the conversation has superseded members (a probe of a partial index). A tenant's
@@ -101,6 +106,26 @@ per term, 10 ms and more at a few thousand pending rows (docs/design/store.md, "
 The segments are read once (`segments`, which PostgreSQL materialises as it is read more than once), not
 once for the counters and once per term: segments come and go with every merge, and where autovacuum lags
 each read of their key range steps over every dead one (0.4 ms at 10,000, read five times for four terms)."""
+
+_RESOLVED_COLUMNS = (
+    'tenant_id, tenant_documents, tenant_length, conv_key, conv_documents, conv_length, run_key, term, term_id, '
+    'listed, hidden'
+)
+
+_RESOLVE_READING_SHORT = (
+    '{segments}, resolved({columns}) AS ({resolved}), '
+    'short(lists) AS (SELECT coalesce(sum(listed), 0) < $5 FROM resolved) '
+    'SELECT r.*, k.first_doc, k.postings FROM resolved r LEFT JOIN LATERAL (SELECT * FROM ('
+    'SELECT b.first_doc, b.postings FROM posting_blocks b WHERE b.tenant_id = r.tenant_id AND b.term_id = r.term_id '
+    'UNION ALL {pending}) u WHERE (SELECT lists FROM short)) k ON true'
+)
+"""`_RESOLVE`, and when its terms' lists hold fewer than `$5` postings together (`_tiers.LONG`: lists a
+search reads whole), every block and pending row of them too, as `first_doc, postings` after the
+resolved columns: one row per block (a term's columns repeated), and one with NULLs for a term it reads
+none of. Only where each statement is a round trip: a rare id's search sends two instead of three.
+The sum is a `WHERE` on the union, which PostgreSQL evaluates once, before reading anything: as the
+join's `ON` condition it read every block of common words and dropped them after (199 ms for three at
+500,000 messages; docs/design/store.md, "Short lists read with their terms")."""
 
 _WITH_SUPERSEDED = (
     'SELECT count(*), coalesce(sum(d.length), 0) FROM conversation_documents m '
@@ -114,6 +139,19 @@ def _resolve_sql(dialect: Dialect) -> str:
     return _RESOLVE.format(terms=dialect.each(4, 'text'), join=dialect.join_in_order, marked=dialect.marked_members)
 
 
+@functools.lru_cache(maxsize=4)
+def _resolve_reading_short_sql(dialect: Dialect) -> str:
+    resolved = _RESOLVED.format(
+        terms=dialect.each(4, 'text'), join=dialect.join_in_order, marked=dialect.marked_members
+    )
+    pending = by_segment(
+        dialect, 'segments s', ' AND p.term_id = r.term_id', 'p.first_doc, p.postings', tenant='s.tenant_id'
+    )
+    return _RESOLVE_READING_SHORT.format(
+        segments=_SEGMENTS, columns=_RESOLVED_COLUMNS, resolved=resolved, pending=pending
+    )
+
+
 TermRow = tuple[str, int, int]
 """A query term the target's tenant holds: `(term, term_id, tenant document count)`."""
 
@@ -125,6 +163,29 @@ async def resolve(
     nothing can match (unknown tenant, conversation or run)."""
     dialect = session.dialect
     rows = await session.rows(_resolve_sql(dialect), *_target_params(target), dialect.array(dict.fromkeys(terms)))
+    return await _resolved(session, target, rows)
+
+
+async def _resolve_reading_short(
+    session: Session, target: SearchTarget, terms: Sequence[str]
+) -> tuple[tuple[Target, list[TermRow]] | None, dict[int, PostingColumns] | None]:
+    """`resolve`, and where statements are round trips, the postings of the terms (`term_id -> postings`,
+    with their pending rows) in the same statement when their lists hold fewer than `_tiers.LONG`
+    together (those a search reads whole); `None` for the postings otherwise."""
+    dialect = session.dialect
+    if not dialect.statements_are_round_trips:
+        return await resolve(session, target, terms), None
+    rows = await session.rows(
+        _resolve_reading_short_sql(dialect), *_target_params(target), dialect.array(dict.fromkeys(terms)), _tiers.LONG
+    )
+    found = await _resolved(session, target, rows)
+    if found is None or sum(count for _, _, count in found[1]) >= _tiers.LONG:
+        return found, None
+    return found, columns_of([(row[8], row[11], row[12]) for row in rows if row[11] is not None and row[9]])
+
+
+async def _resolved(session: Session, target: SearchTarget, rows: Sequence[Row]) -> tuple[Target, list[TermRow]] | None:
+    """What `resolve` returns, from the rows of `_RESOLVE` (or `_RESOLVE_READING_SHORT`: a term's row once)."""
     if not rows:
         return None
     row = rows[0]
@@ -152,7 +213,8 @@ async def resolve(
         superseded=target.include_superseded,
         hidden=hidden and not target.include_superseded,
     )
-    return resolved, [(str(row[7]), int(row[8]), int(row[9])) for row in rows if row[7] is not None and row[9]]
+    terms = {int(row[8]): (str(row[7]), int(row[8]), int(row[9])) for row in rows if row[7] is not None and row[9]}
+    return resolved, list(terms.values())
 
 
 def _target_params(target: SearchTarget) -> tuple[object, ...]:
@@ -308,7 +370,7 @@ async def tiered_postings(
     if target.conversation_id is not None or target.run_id is not None or target.role is not None:
         return None
     wanted = list(dict.fromkeys(terms))
-    found = await resolve(session, target, wanted)
+    found, short_lists = await _resolve_reading_short(session, target, wanted)
     stats = await _stats(session, target, found)
     assert stats is not None  # A scope-wide target always has stats (empty for an unknown tenant).
     if found is None or not found[1]:
@@ -324,7 +386,10 @@ async def tiered_postings(
     listed = sum(count for _, term_id, count in term_rows if term_id in tiers)
     if listed < PRUNING_PAYS * sum(state.tier_postings for state in tiers.values()):
         tiers = {}  # Lists hardly longer than their tiers: reading them whole costs less than bounding them.
-    known = await read_blocks(session, tenant_id, [term_id for term_id in names if term_id not in tiers], BLOCKS)
+    if short and short_lists is not None:  # Read with the terms (`_RESOLVE_READING_SHORT`).
+        known = short_lists
+    else:
+        known = await read_blocks(session, tenant_id, [term_id for term_id in names if term_id not in tiers], BLOCKS)
     # From `DEEP_AT_ONCE` tiered terms on, the top tiers rarely prove a page: the lists that keep a deeper
     # tier are read down to it at once, sparing a round of reads and the bounds of the top tiers.
     at_once = len(tiers) >= DEEP_AT_ONCE

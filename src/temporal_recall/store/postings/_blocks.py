@@ -149,11 +149,16 @@ async def select_overlapping(
 
 
 def by_segment(
-    dialect: Dialect, segments: str, where: str = '', columns: str = 'p.term_id, p.first_doc, p.postings'
+    dialect: Dialect,
+    segments: str,
+    where: str = '',
+    columns: str = 'p.term_id, p.first_doc, p.postings',
+    *,
+    tenant: str = '$1',
 ) -> str:
-    """`SELECT columns` of the tenant's (`$1`) `pending_postings p` rows in each segment of `segments`, a
-    table expression naming its segment column `s.segment`, found by one index probe of
-    `(tenant, segment)` (and the equalities in `where`) per segment.
+    """`SELECT columns` of the tenant's (`tenant`, an expression: `$1` unless given) `pending_postings p`
+    rows in each segment of `segments`, a table expression naming its segment column `s.segment`, found by
+    one index probe of `(tenant, segment)` (and the equalities in `where`) per segment.
 
     Why driven from the segments: every merge deletes the rows writes added, so what statistics say of
     the table is whatever it held when it was last analysed. Analysed while empty, PostgreSQL believes it
@@ -162,7 +167,7 @@ def by_segment(
     against 0.4 ms probing by segment (docs/design/store.md, "Pending rows by segment"). A `LATERAL`
     probe of the segment's key (`OFFSET 0` keeps it a probe) leaves the planner no other plan; SQLite's
     joins in order do the same."""
-    probe = f'p.tenant_id = $1 AND p.segment = s.segment{where}'
+    probe = f'p.tenant_id = {tenant} AND p.segment = s.segment{where}'
     if dialect.supports_join_planning:
         rows = f'CROSS JOIN LATERAL (SELECT * FROM pending_postings p WHERE {probe} OFFSET 0) p'  # noqa: S608
     else:
