@@ -143,3 +143,35 @@ def test_a_match_is_shown_in_every_script(filler: str, sentence: str, query: str
     assert result.startswith('…')
     assert result.endswith('…')
     assert len(result) <= 40
+
+
+_ASCII_WORDS = st.text(alphabet='abcXYZ019_', min_size=1, max_size=5)
+_OTHER_TERMS = st.sampled_from(['a-b', 'é', '東京', '', 'x' * 64, 'X' * 70])
+
+
+@given(
+    words=st.lists(_ASCII_WORDS, min_size=1, max_size=40),
+    separators=st.lists(st.sampled_from([' ', '-', '.', ', ', '\n', '/', "'", '(']), min_size=40, max_size=40),
+    data=st.data(),
+    long_word=st.booleans(),
+)
+def test_ascii_text_is_matched_as_the_analyzer_reads_it(
+    words: list[str], separators: list[str], data: st.DataObject, long_word: bool
+) -> None:
+    """The ASCII fast path finds the match the analyzer's own scan finds: whole runs only, case folded,
+    terms cut to their longest (a 64-character term matches a longer run), no match for a term no run makes.
+    Terms are drawn from the text's own words and pieces of them, so a match inside a longer run is tried."""
+    from temporal_recall.search import _excerpt
+    from temporal_recall.text._analyzer import normalize_term, term_spans
+
+    if long_word:
+        words = [*words, 'x' * 64 + 'tail']
+    pieces = st.sampled_from(words).flatmap(
+        lambda word: st.tuples(st.integers(0, len(word)), st.integers(0, len(word))).map(lambda at: word[at[0] : at[1]])
+    )
+    terms = data.draw(st.lists(st.one_of(st.sampled_from(words), pieces, _ASCII_WORDS, _OTHER_TERMS), max_size=4))
+    text = ''.join(word + separator for word, separator in zip(words, separators, strict=False))
+    wanted = {normalize_term(term) for term in terms}
+    scanned = next(((start, end) for term, start, end in term_spans(text) if term in wanted), None)
+    assert text.isascii()
+    assert _excerpt._first_match(text, terms) == (scanned if wanted else None)  # pyright: ignore[reportPrivateUsage]
