@@ -230,41 +230,16 @@ async def test_a_store_before_the_body_hash_index_gets_it_and_keeps_its_bodies(d
     assert 'message_bodies_by_hash' in indexes(db_path)
 
 
-async def _log_settings(store: SqliteConversationStore) -> tuple[int, int, int]:
-    """The store's page size, and its log's checkpoint (in pages) and size limit (in bytes)."""
-    from temporal_recall.store.sql._session import Session
-
-    async def settings(session: Session) -> tuple[int, int, int]:
-        names = ('page_size', 'wal_autocheckpoint', 'journal_size_limit')
-        page, pages, limit = [await session.value(f'PRAGMA {name}') for name in names]
-        return page, pages, limit
-
-    return await store._backend.run_read(settings, snapshot=False)  # pyright: ignore[reportPrivateUsage]
-
-
 async def test_the_store_checkpoints_its_write_ahead_log_in_large_batches(db_path: Path) -> None:
     """An indexed write dirties a page per term: checkpointing at SQLite's default of 1,000 pages would
-    copy the hottest pages into the database after every commit (`CHECKPOINT_BYTES`)."""
-    from temporal_recall.store.sqlite._opener import CHECKPOINT_BYTES, PAGE_BYTES
+    copy the hottest pages into the database after every commit (`CHECKPOINT_PAGES`)."""
+    from temporal_recall.store.sql._session import Session
+    from temporal_recall.store.sqlite._opener import CHECKPOINT_PAGES
+
+    async def settings(session: Session) -> tuple[int, int]:
+        return await session.value('PRAGMA wal_autocheckpoint'), await session.value('PRAGMA journal_size_limit')
 
     async with await SqliteConversationStore.open(db_path) as store:
-        page, pages, limit = await _log_settings(store)
-    assert page == PAGE_BYTES and pages * page == CHECKPOINT_BYTES and pages > 1_000
-    assert limit == CHECKPOINT_BYTES
-
-
-async def test_a_store_made_with_smaller_pages_keeps_them_and_checkpoints_as_many_bytes(
-    db_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A store created at SQLite's default page size (every store made before `PAGE_BYTES`) keeps it: reopened,
-    its messages intact, and its log checkpointed after as many bytes, in four times as many pages."""
-    from temporal_recall.store.sqlite import _opener
-
-    with monkeypatch.context() as before:
-        before.setattr(_opener, 'PAGE_BYTES', 4096)
-        await make_v1(db_path)
-    async with await SqliteConversationStore.open(db_path) as store:
-        page, pages, limit = await _log_settings(store)
-        conversation = await store.load('c')
-        assert conversation is not None and list(conversation.messages) == turn(1)
-    assert page == 4096 and pages * page == _opener.CHECKPOINT_BYTES and limit == _opener.CHECKPOINT_BYTES
+        pages, limit = await store._backend.run_read(settings, snapshot=False)  # pyright: ignore[reportPrivateUsage]
+    assert pages == CHECKPOINT_PAGES > 1_000
+    assert limit == 4096 * CHECKPOINT_PAGES

@@ -61,46 +61,33 @@ those hot pages nearly every insert reads a page back from the OS (docs/benchmar
 measurement). SQLite allocates the cache as pages are used, so a small store takes only what it needs."""
 
 
-PAGE_BYTES = 16_384
-"""The page size of a store SQLite creates (SQLite's default: 4,096). A store that existed before keeps its own.
-
-A search's first read of a common word's tier after its pages left the OS cache reads them from disk one
-page at a time, and those pages lie wherever SQLite found room when each row was written: a tier row of
-12 KB took a leaf cell and three overflow pages, each often a random read of its own (docs/design/store.md,
-"A tier read from disk"). In pages four times larger a row is one page, so the same tier is a quarter of the
-random reads. At 200,000 messages, filled side by side with the bench corpus: 913 messages/s against 890,
-a file 12% smaller (less overflow), and a first pass of searches after the page cache was dropped at
-20.1 / 43.5 ms (common words, p50 / p95) against 22.8 / 47.2, rare ids 1.78 against 1.83 at the median."""
-
-
 async def _first_look(session: Session, path: Path) -> int:
-    # Before anything is written: SQLite takes a new database's page size from its first page.
-    await session.run(f'PRAGMA page_size = {PAGE_BYTES}')
     await session.run('PRAGMA foreign_keys = ON')
     await session.run(f'PRAGMA cache_size = -{CACHE_KIB}')
     return await _recorded_version(session, path)
 
 
-CHECKPOINT_BYTES = 64 * 1024 * 1024
-"""Write-ahead log bytes after which a commit copies them into the database (SQLite's default: 1,000 pages,
-4 MB at its default page size): 16,384 pages of 4 KB, or 4,096 of a new store's 16 KB (`PAGE_BYTES`).
+CHECKPOINT_PAGES = 16_384
+"""Write-ahead log pages after which a commit copies them into the database (SQLite's default: 1,000).
 
 An indexed write rewrites the tail block of every term it holds, each on a page of its own in a large
 store: a large append dirties thousands of pages, so at the default every commit is followed by a
 checkpoint that writes them all into the database file again, the commonest terms' tails included,
-which the next append rewrites anyway. With a checkpoint every `CHECKPOINT_BYTES` a hot page is
+which the next append rewrites anyway. With a checkpoint every `CHECKPOINT_PAGES` pages a hot page is
 copied once per checkpoint instead of once per commit, at the price of a longer pause at each
 checkpoint (docs/benchmarks/history.md has the measurement). Durability does not change: a commit is as
 durable as `synchronous` makes its frames in the log, and a reopened store reads the log whatever its
-length. The log file is cut back to this size after a checkpoint, if a long reader let it grow past it."""
+length."""
+
+_LOG_LIMIT = 4096 * CHECKPOINT_PAGES
+"""Bytes the log file is cut back to after a checkpoint, if a long reader let it grow past that."""
 
 
 async def _use_wal(session: Session, synchronous: Synchronous) -> None:
     await session.run('PRAGMA journal_mode = WAL')
     await session.run(SYNCHRONOUS[synchronous])
-    page_bytes = int(await session.value('PRAGMA page_size'))  # The store's own: older stores keep 4,096.
-    await session.run(f'PRAGMA wal_autocheckpoint = {CHECKPOINT_BYTES // page_bytes}')
-    await session.run(f'PRAGMA journal_size_limit = {CHECKPOINT_BYTES}')
+    await session.run(f'PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES}')
+    await session.run(f'PRAGMA journal_size_limit = {_LOG_LIMIT}')
 
 
 async def connect(
