@@ -536,12 +536,15 @@ async def fill_tiered(store: AnyStore, conversations: range) -> None:
     await merge_everything(store)
 
 
-async def append_new(store: DeltaWriter, number: int, messages: Sequence[m.ModelMessage]) -> None:
-    """`messages` as the whole of a new conversation `c<number>` of scope `tenant`."""
+async def append_new(
+    store: DeltaWriter, number: int, messages: Sequence[m.ModelMessage], *, scope: str = 'tenant'
+) -> None:
+    """`messages` as the whole of a new conversation `c<number>` of `scope` (conversation ids are the store's,
+    whatever the scope: give each scope its own numbers)."""
     await store.append(
         AppendRequest(
             conversation_id=f'c{number}',
-            scope='tenant',
+            scope=scope,
             idempotency_key=f'k{number}',
             base_length=0,
             base_hash=None,

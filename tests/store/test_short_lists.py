@@ -12,13 +12,13 @@ import pytest
 
 from temporal_recall.models import SearchRequest
 from temporal_recall.search.plan import search_index
-from temporal_recall.store import AppendRequest, PostgresConversationStore
+from temporal_recall.store import PostgresConversationStore
 from temporal_recall.store.index import _reader
 from temporal_recall.store.postings import _tiers
 from temporal_recall.store.protocol import Posting, PostingColumns, SearchTarget, TieredPostings
 from temporal_recall.store.sql._session import Session
 
-from ._support import AnyStore, column_of, merge_everything, postings_of, settle_merges, user
+from ._support import AnyStore, append_new, column_of, merge_everything, postings_of, settle_merges, user
 
 WORDS = ['order', 'refund', 'parcel', 'late'] + [f'id{n}' for n in range(30)]
 """Common words among rarer ids: with `_tiers.LONG` left as it is, every list here is short."""
@@ -35,27 +35,18 @@ def _nothing_more(read: TieredPostings) -> dict[str, None]:
 async def _fill(store: AnyStore, rng: random.Random, numbers: range, scope: str) -> None:
     """A new conversation of `scope` per number, of one message of 2 to 12 of `WORDS`."""
     for number in numbers:
-        await store.append(
-            AppendRequest(
-                conversation_id=f'{scope}-c{number}',
-                scope=scope,
-                idempotency_key=f'{scope}-k{number}',
-                base_length=0,
-                base_hash=None,
-                messages=[user(' '.join(rng.choices(WORDS, k=rng.randint(2, 12))))],
-            )
-        )
+        await append_new(store, number, [user(' '.join(rng.choices(WORDS, k=rng.randint(2, 12))))], scope=scope)
 
 
 async def _merged_and_pending(store: AnyStore) -> None:
     """Two tenants with the same words: most of each list merged into blocks, the rest still pending."""
     rng = random.Random(23)
     await _fill(store, rng, range(40), 'tenant')
-    await _fill(store, rng, range(40), 'other')
+    await _fill(store, rng, range(1_000, 1_040), 'other')  # conversation ids of their own
     await settle_merges(store)
     await merge_everything(store)
     await _fill(store, rng, range(40, 52), 'tenant')
-    await _fill(store, rng, range(40, 52), 'other')
+    await _fill(store, rng, range(1_040, 1_052), 'other')
 
 
 async def test_short_lists_read_with_their_terms_are_every_posting_of_the_tenant(recall_store: AnyStore) -> None:

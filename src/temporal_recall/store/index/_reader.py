@@ -134,26 +134,37 @@ _WITH_SUPERSEDED = (
 """A conversation's counters with its superseded members: counted when asked for (its stored ones leave them out)."""
 
 
+def _resolve_fields(dialect: Dialect) -> dict[str, str]:
+    """What `_RESOLVED` leaves to the dialect: the terms' array, the join in order, the marked members' index."""
+    return {'terms': dialect.each(4, 'text'), 'join': dialect.join_in_order, 'marked': dialect.marked_members}
+
+
 @functools.lru_cache(maxsize=4)
 def _resolve_sql(dialect: Dialect) -> str:
-    return _RESOLVE.format(terms=dialect.each(4, 'text'), join=dialect.join_in_order, marked=dialect.marked_members)
+    return _RESOLVE.format(**_resolve_fields(dialect))
 
 
 @functools.lru_cache(maxsize=4)
 def _resolve_reading_short_sql(dialect: Dialect) -> str:
-    resolved = _RESOLVED.format(
-        terms=dialect.each(4, 'text'), join=dialect.join_in_order, marked=dialect.marked_members
-    )
     pending = by_segment(
         dialect, 'segments s', ' AND p.term_id = r.term_id', 'p.first_doc, p.postings', tenant='s.tenant_id'
     )
     return _RESOLVE_READING_SHORT.format(
-        segments=_SEGMENTS, columns=_RESOLVED_COLUMNS, resolved=resolved, pending=pending
+        segments=_SEGMENTS,
+        columns=_RESOLVED_COLUMNS,
+        resolved=_RESOLVED.format(**_resolve_fields(dialect)),
+        pending=pending,
     )
 
 
 TermRow = tuple[str, int, int]
 """A query term the target's tenant holds: `(term, term_id, tenant document count)`."""
+
+
+def _read_whole(term_rows: Sequence[TermRow]) -> bool:
+    """Whether a scope-wide search reads these terms' lists whole, without asking for tiers: together they
+    hold fewer postings than one list a tier is made for (a rare id, say), where pruning could not pay."""
+    return sum(count for _, _, count in term_rows) < _tiers.LONG
 
 
 async def resolve(
@@ -179,7 +190,7 @@ async def _resolve_reading_short(
         _resolve_reading_short_sql(dialect), *_target_params(target), dialect.array(dict.fromkeys(terms)), _tiers.LONG
     )
     found = await _resolved(session, target, rows)
-    if found is None or sum(count for _, _, count in found[1]) >= _tiers.LONG:
+    if found is None or not _read_whole(found[1]):
         return found, None
     return found, columns_of([(row[8], row[11], row[12]) for row in rows if row[11] is not None and row[9]])
 
@@ -381,12 +392,12 @@ async def tiered_postings(
     frequencies = {term: count for term, _, count in term_rows}
     # Lists that together hold fewer postings than one list a tier is made for are read whole, without
     # asking for tiers: a round trip saved where the pruning could not pay (a rare id, say).
-    short = sum(frequencies.values()) < _tiers.LONG
+    short = _read_whole(term_rows)
     tiers = {} if short else await _tiers.tier_states(session, tenant_id, list(names))
     listed = sum(count for _, term_id, count in term_rows if term_id in tiers)
     if listed < PRUNING_PAYS * sum(state.tier_postings for state in tiers.values()):
         tiers = {}  # Lists hardly longer than their tiers: reading them whole costs less than bounding them.
-    if short and short_lists is not None:  # Read with the terms (`_RESOLVE_READING_SHORT`).
+    if short_lists is not None:  # Read whole with the terms (`_RESOLVE_READING_SHORT`).
         known = short_lists
     else:
         known = await read_blocks(session, tenant_id, [term_id for term_id in names if term_id not in tiers], BLOCKS)
